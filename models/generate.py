@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Writes the example SavedModels under models/<name>/<version>/.
+
+Run with any Python 3: the script re-executes itself inside a virtual
+environment (created in the tfserve cache) that has the pinned TensorFlow.
+Every model is deterministic and well under 1 MB; the outputs are committed.
+
+    python3 models/generate.py
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+TF_PIN = "tensorflow-cpu==2.21.0"
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def cache_root() -> pathlib.Path:
+    if os.environ.get("TFSERVE_CACHE_DIR"):
+        return pathlib.Path(os.environ["TFSERVE_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(xdg) / "tfserve"
+
+
+def ensure_venv() -> None:
+    venv = cache_root() / "gen-venv"
+    python = venv / "bin" / "python"
+    if pathlib.Path(sys.prefix).resolve() == venv.resolve():
+        return
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    wheels = cache_root() / "wheels"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    "--find-links", str(wheels), TF_PIN], check=True)
+    os.execv(str(python), [str(python), __file__, *sys.argv[1:]])
+
+
+def fresh(name: str, version: int) -> str:
+    path = HERE / name / str(version)
+    if path.exists():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def half_plus_three(tf):
+    class HalfPlusThree(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+        def serve(self, x):
+            return {"y": 0.5 * x + 3.0}
+
+    module = HalfPlusThree()
+    tf.saved_model.save(module, fresh("half_plus_three", 1), signatures={"serving_default": module.serve})
+
+
+def adder(tf):
+    """Two versions of one model that differ in their output, for version routing."""
+    for version in (1, 2):
+        class Adder(tf.Module):
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+            def serve(self, x, _v=float(version)):
+                return {"y": x + _v}
+
+        module = Adder()
+        tf.saved_model.save(module, fresh("adder", version), signatures={"serving_default": module.serve})
+
+
+def multi_io(tf):
+    """Several named inputs and outputs of different dtypes, to exercise the codec."""
+    class MultiIO(tf.Module):
+        @tf.function(input_signature=[
+            tf.TensorSpec([None, 3], tf.float32, name="features"),
+            tf.TensorSpec([None], tf.int64, name="count"),
+            tf.TensorSpec([None], tf.string, name="label"),
+            tf.TensorSpec([None], tf.bool, name="flag"),
+        ])
+        def serve(self, features, count, label, flag):
+            return {
+                "total": tf.reduce_sum(features, axis=1),
+                "scaled": tf.cast(features, tf.float64) * tf.cast(tf.expand_dims(count, 1), tf.float64),
+                "count_plus_one": count + 1,
+                "greeting": tf.strings.join(["hello ", label]),
+                "label_bytes": label,
+                "flag_not": tf.logical_not(flag),
+            }
+
+    module = MultiIO()
+    tf.saved_model.save(module, fresh("multi_io", 1), signatures={"serving_default": module.serve})
+
+
+def tf1_half_plus_two(tf):
+    """A TF1-style model (graph + SavedModelBuilder) with predict, classify and regress signatures."""
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        serialized = v1.placeholder(tf.string, [None], name="tf_example")
+        parsed = tf.io.parse_example(serialized, {"x": tf.io.FixedLenFeature([1], tf.float32)})
+        a = v1.Variable(0.5, name="a")
+        b = v1.Variable(2.0, name="b")
+        x = v1.placeholder(tf.float32, [None], name="x")
+        y = tf.add(a * x, b, name="y")
+        y_from_examples = tf.add(a * parsed["x"], b, name="y_from_examples")  # [N, 1]
+        scores = tf.concat([y_from_examples, 1.0 - y_from_examples], axis=1, name="scores")
+        classes = tf.tile(tf.constant([["pos", "neg"]]), [tf.shape(serialized)[0], 1], name="classes")
+        sig = v1.saved_model.signature_def_utils
+        info = v1.saved_model.utils.build_tensor_info
+        signatures = {
+            "serving_default": sig.build_signature_def(
+                {"x": info(x)}, {"y": info(y)}, v1.saved_model.signature_constants.PREDICT_METHOD_NAME),
+            "classify_x_to_y": sig.build_signature_def(
+                {"inputs": info(serialized)}, {"classes": info(classes), "scores": info(scores)},
+                v1.saved_model.signature_constants.CLASSIFY_METHOD_NAME),
+            "regress_x_to_y": sig.build_signature_def(
+                {"inputs": info(serialized)}, {"outputs": info(y_from_examples)},
+                v1.saved_model.signature_constants.REGRESS_METHOD_NAME),
+        }
+        with v1.Session(graph=graph) as session:
+            session.run(v1.global_variables_initializer())
+            builder = v1.saved_model.Builder(fresh("tf1_half_plus_two", 1))
+            builder.add_meta_graph_and_variables(
+                session, [v1.saved_model.tag_constants.SERVING], signature_def_map=signatures)
+            builder.save()
+
+
+def image_classifier(tf):
+    """Takes a batch of encoded JPEG/PNG bytes, decodes and resizes in-graph, classifies into 10 classes."""
+    rng = tf.random.Generator.from_seed(7)
+    weights = tf.constant(rng.normal([28 * 28, 10], stddev=0.05).numpy())
+    bias = tf.constant(rng.normal([10], stddev=0.05).numpy())
+
+    class ImageClassifier(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+        def serve(self, image_bytes):
+            def decode(data):
+                image = tf.io.decode_image(data, channels=1, expand_animations=False)
+                image = tf.image.resize(tf.cast(image, tf.float32) / 255.0, [28, 28])
+                return tf.reshape(image, [28 * 28])
+
+            pixels = tf.map_fn(decode, image_bytes, fn_output_signature=tf.TensorSpec([28 * 28], tf.float32))
+            probabilities = tf.nn.softmax(tf.matmul(pixels, weights) + bias)
+            return {"classes": tf.argmax(probabilities, axis=1), "probabilities": probabilities}
+
+    module = ImageClassifier()
+    tf.saved_model.save(module, fresh("image_classifier", 1), signatures={"serving_default": module.serve})
+
+
+def mnist_cnn(tf):
+    """A small Keras CNN over float32 [-1, 28, 28, 1] images, exported the way the C API can load."""
+    import keras
+
+    keras.utils.set_random_seed(11)
+    inputs = keras.Input(shape=(28, 28, 1), name="image")
+    hidden = keras.layers.Conv2D(4, 3, activation="relu")(inputs)
+    hidden = keras.layers.MaxPooling2D(4)(hidden)
+    outputs = keras.layers.Dense(10, activation="softmax")(keras.layers.Flatten()(hidden))
+    model = keras.Model(inputs, outputs)
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(
+        name="serving_default",
+        fn=lambda image: {"probabilities": model(image)},
+        input_signature=[tf.TensorSpec([None, 28, 28, 1], tf.float32, name="image")],
+    )
+    archive.write_out(fresh("mnist_cnn", 1))
+
+
+def main() -> None:
+    ensure_venv()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    for build in (half_plus_three, adder, multi_io, tf1_half_plus_two, image_classifier, mnist_cnn):
+        build(tf)
+        print(f"wrote {build.__name__}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+//! TF Serving's classify/regress JSON: `examples` (+ `context`) become serialized
+//! `tf.Example` protos; scores, classes and regression values become `results`.
+
+use std::collections::BTreeMap;
+
+use prost::Message;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::encode::{write_f32, write_str};
+use super::CodecError;
+use crate::tensor::{Tensor, TensorData};
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Example {
+    #[prost(message, optional, tag = "1")]
+    features: Option<Features>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Features {
+    #[prost(btree_map = "string, message", tag = "1")]
+    feature: BTreeMap<String, Feature>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Feature {
+    #[prost(oneof = "Kind", tags = "1, 2, 3")]
+    kind: Option<Kind>,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+enum Kind {
+    #[prost(message, tag = "1")]
+    BytesList(BytesList),
+    #[prost(message, tag = "2")]
+    FloatList(FloatList),
+    #[prost(message, tag = "3")]
+    Int64List(Int64List),
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct BytesList {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    value: Vec<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct FloatList {
+    #[prost(float, repeated, tag = "1")]
+    value: Vec<f32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Int64List {
+    #[prost(int64, repeated, tag = "1")]
+    value: Vec<i64>,
+}
+
+/// A classify or regress request body.
+#[derive(Deserialize)]
+pub struct ExamplesRequest {
+    #[serde(default)]
+    pub signature_name: Option<String>,
+    #[serde(default)]
+    context: Option<Value>,
+    #[serde(default)]
+    examples: Option<Value>,
+}
+
+impl ExamplesRequest {
+    pub fn parse(body: &[u8]) -> Result<Self, CodecError> {
+        serde_json::from_slice(body).map_err(|e| CodecError::json_parse(&e))
+    }
+
+    /// One serialized `tf.Example` per entry of `examples`, each carrying the
+    /// `context` features too.
+    pub fn serialized_examples(&self) -> Result<Tensor, CodecError> {
+        let examples = match &self.examples {
+            Some(Value::Array(items)) if !items.is_empty() => items,
+            Some(Value::Array(_)) => return Err(CodecError::invalid("'examples' array is empty")),
+            Some(_) => return Err(CodecError::invalid("'examples' must be an array of objects")),
+            None => return Err(CodecError::invalid("Missing 'examples' key in the request body")),
+        };
+        let context = match &self.context {
+            None => BTreeMap::new(),
+            Some(Value::Object(map)) => features_of(map, "context")?,
+            Some(_) => return Err(CodecError::invalid("'context' must be an object of features")),
+        };
+        let mut serialized = Vec::with_capacity(examples.len());
+        for (index, example) in examples.iter().enumerate() {
+            let Value::Object(map) = example else {
+                return Err(CodecError::invalid(format!(
+                    "element {index} of 'examples' must be an object of features"
+                )));
+            };
+            let mut feature = features_of(map, &format!("examples[{index}]"))?;
+            for (name, value) in &context {
+                if feature.contains_key(name) {
+                    return Err(CodecError::invalid(format!(
+                        "feature '{name}' appears in both 'context' and examples[{index}]"
+                    )));
+                }
+                feature.insert(name.clone(), value.clone());
+            }
+            serialized.push(Example { features: Some(Features { feature }) }.encode_to_vec());
+        }
+        Ok(Tensor::new(vec![serialized.len()], TensorData::String(serialized)))
+    }
+}
+
+fn features_of(map: &Map<String, Value>, place: &str) -> Result<BTreeMap<String, Feature>, CodecError> {
+    map.iter()
+        .map(|(name, value)| Ok((name.clone(), feature_of(value, &format!("{place}.{name}"))?)))
+        .collect()
+}
+
+/// JSON integers become int64 lists, other numbers float lists, strings and
+/// `{"b64": ...}` bytes lists; a list takes the kind of its elements.
+fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
+    let items: &[Value] = match value {
+        Value::Array(items) => items,
+        single => std::slice::from_ref(single),
+    };
+    let bytes_of = |item: &Value| -> Option<Vec<u8>> {
+        match item {
+            Value::String(s) => Some(s.as_bytes().to_vec()),
+            Value::Object(obj) if obj.len() == 1 => {
+                obj.get("b64").and_then(Value::as_str).and_then(super::decode::decode_base64)
+            }
+            _ => None,
+        }
+    };
+    let kind = if items.iter().all(|i| i.is_i64() || i.is_u64()) && !items.is_empty() {
+        let values = items.iter().map(|i| i.as_i64().ok_or(())).collect::<Result<Vec<_>, _>>();
+        match values {
+            Ok(value) => Kind::Int64List(Int64List { value }),
+            Err(()) => return Err(CodecError::invalid(format!("feature {place}: integer out of int64 range"))),
+        }
+    } else if items.iter().all(Value::is_number) {
+        Kind::FloatList(FloatList { value: items.iter().filter_map(Value::as_f64).map(|v| v as f32).collect() })
+    } else if let Some(value) = items.iter().map(bytes_of).collect::<Option<Vec<_>>>() {
+        Kind::BytesList(BytesList { value })
+    } else {
+        return Err(CodecError::invalid(format!(
+            "feature {place}: values must be all numbers, or all strings / {{\"b64\": ...}} objects, got {value}"
+        )));
+    };
+    Ok(Feature { kind: Some(kind) })
+}
+
+/// `{"results": [[[label, score], ...], ...]}` from classes `[N, K]` (strings)
+/// and/or scores `[N, K]` (floats).
+pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> Result<Vec<u8>, CodecError> {
+    let (labels, label_shape) = match classes {
+        Some(Tensor { data: TensorData::String(v), shape }) => (Some(v), shape.as_slice()),
+        Some(other) => {
+            return Err(CodecError::invalid(format!(
+                "classification output 'classes' must be a string tensor, got {}",
+                other.dtype()
+            )))
+        }
+        None => (None, &[][..]),
+    };
+    let (values, score_shape) = match scores {
+        Some(Tensor { data: TensorData::Float(v), shape }) => (Some(v), shape.as_slice()),
+        Some(other) => {
+            return Err(CodecError::invalid(format!(
+                "classification output 'scores' must be a float tensor, got {}",
+                other.dtype()
+            )))
+        }
+        None => (None, &[][..]),
+    };
+    let shape = if values.is_some() { score_shape } else { label_shape };
+    let (rows, per_row) = match shape {
+        [n] => (*n, 1),
+        [n, k] => (*n, *k),
+        other => {
+            return Err(CodecError::invalid(format!(
+                "classification outputs must have shape [batch_size, num_classes], got {other:?}"
+            )))
+        }
+    };
+    if values.is_some() && labels.is_some() && label_shape != score_shape {
+        return Err(CodecError::invalid(format!(
+            "classification outputs disagree: classes {label_shape:?} vs scores {score_shape:?}"
+        )));
+    }
+    let mut out = b"{\"results\":[".to_vec();
+    for row in 0..rows {
+        if row > 0 {
+            out.push(b',');
+        }
+        out.push(b'[');
+        for k in 0..per_row {
+            if k > 0 {
+                out.push(b',');
+            }
+            let i = row * per_row + k;
+            out.push(b'[');
+            let label = labels.map(|l| String::from_utf8_lossy(&l[i]).into_owned()).unwrap_or_default();
+            write_str(&mut out, &label);
+            out.push(b',');
+            write_f32(&mut out, values.map(|v| v[i]).unwrap_or(0.0));
+            out.push(b']');
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(b"]}");
+    Ok(out)
+}
+
+/// `{"results": [v, ...]}` from a regression output of shape `[N]` or `[N, 1]`.
+pub fn regress_response(outputs: &Tensor) -> Result<Vec<u8>, CodecError> {
+    let TensorData::Float(values) = &outputs.data else {
+        return Err(CodecError::invalid(format!(
+            "regression output 'outputs' must be a float tensor, got {}",
+            outputs.dtype()
+        )));
+    };
+    if !matches!(outputs.shape.as_slice(), [_] | [_, 1]) {
+        return Err(CodecError::invalid(format!(
+            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got {:?}",
+            outputs.shape
+        )));
+    }
+    let mut out = b"{\"results\":[".to_vec();
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_f32(&mut out, *v);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn examples_become_tf_examples_with_context() {
+        let req = ExamplesRequest::parse(br#"{"context": {"c": "k"}, "examples": [{"x": 1.5}, {"x": [1, 2]}]}"#).unwrap();
+        let tensor = req.serialized_examples().unwrap();
+        let TensorData::String(protos) = tensor.data else { panic!() };
+        let first = Example::decode(protos[0].as_slice()).unwrap().features.unwrap().feature;
+        assert_eq!(first["x"].kind, Some(Kind::FloatList(FloatList { value: vec![1.5] })));
+        assert_eq!(first["c"].kind, Some(Kind::BytesList(BytesList { value: vec![b"k".to_vec()] })));
+        let second = Example::decode(protos[1].as_slice()).unwrap().features.unwrap().feature;
+        assert_eq!(second["x"].kind, Some(Kind::Int64List(Int64List { value: vec![1, 2] })));
+    }
+
+    #[test]
+    fn bad_examples_are_rejected() {
+        for body in [r#"{}"#, r#"{"examples": []}"#, r#"{"examples": [1]}"#, r#"{"examples": [{"x": [1, "a"]}]}"#] {
+            let req = ExamplesRequest::parse(body.as_bytes()).unwrap();
+            assert!(req.serialized_examples().is_err(), "{body}");
+        }
+        let req = ExamplesRequest::parse(br#"{"context": {"x": 1}, "examples": [{"x": 2}]}"#).unwrap();
+        assert!(req.serialized_examples().unwrap_err().to_string().contains("'x'"));
+    }
+
+    #[test]
+    fn results_layouts() {
+        let classes = Tensor::new(vec![1, 2], TensorData::String(vec![b"a".to_vec(), b"b".to_vec()]));
+        let scores = Tensor::new(vec![1, 2], TensorData::Float(vec![0.25, 0.75]));
+        let out = classify_response(Some(&classes), Some(&scores)).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), r#"{"results":[[["a",0.25],["b",0.75]]]}"#);
+        let reg = Tensor::new(vec![2, 1], TensorData::Float(vec![2.5, 3.0]));
+        assert_eq!(String::from_utf8(regress_response(&reg).unwrap()).unwrap(), r#"{"results":[2.5,3.0]}"#);
+    }
+}

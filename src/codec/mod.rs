@@ -1,0 +1,33 @@
+//! Conversions between HTTP bodies and typed tensors: TF Serving's JSON request
+//! layouts in, JSON responses out, and `tf.Example` building for classify/regress.
+
+pub mod decode;
+pub mod encode;
+pub mod example;
+mod shape;
+
+pub use decode::{PredictEnvelope, RequestFormat};
+
+/// A request body that cannot become tensors, or outputs that cannot become JSON.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CodecError {
+    /// The body is not valid JSON.
+    #[error("JSON Parse error: {0}")]
+    JsonParse(String),
+    /// Valid JSON whose content does not fit the signature.
+    #[error("{0}")]
+    Invalid(String),
+    /// A dtype JSON cannot carry (half, bfloat16, complex, ...).
+    #[error("{0}")]
+    Unimplemented(String),
+}
+
+impl CodecError {
+    pub fn invalid(message: impl Into<String>) -> Self {
+        CodecError::Invalid(message.into())
+    }
+
+    pub fn json_parse(err: &serde_json::Error) -> Self {
+        CodecError::JsonParse(err.to_string())
+    }
+}

@@ -1,0 +1,117 @@
+//! The request-level error type and the one table that maps every layer's
+//! errors to HTTP status codes and `{"error": "..."}` bodies.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+
+use crate::codec::CodecError;
+use crate::executor::ExecError;
+use crate::registry::RegistryError;
+use crate::runtime::{RuntimeError, StatusCode as TfCode};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error("Serving signature name: \"{0}\" not found in signature def")]
+    SignatureNotFound(String),
+    /// A request the route or method cannot carry (`Malformed request: ...`).
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("request body{} exceeds the limit of {limit} bytes (max_request_bytes)", got.map(|g| format!(" of {g} bytes")).unwrap_or_default())]
+    PayloadTooLarge { limit: usize, got: Option<usize> },
+    #[error("request timed out after {0} ms (rest_api_timeout_in_ms)")]
+    Timeout(u64),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Codec(CodecError::JsonParse(_) | CodecError::Invalid(_)) => StatusCode::BAD_REQUEST,
+            ApiError::Codec(CodecError::Unimplemented(_)) => StatusCode::NOT_IMPLEMENTED,
+            ApiError::Runtime(RuntimeError::Run { code, .. }) => tf_status(*code),
+            ApiError::Runtime(RuntimeError::UnknownSignature(_)) => StatusCode::NOT_FOUND,
+            ApiError::Runtime(RuntimeError::Load { .. }) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Registry(RegistryError::BadBasePath { .. }) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Registry(_) => StatusCode::NOT_FOUND,
+            ApiError::Exec(ExecError::Overloaded { .. } | ExecError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Exec(ExecError::Panicked(_)) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::SignatureNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+}
+
+/// TF Serving's `ToHTTPStatusCode`.
+fn tf_status(code: TfCode) -> StatusCode {
+    match code {
+        TfCode::InvalidArgument | TfCode::FailedPrecondition | TfCode::OutOfRange => StatusCode::BAD_REQUEST,
+        TfCode::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+        TfCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        TfCode::NotFound => StatusCode::NOT_FOUND,
+        TfCode::AlreadyExists | TfCode::Aborted => StatusCode::CONFLICT,
+        TfCode::PermissionDenied => StatusCode::FORBIDDEN,
+        TfCode::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        TfCode::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        TfCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        TfCode::Unauthenticated => StatusCode::UNAUTHORIZED,
+        TfCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// `{"error": message}` with the given status.
+pub fn error_response(status: StatusCode, message: &str) -> HttpResponse {
+    let mut body = Vec::with_capacity(message.len() + 16);
+    body.extend_from_slice(b"{\"error\":");
+    crate::codec::encode::write_str(&mut body, message);
+    body.push(b'}');
+    let mut response = HttpResponse::build(status);
+    response.content_type("application/json");
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response.insert_header(("Retry-After", "1"));
+    }
+    response.body(body)
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        error_response(self.status(), &self.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_tf_serving() {
+        let cases: Vec<(ApiError, u16)> = vec![
+            (CodecError::invalid("x").into(), 400),
+            (CodecError::Unimplemented("half".into()).into(), 501),
+            (RegistryError::NotFound("Latest(m)".into()).into(), 404),
+            (ExecError::Overloaded { capacity: 1 }.into(), 503),
+            (RuntimeError::Run { code: TfCode::InvalidArgument, message: "bad".into() }.into(), 400),
+            (RuntimeError::Run { code: TfCode::ResourceExhausted, message: "oom".into() }.into(), 429),
+            (ApiError::SignatureNotFound("s".into()), 404),
+            (ApiError::PayloadTooLarge { limit: 1, got: Some(2) }, 413),
+            (ApiError::Timeout(5), 504),
+        ];
+        for (error, status) in cases {
+            assert_eq!(error.status().as_u16(), status, "{error}");
+        }
+    }
+}

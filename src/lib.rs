@@ -1,0 +1,92 @@
+//! tfserve: a native server for TensorFlow SavedModels.
+//!
+//! # Layout
+//! - `settings`: flags, config file and environment, merged.
+//! - `http`: routes and thin handlers for each HTTP dialect.
+//! - `service`: the request path shared by every dialect.
+//! - `codec`: JSON ⇄ typed tensors, `tf.Example` building.
+//! - `registry`: models, versions and their states.
+//! - `executor`: the bounded session-run thread pool.
+//! - `runtime`: everything that touches TensorFlow.
+//! - `tensor`, `signature`: TensorFlow-free data types.
+
+pub mod codec;
+pub mod error;
+pub mod executor;
+pub mod http;
+pub mod registry;
+pub mod runtime;
+pub mod service;
+pub mod settings;
+pub mod signature;
+pub mod tensor;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::{web, App, HttpServer};
+
+use crate::executor::Executor;
+use crate::registry::{discover_models, LoadOptions, ModelSource, Registry};
+use crate::runtime::SessionConfig;
+use crate::service::Service;
+use crate::settings::Settings;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Registry(#[from] registry::RegistryError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("cannot start session threads: {0}")]
+    Threads(std::io::Error),
+}
+
+/// The models the settings name: one `--model_base_path`, or every model under `models_dir`.
+pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError> {
+    Ok(match &settings.model_base_path {
+        Some(base_path) => vec![ModelSource { name: settings.model_name.clone(), base_path: base_path.clone() }],
+        None => discover_models(&settings.models_dir)?,
+    })
+}
+
+/// A started server: its address and the future that runs it until shutdown.
+pub struct Running {
+    pub addrs: Vec<SocketAddr>,
+    pub server: actix_web::dev::Server,
+}
+
+/// Loads the models, binds the port and returns the server, not yet awaited.
+/// Must be called inside an actix (tokio) runtime.
+pub fn start(settings: &Settings) -> Result<Running, StartError> {
+    let started = Instant::now();
+    let registry = Arc::new(Registry::default());
+    let options = LoadOptions {
+        tags: settings.tags(),
+        session: SessionConfig {
+            intra_op_parallelism: settings.tensorflow_intra_op_parallelism,
+            inter_op_parallelism: settings.tensorflow_inter_op_parallelism,
+            ..SessionConfig::default()
+        },
+    };
+    registry.load(&model_sources(settings)?, &options)?;
+    let executor = Executor::new(settings.session_run_threads, settings.max_queued_runs).map_err(StartError::Threads)?;
+    let service = Service::new(registry.clone(), executor, Duration::from_millis(settings.rest_api_timeout_in_ms));
+    let state = web::Data::new(http::AppState { service, max_request_bytes: settings.max_request_bytes });
+    let addr = format!("{}:{}", settings.host, settings.http_port());
+    let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http::configure))
+        .workers(settings.rest_api_num_threads)
+        .shutdown_timeout(30)
+        .bind(&addr)
+        .map_err(|source| StartError::Bind { addr: addr.clone(), source })?;
+    let addrs = server.addrs();
+    log::info!(
+        "serving {} model(s) [{}] on http://{} (ready in {:.0} ms)",
+        registry.model_names().len(),
+        registry.model_names().join(", "),
+        addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    Ok(Running { addrs, server: server.run() })
+}

@@ -1,0 +1,31 @@
+//! The `tfserve` binary: parse settings, start the server, run until SIGINT/SIGTERM.
+
+use clap::Parser;
+use tfserve::settings::{Cli, Settings};
+
+fn main() -> std::process::ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    let settings = match Settings::load(&cli) {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("tfserve: {err}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let result = actix_web::rt::System::new().block_on(async move {
+        let running = tfserve::start(&settings)?;
+        // actix stops accepting on SIGINT/SIGTERM and drains in-flight requests.
+        running.server.await.map_err(|source| tfserve::StartError::Bind { addr: "server".into(), source })
+    });
+    match result {
+        Ok(()) => {
+            log::info!("shut down cleanly");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("tfserve: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Session options (thread pools, GPU memory) serialized as TensorFlow's
+//! `ConfigProto`, the only form the C API accepts.
+
+use prost::Message;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionConfig {
+    /// Threads for one op's parallel kernels; 0 lets TensorFlow choose.
+    pub intra_op_parallelism: i32,
+    /// Threads running independent ops concurrently; 0 lets TensorFlow choose.
+    pub inter_op_parallelism: i32,
+    /// Fraction of each GPU's memory to reserve at start; 0 lets TensorFlow choose.
+    pub per_process_gpu_memory_fraction: f64,
+    /// Grow GPU memory on demand instead of reserving it up front.
+    pub gpu_allow_growth: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ConfigProto {
+    #[prost(int32, tag = "2")]
+    intra_op_parallelism_threads: i32,
+    #[prost(int32, tag = "5")]
+    inter_op_parallelism_threads: i32,
+    #[prost(message, optional, tag = "6")]
+    gpu_options: Option<GpuOptions>,
+    #[prost(bool, tag = "7")]
+    allow_soft_placement: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct GpuOptions {
+    #[prost(double, tag = "1")]
+    per_process_gpu_memory_fraction: f64,
+    #[prost(bool, tag = "4")]
+    allow_growth: bool,
+}
+
+impl SessionConfig {
+    pub fn to_config_proto(&self) -> Vec<u8> {
+        let gpu = GpuOptions {
+            per_process_gpu_memory_fraction: self.per_process_gpu_memory_fraction,
+            allow_growth: self.gpu_allow_growth,
+        };
+        ConfigProto {
+            intra_op_parallelism_threads: self.intra_op_parallelism,
+            inter_op_parallelism_threads: self.inter_op_parallelism,
+            gpu_options: (gpu != GpuOptions::default()).then_some(gpu),
+            // Graphs exported on a GPU host must still load on a CPU-only one.
+            allow_soft_placement: true,
+        }
+        .encode_to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_thread_counts() {
+        let config = SessionConfig { intra_op_parallelism: 2, inter_op_parallelism: 1, ..Default::default() };
+        // field 2 = 2, field 5 = 1, field 7 = true
+        assert_eq!(config.to_config_proto(), vec![0x10, 2, 0x28, 1, 0x38, 1]);
+    }
+}

@@ -1,0 +1,285 @@
+//! SavedModel loading and signature runs over the `tensorflow` crate.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use tensorflow as tfr;
+use tensorflow::{Code, DataType, Graph, Operation, SavedModelBundle, Session, SessionOptions, SessionRunArgs};
+
+use super::bytes::ByteString;
+use super::{RuntimeError, SessionConfig, StatusCode};
+use crate::signature::{split_tensor_name, SignatureSpec, TensorSpec, INIT_OP_SIGNATURE};
+use crate::tensor::{DType, Tensor, TensorData};
+
+/// A signature with its graph endpoints resolved once at load time.
+struct BoundSignature {
+    spec: Arc<SignatureSpec>,
+    inputs: Vec<(Operation, i32)>,
+    outputs: Vec<(Operation, i32)>,
+}
+
+/// A loaded SavedModel: one session, shareable across threads (TensorFlow
+/// sessions are thread-safe for concurrent runs).
+pub struct LoadedModel {
+    session: Session,
+    signatures: BTreeMap<String, BoundSignature>,
+    _graph: Graph,
+}
+
+impl std::fmt::Debug for LoadedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedModel").field("signatures", &self.signatures.keys()).finish()
+    }
+}
+
+impl LoadedModel {
+    pub fn load(dir: &Path, tags: &[String], config: &SessionConfig) -> Result<Self, RuntimeError> {
+        let load_error = |message: String| RuntimeError::Load { path: dir.display().to_string(), message };
+        let mut options = SessionOptions::new();
+        options
+            .set_config(&config.to_config_proto())
+            .map_err(|s| load_error(format!("invalid session config: {s}")))?;
+        let mut graph = Graph::new();
+        let bundle = SavedModelBundle::load(&options, tags, &mut graph, dir)
+            .map_err(|s| load_error(status_message(&s)))?;
+        let mut signatures = BTreeMap::new();
+        for (name, def) in bundle.meta_graph_def().signatures() {
+            if name == INIT_OP_SIGNATURE {
+                continue;
+            }
+            let convert = |map: &std::collections::HashMap<String, tfr::TensorInfo>| -> Vec<TensorSpec> {
+                map.iter().map(|(key, info)| tensor_spec(key, info)).collect()
+            };
+            let mut spec = SignatureSpec {
+                name: name.clone(),
+                method_name: def.method_name().to_string(),
+                inputs: convert(def.inputs()),
+                outputs: convert(def.outputs()),
+            };
+            spec.sort();
+            let resolve = |specs: &[TensorSpec]| -> Result<Vec<(Operation, i32)>, RuntimeError> {
+                specs
+                    .iter()
+                    .map(|s| {
+                        let (op, index) = split_tensor_name(&s.tensor_name);
+                        graph
+                            .operation_by_name_required(op)
+                            .map(|operation| (operation, index))
+                            .map_err(|e| load_error(format!("signature '{name}': tensor {}: {e}", s.tensor_name)))
+                    })
+                    .collect()
+            };
+            let inputs = resolve(&spec.inputs)?;
+            let outputs = resolve(&spec.outputs)?;
+            signatures.insert(name.clone(), BoundSignature { spec: Arc::new(spec), inputs, outputs });
+        }
+        Ok(LoadedModel { session: bundle.session, signatures, _graph: graph })
+    }
+
+    pub fn signatures(&self) -> impl Iterator<Item = &Arc<SignatureSpec>> {
+        self.signatures.values().map(|s| &s.spec)
+    }
+
+    /// Runs a signature. `inputs` follow the order of `spec.inputs`; the result
+    /// follows `spec.outputs`.
+    pub fn run(&self, signature: &str, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
+        let bound = self
+            .signatures
+            .get(signature)
+            .ok_or_else(|| RuntimeError::UnknownSignature(signature.to_string()))?;
+        let feeds: Vec<Feed> = inputs.into_iter().map(Feed::from_tensor).collect::<Result<_, _>>()?;
+        let mut args = SessionRunArgs::new();
+        for ((operation, index), feed) in bound.inputs.iter().zip(&feeds) {
+            feed.add_to(&mut args, operation, *index);
+        }
+        let tokens: Vec<_> = bound
+            .outputs
+            .iter()
+            .map(|(operation, index)| args.request_fetch(operation, *index))
+            .collect();
+        self.session.run(&mut args).map_err(run_error)?;
+        tokens
+            .into_iter()
+            .enumerate()
+            .map(|(i, token)| {
+                let dtype = args.output_data_type(i).unwrap_or(DataType::Float);
+                fetch(&mut args, token, dtype, &bound.spec.outputs[i].key)
+            })
+            .collect()
+    }
+}
+
+fn tensor_spec(key: &str, info: &tfr::TensorInfo) -> TensorSpec {
+    let shape = info.shape();
+    let dims = shape
+        .dims()
+        .map(|rank| (0..rank).map(|d| shape[d].unwrap_or(-1)).collect());
+    let name = info.name();
+    TensorSpec {
+        key: key.to_string(),
+        tensor_name: format!("{}:{}", name.name, name.index),
+        dtype: dtype_of(info.dtype()),
+        shape: dims,
+    }
+}
+
+fn dtype_of(dtype: DataType) -> DType {
+    match dtype {
+        DataType::Float => DType::Float,
+        DataType::Double => DType::Double,
+        DataType::Int32 => DType::Int32,
+        DataType::UInt8 => DType::UInt8,
+        DataType::Int16 => DType::Int16,
+        DataType::Int8 => DType::Int8,
+        DataType::String => DType::String,
+        DataType::Int64 => DType::Int64,
+        DataType::Bool => DType::Bool,
+        DataType::BFloat16 => DType::BFloat16,
+        DataType::UInt16 => DType::UInt16,
+        DataType::Half => DType::Half,
+        DataType::UInt32 => DType::UInt32,
+        DataType::UInt64 => DType::UInt64,
+        DataType::Complex64 => DType::Other(8),
+        DataType::Complex128 => DType::Other(18),
+        DataType::Resource => DType::Other(20),
+        DataType::Variant => DType::Other(21),
+        DataType::UnrecognizedEnumValue(code) => DType::Other(code as i32),
+        _ => DType::Other(0),
+    }
+}
+
+fn run_error(status: tfr::Status) -> RuntimeError {
+    let code = match status.code() {
+        Code::Cancelled => StatusCode::Cancelled,
+        Code::InvalidArgument => StatusCode::InvalidArgument,
+        Code::DeadlineExceeded => StatusCode::DeadlineExceeded,
+        Code::NotFound => StatusCode::NotFound,
+        Code::AlreadyExists => StatusCode::AlreadyExists,
+        Code::PermissionDenied => StatusCode::PermissionDenied,
+        Code::ResourceExhausted => StatusCode::ResourceExhausted,
+        Code::FailedPrecondition => StatusCode::FailedPrecondition,
+        Code::Aborted => StatusCode::Aborted,
+        Code::OutOfRange => StatusCode::OutOfRange,
+        Code::Unimplemented => StatusCode::Unimplemented,
+        Code::Unavailable => StatusCode::Unavailable,
+        Code::Unauthenticated => StatusCode::Unauthenticated,
+        _ => StatusCode::Internal,
+    };
+    let message = status_message(&status);
+    RuntimeError::Run { code, message }
+}
+
+/// The status text without the `Code: ` prefix that `Display` adds.
+fn status_message(status: &tfr::Status) -> String {
+    let full = status.to_string();
+    let prefix = format!("{}: ", status.code());
+    full.strip_prefix(&prefix).map(str::to_string).unwrap_or(full)
+}
+
+fn internal(message: String) -> RuntimeError {
+    RuntimeError::Run { code: StatusCode::Internal, message }
+}
+
+/// An input converted to a TensorFlow tensor, kept alive for the run.
+enum Feed {
+    Float(tfr::Tensor<f32>),
+    Double(tfr::Tensor<f64>),
+    Int8(tfr::Tensor<i8>),
+    Int16(tfr::Tensor<i16>),
+    Int32(tfr::Tensor<i32>),
+    Int64(tfr::Tensor<i64>),
+    UInt8(tfr::Tensor<u8>),
+    UInt16(tfr::Tensor<u16>),
+    UInt32(tfr::Tensor<u32>),
+    UInt64(tfr::Tensor<u64>),
+    Bool(tfr::Tensor<bool>),
+    String(tfr::Tensor<ByteString>),
+}
+
+macro_rules! numeric_feed {
+    ($variant:ident, $dims:expr, $values:expr) => {
+        Feed::$variant(
+            tfr::Tensor::new(&$dims)
+                .with_values(&$values)
+                .map_err(|s| internal(s.to_string()))?,
+        )
+    };
+}
+
+impl Feed {
+    fn from_tensor(tensor: Tensor) -> Result<Feed, RuntimeError> {
+        let dims: Vec<u64> = tensor.shape.iter().map(|&d| d as u64).collect();
+        Ok(match tensor.data {
+            TensorData::Float(v) => numeric_feed!(Float, dims, v),
+            TensorData::Double(v) => numeric_feed!(Double, dims, v),
+            TensorData::Int8(v) => numeric_feed!(Int8, dims, v),
+            TensorData::Int16(v) => numeric_feed!(Int16, dims, v),
+            TensorData::Int32(v) => numeric_feed!(Int32, dims, v),
+            TensorData::Int64(v) => numeric_feed!(Int64, dims, v),
+            TensorData::UInt8(v) => numeric_feed!(UInt8, dims, v),
+            TensorData::UInt16(v) => numeric_feed!(UInt16, dims, v),
+            TensorData::UInt32(v) => numeric_feed!(UInt32, dims, v),
+            TensorData::UInt64(v) => numeric_feed!(UInt64, dims, v),
+            TensorData::Bool(v) => numeric_feed!(Bool, dims, v),
+            TensorData::String(values) => {
+                let mut tensor = tfr::Tensor::<ByteString>::new(&dims);
+                for (slot, value) in tensor.iter_mut().zip(values) {
+                    *slot = ByteString(value);
+                }
+                Feed::String(tensor)
+            }
+        })
+    }
+
+    fn add_to<'a>(&'a self, args: &mut SessionRunArgs<'a>, operation: &Operation, index: i32) {
+        match self {
+            Feed::Float(t) => args.add_feed(operation, index, t),
+            Feed::Double(t) => args.add_feed(operation, index, t),
+            Feed::Int8(t) => args.add_feed(operation, index, t),
+            Feed::Int16(t) => args.add_feed(operation, index, t),
+            Feed::Int32(t) => args.add_feed(operation, index, t),
+            Feed::Int64(t) => args.add_feed(operation, index, t),
+            Feed::UInt8(t) => args.add_feed(operation, index, t),
+            Feed::UInt16(t) => args.add_feed(operation, index, t),
+            Feed::UInt32(t) => args.add_feed(operation, index, t),
+            Feed::UInt64(t) => args.add_feed(operation, index, t),
+            Feed::Bool(t) => args.add_feed(operation, index, t),
+            Feed::String(t) => args.add_feed(operation, index, t),
+        }
+    }
+}
+
+fn fetch(args: &mut SessionRunArgs<'_>, token: tfr::FetchToken, dtype: DataType, key: &str) -> Result<Tensor, RuntimeError> {
+    macro_rules! take {
+        ($ty:ty, $variant:ident) => {{
+            let t = args.fetch::<$ty>(token).map_err(|s| internal(s.to_string()))?;
+            let shape = t.dims().iter().map(|&d| d as usize).collect();
+            Tensor::new(shape, TensorData::$variant(t.to_vec()))
+        }};
+    }
+    Ok(match dtype {
+        DataType::Float => take!(f32, Float),
+        DataType::Double => take!(f64, Double),
+        DataType::Int8 => take!(i8, Int8),
+        DataType::Int16 => take!(i16, Int16),
+        DataType::Int32 => take!(i32, Int32),
+        DataType::Int64 => take!(i64, Int64),
+        DataType::UInt8 => take!(u8, UInt8),
+        DataType::UInt16 => take!(u16, UInt16),
+        DataType::UInt32 => take!(u32, UInt32),
+        DataType::UInt64 => take!(u64, UInt64),
+        DataType::Bool => take!(bool, Bool),
+        DataType::String => {
+            let t = args.fetch::<ByteString>(token).map_err(|s| internal(s.to_string()))?;
+            let shape = t.dims().iter().map(|&d| d as usize).collect();
+            Tensor::new(shape, TensorData::String(t.iter().map(|b| b.0.clone()).collect()))
+        }
+        other => {
+            return Err(RuntimeError::Run {
+                code: StatusCode::Unimplemented,
+                message: format!("output '{key}' has dtype {other}, which JSON responses cannot carry"),
+            })
+        }
+    })
+}

@@ -1,0 +1,176 @@
+//! The protocol-neutral request path: resolve the servable and signature,
+//! decode into tensors, run off the HTTP threads, encode the answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use crate::codec::encode::{predict_response, NamedOutput};
+use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
+use crate::codec::PredictEnvelope;
+use crate::error::ApiError;
+use crate::executor::Executor;
+use crate::registry::{Registry, Servable, VersionSelector};
+use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
+use crate::tensor::Tensor;
+
+pub struct Service {
+    pub registry: Arc<Registry>,
+    executor: Executor,
+    timeout: Duration,
+}
+
+impl Service {
+    pub fn new(registry: Arc<Registry>, executor: Executor, timeout: Duration) -> Service {
+        Service { registry, executor, timeout }
+    }
+
+    fn signature(servable: &Servable, name: Option<&str>) -> Result<Arc<SignatureSpec>, ApiError> {
+        let name = name.unwrap_or(DEFAULT_SIGNATURE);
+        servable
+            .signature(name)
+            .cloned()
+            .ok_or_else(|| ApiError::SignatureNotFound(name.to_string()))
+    }
+
+    /// Runs a signature on the session pool, bounded by the request timeout.
+    pub async fn run(&self, servable: Arc<Servable>, signature: &str, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, ApiError> {
+        let signature = signature.to_string();
+        let work = self.executor.run(move || servable.runtime.run(&signature, inputs));
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(result) => Ok(result??),
+            Err(_) => Err(ApiError::Timeout(self.timeout.as_millis() as u64)),
+        }
+    }
+
+    /// TF Serving's `:predict`, with the response in the request's layout.
+    pub async fn predict(&self, model: &str, selector: &VersionSelector, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+        let servable = self.registry.resolve(model, selector)?;
+        let envelope = PredictEnvelope::parse(body)?;
+        let signature = Self::signature(&servable, envelope.signature_name.as_deref())?;
+        let format = envelope.format()?;
+        let inputs = envelope.decode(&signature)?;
+        let outputs = self.run(servable, &signature.name, inputs).await?;
+        let named: Vec<NamedOutput<'_>> = signature
+            .outputs
+            .iter()
+            .zip(&outputs)
+            .map(|(spec, tensor)| NamedOutput { key: &spec.key, tensor })
+            .collect();
+        Ok(predict_response(format, &named)?)
+    }
+
+    /// TF Serving's `:classify` and `:regress`: examples in, `results` out.
+    pub async fn classify_or_regress(&self, model: &str, selector: &VersionSelector, body: &[u8], method: &str) -> Result<Vec<u8>, ApiError> {
+        let servable = self.registry.resolve(model, selector)?;
+        let request = ExamplesRequest::parse(body)?;
+        let signature = Self::signature(&servable, request.signature_name.as_deref())?;
+        if signature.method_name != method {
+            let kind = if method == CLASSIFY_METHOD { "classification" } else { "regression" };
+            return Err(ApiError::BadRequest(format!(
+                "Expected {kind} signature method_name to be {method}. Was: {}",
+                signature.method_name
+            )));
+        }
+        let examples_input = match signature.inputs.as_slice() {
+            [single] => single,
+            _ => signature.input("inputs").ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "signature '{}' must have one string input named 'inputs' for serialized tf.Examples; it has: {}",
+                    signature.name,
+                    signature.input_names()
+                ))
+            })?,
+        };
+        if signature.inputs.len() != 1 {
+            return Err(ApiError::BadRequest(format!(
+                "signature '{}' has inputs {} besides '{}'; classify/regress feed only serialized examples",
+                signature.name,
+                signature.input_names(),
+                examples_input.key
+            )));
+        }
+        let examples = request.serialized_examples()?;
+        let outputs = self.run(servable, &signature.name, vec![examples]).await?;
+        let find = |key: &str| signature.outputs.iter().position(|s| s.key == key).map(|i| &outputs[i]);
+        if method == CLASSIFY_METHOD {
+            let (classes, scores) = (find("classes"), find("scores"));
+            if classes.is_none() && scores.is_none() {
+                return Err(ApiError::BadRequest(format!(
+                    "classification signature '{}' has neither a 'classes' nor a 'scores' output",
+                    signature.name
+                )));
+            }
+            Ok(classify_response(classes, scores)?)
+        } else {
+            debug_assert_eq!(method, REGRESS_METHOD);
+            let values = find("outputs").or(match outputs.as_slice() {
+                [single] => Some(single),
+                _ => None,
+            });
+            let values = values.ok_or_else(|| {
+                ApiError::BadRequest(format!("regression signature '{}' has no 'outputs' output", signature.name))
+            })?;
+            Ok(regress_response(values)?)
+        }
+    }
+
+    /// `GET /v1/models/{m}[/versions/{v}]`: TF Serving's GetModelStatusResponse.
+    pub fn model_status(&self, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
+        let statuses = self.registry.status(model, selector)?;
+        let entries: Vec<Value> = statuses
+            .iter()
+            .map(|s| {
+                json!({
+                    "version": s.version.to_string(),
+                    "state": s.state.as_str(),
+                    "status": {
+                        "error_code": if s.error.is_some() { "UNKNOWN" } else { "OK" },
+                        "error_message": s.error.clone().unwrap_or_default(),
+                    }
+                })
+            })
+            .collect();
+        Ok(json!({ "model_version_status": entries }))
+    }
+
+    /// `GET /v1/models/{m}[/versions/{v}]/metadata`: the signature defs.
+    pub fn model_metadata(&self, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
+        let servable = self.registry.resolve(model, selector)?;
+        let mut defs = Map::new();
+        for signature in servable.runtime.signatures() {
+            defs.insert(
+                signature.name.clone(),
+                json!({
+                    "inputs": tensor_map(&signature.inputs),
+                    "outputs": tensor_map(&signature.outputs),
+                    "method_name": signature.method_name,
+                    "defaults": {},
+                }),
+            );
+        }
+        Ok(json!({
+            "model_spec": { "name": model, "signature_name": "", "version": servable.version.to_string() },
+            "metadata": { "signature_def": { "signature_def": defs } }
+        }))
+    }
+}
+
+fn tensor_map(specs: &[TensorSpec]) -> Value {
+    let mut map = Map::new();
+    for spec in specs {
+        let shape = match &spec.shape {
+            None => json!({ "dim": [], "unknown_rank": true }),
+            Some(dims) => json!({
+                "dim": dims.iter().map(|d| json!({ "size": d.to_string(), "name": "" })).collect::<Vec<_>>(),
+                "unknown_rank": false,
+            }),
+        };
+        map.insert(
+            spec.key.clone(),
+            json!({ "dtype": spec.dtype.proto_name(), "tensor_shape": shape, "name": spec.tensor_name }),
+        );
+    }
+    Value::Object(map)
+}
