@@ -23,8 +23,7 @@ fn main() {
             Err(err) => panic!("libtensorflow not found through pkg-config ({err}); {FIX}"),
         },
     };
-    if !lib_dir.join("libtensorflow.so").exists() && !lib_dir.join("libtensorflow.so.2").exists()
-    {
+    if !lib_dir.join("libtensorflow.so").exists() && !lib_dir.join("libtensorflow.so.2").exists() {
         panic!("no libtensorflow.so in {}; {FIX}", lib_dir.display());
     }
     println!("cargo:rustc-link-search=native={}", lib_dir.display());

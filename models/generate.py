@@ -5,7 +5,8 @@ Run with any Python 3: the script re-executes itself inside a virtual
 environment (created in the tfserve cache) that has the pinned TensorFlow.
 Every model is deterministic and well under 1 MB; the outputs are committed.
 
-    python3 models/generate.py
+    python3 models/generate.py            # every model
+    python3 models/generate.py adder      # only the named ones
 """
 import os
 import pathlib
@@ -166,12 +167,56 @@ def mnist_cnn(tf):
     archive.write_out(fresh("mnist_cnn", 1))
 
 
+def half_precision(tf):
+    """A float16 input, which JSON cannot carry: requests get TF Serving's 501."""
+    class HalfPrecision(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float16, name="x")])
+        def serve(self, x):
+            return {"y": tf.cast(x, tf.float32) * 2.0}
+
+    module = HalfPrecision()
+    tf.saved_model.save(module, fresh("half_precision", 1), signatures={"serving_default": module.serve})
+
+
+def test_fixtures(tf):
+    """Images for the tests, and the outputs TensorFlow itself gives for them,
+    so that tfserve's answers are checked against an independent run."""
+    import json
+
+    data = HERE.parent / "tests" / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    gradient = tf.cast(tf.reshape(tf.range(28 * 28) % 256, [28, 28, 1]), tf.uint8)
+    png = tf.io.encode_png(gradient).numpy()
+    jpeg = tf.io.encode_jpeg(gradient, quality=95).numpy()
+    (data / "gradient.png").write_bytes(png)
+    (data / "gradient.jpg").write_bytes(jpeg)
+    classifier = tf.saved_model.load(str(HERE / "image_classifier" / "1")).signatures["serving_default"]
+    cnn = tf.saved_model.load(str(HERE / "mnist_cnn" / "1")).signatures["serving_default"]
+    image = tf.reshape(tf.cast(tf.range(28 * 28), tf.float32) / (28 * 28), [1, 28, 28, 1])
+    expected = {
+        "image_classifier": {
+            name: {k: v.numpy().tolist() for k, v in classifier(image_bytes=tf.constant([raw])).items()}
+            for name, raw in (("png", png), ("jpg", jpeg))
+        },
+        "mnist_cnn": {"input": image.numpy().tolist(), "probabilities": cnn(image=image)["probabilities"].numpy().tolist()},
+    }
+    (data / "expected.json").write_text(json.dumps(expected))
+
+
+BUILDERS = (half_plus_three, adder, multi_io, tf1_half_plus_two, image_classifier, mnist_cnn, half_precision,
+            test_fixtures)
+
+
 def main() -> None:
+    """Writes every model, or only those named on the command line."""
     ensure_venv()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    for build in (half_plus_three, adder, multi_io, tf1_half_plus_two, image_classifier, mnist_cnn):
+    wanted = set(sys.argv[1:])
+    for build in BUILDERS:
+        if wanted and build.__name__ not in wanted:
+            continue
         build(tf)
         print(f"wrote {build.__name__}")
 

@@ -9,9 +9,14 @@ use tokio::sync::oneshot;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// A queued run's eventual result (or the panic message of a run that panicked).
+pub struct Pending<R>(oneshot::Receiver<Result<R, String>>);
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ExecError {
-    #[error("server overloaded: {capacity} runs are already queued (max_queued_runs); retry later")]
+    #[error(
+        "server overloaded: {capacity} runs are already queued (max_queued_runs); retry later"
+    )]
     Overloaded { capacity: usize },
     #[error("server is shutting down")]
     ShuttingDown,
@@ -40,12 +45,25 @@ impl Executor {
                     })
             })
             .collect::<std::io::Result<Vec<_>>>()?;
-        Ok(Executor { sender: Some(sender), threads, capacity })
+        Ok(Executor {
+            sender: Some(sender),
+            threads,
+            capacity,
+        })
     }
 
     /// Runs `work` on a pool thread and waits for its result without blocking
     /// the caller's thread.
     pub async fn run<R, F>(&self, work: F) -> Result<R, ExecError>
+    where
+        R: Send + 'static,
+        F: FnOnce() -> R + Send + 'static,
+    {
+        Self::wait(self.submit(work)?).await
+    }
+
+    /// Queues `work` now, or refuses it at once when the queue is full.
+    pub fn submit<R, F>(&self, work: F) -> Result<Pending<R>, ExecError>
     where
         R: Send + 'static,
         F: FnOnce() -> R + Send + 'static,
@@ -64,10 +82,16 @@ impl Executor {
         });
         let sender = self.sender.as_ref().ok_or(ExecError::ShuttingDown)?;
         sender.try_send(job).map_err(|e| match e {
-            TrySendError::Full(_) => ExecError::Overloaded { capacity: self.capacity },
+            TrySendError::Full(_) => ExecError::Overloaded {
+                capacity: self.capacity,
+            },
             TrySendError::Disconnected(_) => ExecError::ShuttingDown,
         })?;
-        match result.await {
+        Ok(Pending(result))
+    }
+
+    pub async fn wait<R>(pending: Pending<R>) -> Result<R, ExecError> {
+        match pending.0.await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(panic)) => Err(ExecError::Panicked(panic)),
             Err(_) => Err(ExecError::ShuttingDown),
@@ -93,7 +117,10 @@ mod tests {
     async fn runs_work_and_reports_panics() {
         let executor = Executor::new(2, 4).unwrap();
         assert_eq!(executor.run(|| 2 + 2).await, Ok(4));
-        let err = executor.run(|| -> i32 { panic!("boom") }).await.unwrap_err();
+        let err = executor
+            .run(|| -> i32 { panic!("boom") })
+            .await
+            .unwrap_err();
         assert_eq!(err, ExecError::Panicked("boom".into()));
         assert_eq!(executor.run(|| "still serving").await, Ok("still serving"));
     }
@@ -101,16 +128,22 @@ mod tests {
     #[tokio::test]
     async fn full_queue_is_refused() {
         let executor = Executor::new(1, 1).unwrap();
-        let (release, gate) = crossbeam_channel::bounded::<()>(0);
-        let busy = executor.run(move || gate.recv().ok());
-        let queued = executor.run(|| ());
-        let refused = executor.run(|| ());
-        let (busy, queued, refused) = tokio::join!(busy, queued, async {
-            let result = refused.await;
-            release.send(()).unwrap();
-            result
-        });
-        assert_eq!(refused, Err(ExecError::Overloaded { capacity: 1 }));
-        assert!(busy.is_ok() && queued.is_ok());
+        let (started, is_started) = crossbeam_channel::bounded::<()>(1);
+        let (release, gate) = crossbeam_channel::bounded::<()>(1);
+        let busy = executor
+            .submit(move || {
+                started.send(()).unwrap();
+                gate.recv().unwrap();
+            })
+            .unwrap();
+        is_started.recv().unwrap();
+        let queued = executor.submit(|| 7).unwrap();
+        assert_eq!(
+            executor.submit(|| 0).err(),
+            Some(ExecError::Overloaded { capacity: 1 })
+        );
+        release.send(()).unwrap();
+        assert_eq!(Executor::wait(busy).await, Ok(()));
+        assert_eq!(Executor::wait(queued).await, Ok(7));
     }
 }

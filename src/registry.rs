@@ -111,7 +111,10 @@ pub fn discover_versions(base_path: &Path) -> Result<Vec<(i64, PathBuf)>, Regist
         .filter(|e| e.path().is_dir())
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
-            let version = name.parse::<i64>().ok().filter(|v| *v >= 0 && name.bytes().all(|b| b.is_ascii_digit()))?;
+            let version = name
+                .parse::<i64>()
+                .ok()
+                .filter(|v| *v >= 0 && name.bytes().all(|b| b.is_ascii_digit()))?;
             Some((version, e.path()))
         })
         .collect();
@@ -128,9 +131,16 @@ pub fn discover_models(root: &Path) -> Result<Vec<ModelSource>, RegistryError> {
     let mut models: Vec<ModelSource> = entries
         .filter_map(Result::ok)
         .filter(|e| e.path().is_dir())
-        .filter(|e| discover_versions(&e.path()).map(|v| !v.is_empty()).unwrap_or(false))
+        .filter(|e| {
+            discover_versions(&e.path())
+                .map(|v| !v.is_empty())
+                .unwrap_or(false)
+        })
         .filter_map(|e| {
-            Some(ModelSource { name: e.file_name().to_str()?.to_string(), base_path: e.path() })
+            Some(ModelSource {
+                name: e.file_name().to_str()?.to_string(),
+                base_path: e.path(),
+            })
         })
         .collect();
     models.sort_by(|a, b| a.name.cmp(&b.name));
@@ -140,11 +150,19 @@ pub fn discover_models(root: &Path) -> Result<Vec<ModelSource>, RegistryError> {
 impl Registry {
     /// Loads every version of every source. A version that fails to load is
     /// recorded as END with its error; other versions and models still serve.
-    pub fn load(&self, sources: &[ModelSource], options: &LoadOptions) -> Result<(), RegistryError> {
+    pub fn load(
+        &self,
+        sources: &[ModelSource],
+        options: &LoadOptions,
+    ) -> Result<(), RegistryError> {
         for source in sources {
             let versions = discover_versions(&source.base_path)?;
             if versions.is_empty() {
-                log::warn!("model {}: no numeric version directories under {}", source.name, source.base_path.display());
+                log::warn!(
+                    "model {}: no numeric version directories under {}",
+                    source.name,
+                    source.base_path.display()
+                );
             }
             for (version, path) in versions {
                 self.load_version(&source.name, version, &path, options);
@@ -157,13 +175,26 @@ impl Registry {
         let mut models = self.models.write().unwrap_or_else(|p| p.into_inner());
         let entry = models
             .entry(model.to_string())
-            .or_insert_with(|| ModelEntry { versions: BTreeMap::new(), labels: BTreeMap::new() });
+            .or_insert_with(|| ModelEntry {
+                versions: BTreeMap::new(),
+                labels: BTreeMap::new(),
+            });
         entry.versions.insert(slot.status.version, slot);
     }
 
     pub fn load_version(&self, model: &str, version: i64, path: &Path, options: &LoadOptions) {
-        let status = |state, error| VersionStatus { version, state, error };
-        self.set_slot(model, VersionSlot { status: status(VersionState::Loading, None), servable: None });
+        let status = |state, error| VersionStatus {
+            version,
+            state,
+            error,
+        };
+        self.set_slot(
+            model,
+            VersionSlot {
+                status: status(VersionState::Loading, None),
+                servable: None,
+            },
+        );
         let started = Instant::now();
         match LoadedModel::load(path, &options.tags, &options.session) {
             Ok(runtime) => {
@@ -174,42 +205,81 @@ impl Registry {
                     path.display(),
                     signatures.join(", ")
                 );
-                let servable = Arc::new(Servable { model: model.to_string(), version, runtime });
-                self.set_slot(model, VersionSlot { status: status(VersionState::Available, None), servable: Some(servable) });
+                let servable = Arc::new(Servable {
+                    model: model.to_string(),
+                    version,
+                    runtime,
+                });
+                self.set_slot(
+                    model,
+                    VersionSlot {
+                        status: status(VersionState::Available, None),
+                        servable: Some(servable),
+                    },
+                );
             }
             Err(err) => {
                 log::error!("model {model} version {version}: {err}");
-                self.set_slot(model, VersionSlot { status: status(VersionState::End, Some(err.to_string())), servable: None });
+                self.set_slot(
+                    model,
+                    VersionSlot {
+                        status: status(VersionState::End, Some(err.to_string())),
+                        servable: None,
+                    },
+                );
             }
         }
     }
 
     /// The servable a request addresses.
-    pub fn resolve(&self, model: &str, selector: &VersionSelector) -> Result<Arc<Servable>, RegistryError> {
+    pub fn resolve(
+        &self,
+        model: &str,
+        selector: &VersionSelector,
+    ) -> Result<Arc<Servable>, RegistryError> {
         let models = self.models.read().unwrap_or_else(|p| p.into_inner());
         let not_found = || match selector {
             VersionSelector::Latest => RegistryError::NotFound(format!("Latest({model})")),
-            VersionSelector::Specific(v) => RegistryError::NotFound(format!("Specific({model}, {v})")),
+            VersionSelector::Specific(v) => {
+                RegistryError::NotFound(format!("Specific({model}, {v})"))
+            }
             VersionSelector::Label(l) => RegistryError::UnknownLabel(l.clone()),
         };
         let entry = models.get(model).ok_or_else(not_found)?;
         let servable = match selector {
-            VersionSelector::Latest => entry.versions.values().rev().find_map(|slot| slot.servable.clone()),
-            VersionSelector::Specific(v) => entry.versions.get(v).and_then(|slot| slot.servable.clone()),
+            VersionSelector::Latest => entry
+                .versions
+                .values()
+                .rev()
+                .find_map(|slot| slot.servable.clone()),
+            VersionSelector::Specific(v) => {
+                entry.versions.get(v).and_then(|slot| slot.servable.clone())
+            }
             VersionSelector::Label(label) => {
                 let version = entry.labels.get(label).ok_or_else(not_found)?;
-                entry.versions.get(version).and_then(|slot| slot.servable.clone())
+                entry
+                    .versions
+                    .get(version)
+                    .and_then(|slot| slot.servable.clone())
             }
         };
         servable.ok_or_else(not_found)
     }
 
     /// Version statuses for the status endpoint; all versions for `Latest`.
-    pub fn status(&self, model: &str, selector: &VersionSelector) -> Result<Vec<VersionStatus>, RegistryError> {
+    pub fn status(
+        &self,
+        model: &str,
+        selector: &VersionSelector,
+    ) -> Result<Vec<VersionStatus>, RegistryError> {
         let models = self.models.read().unwrap_or_else(|p| p.into_inner());
-        let entry = models.get(model).ok_or_else(|| RegistryError::UnknownModel(model.to_string()))?;
+        let entry = models
+            .get(model)
+            .ok_or_else(|| RegistryError::UnknownModel(model.to_string()))?;
         let version = match selector {
-            VersionSelector::Latest => return Ok(entry.versions.values().map(|s| s.status.clone()).collect()),
+            VersionSelector::Latest => {
+                return Ok(entry.versions.values().map(|s| s.status.clone()).collect())
+            }
             VersionSelector::Specific(v) => *v,
             VersionSelector::Label(label) => *entry
                 .labels
@@ -232,7 +302,11 @@ impl Registry {
     /// version of each model is available.
     pub fn all_available(&self) -> bool {
         let models = self.models.read().unwrap_or_else(|p| p.into_inner());
-        models.values().all(|m| m.versions.values().any(|v| v.status.state == VersionState::Available))
+        models.values().all(|m| {
+            m.versions
+                .values()
+                .any(|v| v.status.state == VersionState::Available)
+        })
     }
 }
 
@@ -246,9 +320,17 @@ mod tests {
         for sub in ["m/1", "m/10", "m/2", "m/tmp", "m/3a", "empty/x"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }
-        let versions: Vec<i64> = discover_versions(&dir.join("m")).unwrap().into_iter().map(|v| v.0).collect();
+        let versions: Vec<i64> = discover_versions(&dir.join("m"))
+            .unwrap()
+            .into_iter()
+            .map(|v| v.0)
+            .collect();
         assert_eq!(versions, vec![1, 2, 10]);
-        let models: Vec<String> = discover_models(&dir).unwrap().into_iter().map(|m| m.name).collect();
+        let models: Vec<String> = discover_models(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
         assert_eq!(models, vec!["m"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -256,10 +338,20 @@ mod tests {
     #[test]
     fn unknown_models_and_versions_are_not_found() {
         let registry = Registry::default();
-        let err = registry.resolve("half", &VersionSelector::Latest).unwrap_err();
-        assert_eq!(err.to_string(), "Servable not found for request: Latest(half)");
-        let err = registry.resolve("foo", &VersionSelector::Specific(50)).unwrap_err();
-        assert_eq!(err.to_string(), "Servable not found for request: Specific(foo, 50)");
+        let err = registry
+            .resolve("half", &VersionSelector::Latest)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Servable not found for request: Latest(half)"
+        );
+        let err = registry
+            .resolve("foo", &VersionSelector::Specific(50))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Servable not found for request: Specific(foo, 50)"
+        );
         assert!(registry.status("foo", &VersionSelector::Latest).is_err());
     }
 }

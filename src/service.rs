@@ -12,7 +12,9 @@ use crate::codec::PredictEnvelope;
 use crate::error::ApiError;
 use crate::executor::Executor;
 use crate::registry::{Registry, Servable, VersionSelector};
-use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
+use crate::signature::{
+    SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD,
+};
 use crate::tensor::Tensor;
 
 pub struct Service {
@@ -23,7 +25,11 @@ pub struct Service {
 
 impl Service {
     pub fn new(registry: Arc<Registry>, executor: Executor, timeout: Duration) -> Service {
-        Service { registry, executor, timeout }
+        Service {
+            registry,
+            executor,
+            timeout,
+        }
     }
 
     fn signature(servable: &Servable, name: Option<&str>) -> Result<Arc<SignatureSpec>, ApiError> {
@@ -35,9 +41,16 @@ impl Service {
     }
 
     /// Runs a signature on the session pool, bounded by the request timeout.
-    pub async fn run(&self, servable: Arc<Servable>, signature: &str, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, ApiError> {
+    pub async fn run(
+        &self,
+        servable: Arc<Servable>,
+        signature: &str,
+        inputs: Vec<Tensor>,
+    ) -> Result<Vec<Tensor>, ApiError> {
         let signature = signature.to_string();
-        let work = self.executor.run(move || servable.runtime.run(&signature, inputs));
+        let work = self
+            .executor
+            .run(move || servable.runtime.run(&signature, inputs));
         match tokio::time::timeout(self.timeout, work).await {
             Ok(result) => Ok(result??),
             Err(_) => Err(ApiError::Timeout(self.timeout.as_millis() as u64)),
@@ -45,7 +58,12 @@ impl Service {
     }
 
     /// TF Serving's `:predict`, with the response in the request's layout.
-    pub async fn predict(&self, model: &str, selector: &VersionSelector, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    pub async fn predict(
+        &self,
+        model: &str,
+        selector: &VersionSelector,
+        body: &[u8],
+    ) -> Result<Vec<u8>, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
         let envelope = PredictEnvelope::parse(body)?;
         let signature = Self::signature(&servable, envelope.signature_name.as_deref())?;
@@ -56,18 +74,31 @@ impl Service {
             .outputs
             .iter()
             .zip(&outputs)
-            .map(|(spec, tensor)| NamedOutput { key: &spec.key, tensor })
+            .map(|(spec, tensor)| NamedOutput {
+                key: &spec.key,
+                tensor,
+            })
             .collect();
         Ok(predict_response(format, &named)?)
     }
 
     /// TF Serving's `:classify` and `:regress`: examples in, `results` out.
-    pub async fn classify_or_regress(&self, model: &str, selector: &VersionSelector, body: &[u8], method: &str) -> Result<Vec<u8>, ApiError> {
+    pub async fn classify_or_regress(
+        &self,
+        model: &str,
+        selector: &VersionSelector,
+        body: &[u8],
+        method: &str,
+    ) -> Result<Vec<u8>, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
         let request = ExamplesRequest::parse(body)?;
         let signature = Self::signature(&servable, request.signature_name.as_deref())?;
         if signature.method_name != method {
-            let kind = if method == CLASSIFY_METHOD { "classification" } else { "regression" };
+            let kind = if method == CLASSIFY_METHOD {
+                "classification"
+            } else {
+                "regression"
+            };
             return Err(ApiError::BadRequest(format!(
                 "Expected {kind} signature method_name to be {method}. Was: {}",
                 signature.method_name
@@ -93,7 +124,13 @@ impl Service {
         }
         let examples = request.serialized_examples()?;
         let outputs = self.run(servable, &signature.name, vec![examples]).await?;
-        let find = |key: &str| signature.outputs.iter().position(|s| s.key == key).map(|i| &outputs[i]);
+        let find = |key: &str| {
+            signature
+                .outputs
+                .iter()
+                .position(|s| s.key == key)
+                .map(|i| &outputs[i])
+        };
         if method == CLASSIFY_METHOD {
             let (classes, scores) = (find("classes"), find("scores"));
             if classes.is_none() && scores.is_none() {
@@ -110,7 +147,10 @@ impl Service {
                 _ => None,
             });
             let values = values.ok_or_else(|| {
-                ApiError::BadRequest(format!("regression signature '{}' has no 'outputs' output", signature.name))
+                ApiError::BadRequest(format!(
+                    "regression signature '{}' has no 'outputs' output",
+                    signature.name
+                ))
             })?;
             Ok(regress_response(values)?)
         }
@@ -136,7 +176,11 @@ impl Service {
     }
 
     /// `GET /v1/models/{m}[/versions/{v}]/metadata`: the signature defs.
-    pub fn model_metadata(&self, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
+    pub fn model_metadata(
+        &self,
+        model: &str,
+        selector: &VersionSelector,
+    ) -> Result<Value, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
         let mut defs = Map::new();
         for signature in servable.runtime.signatures() {

@@ -9,7 +9,11 @@ use serde::{Deserialize, Serialize};
 /// Command-line flags. Every flag is also accepted with dashes
 /// (`--rest-api-port`), as `--flag=value` or `--flag value`.
 #[derive(Parser, Debug, Default, Serialize)]
-#[command(name = "tfserve", version, about = "Serves TensorFlow SavedModels over the TF Serving REST API")]
+#[command(
+    name = "tfserve",
+    version,
+    about = "Serves TensorFlow SavedModels over the TF Serving REST API"
+)]
 pub struct Cli {
     /// Settings file (TOML, YAML or JSON); keys are the flag names.
     #[arg(long)]
@@ -73,12 +77,18 @@ pub struct Cli {
     pub max_request_bytes: Option<usize>,
 
     /// TensorFlow intra-op thread pool size; 0 lets TensorFlow choose.
-    #[arg(long = "tensorflow_intra_op_parallelism", alias = "tensorflow-intra-op-parallelism")]
+    #[arg(
+        long = "tensorflow_intra_op_parallelism",
+        alias = "tensorflow-intra-op-parallelism"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensorflow_intra_op_parallelism: Option<i32>,
 
     /// TensorFlow inter-op thread pool size; 0 lets TensorFlow choose.
-    #[arg(long = "tensorflow_inter_op_parallelism", alias = "tensorflow-inter-op-parallelism")]
+    #[arg(
+        long = "tensorflow_inter_op_parallelism",
+        alias = "tensorflow-inter-op-parallelism"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensorflow_inter_op_parallelism: Option<i32>,
 
@@ -108,7 +118,9 @@ pub struct Settings {
 }
 
 fn cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
 }
 
 impl Default for Settings {
@@ -137,19 +149,27 @@ pub enum SettingsError {
     #[error("invalid settings: {0}")]
     Config(#[from] config::ConfigError),
     #[error("invalid setting {name}={value}: {reason}")]
-    Invalid { name: &'static str, value: String, reason: &'static str },
+    Invalid {
+        name: &'static str,
+        value: String,
+        reason: &'static str,
+    },
 }
 
 impl Settings {
     /// Merges defaults, the `--config` file, `TFSERVE_*` variables and the flags.
     pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
-        let mut builder = config::Config::builder()
-            .add_source(config::Config::try_from(&Settings::default())?);
+        let mut builder =
+            config::Config::builder().add_source(config::Config::try_from(&Settings::default())?);
         if let Some(path) = &cli.config {
             builder = builder.add_source(config::File::from(path.as_path()));
         }
         let settings: Settings = builder
-            .add_source(config::Environment::with_prefix("TFSERVE").prefix_separator("_").try_parsing(true))
+            .add_source(
+                config::Environment::with_prefix("TFSERVE")
+                    .prefix_separator("_")
+                    .try_parsing(true),
+            )
             .add_source(config::Config::try_from(cli)?)
             .build()?
             .try_deserialize()?;
@@ -160,7 +180,11 @@ impl Settings {
     fn validate(&self) -> Result<(), SettingsError> {
         let positive = |name: &'static str, value: usize| {
             if value == 0 {
-                Err(SettingsError::Invalid { name, value: "0".into(), reason: "must be at least 1" })
+                Err(SettingsError::Invalid {
+                    name,
+                    value: "0".into(),
+                    reason: "must be at least 1",
+                })
             } else {
                 Ok(())
             }
@@ -170,10 +194,22 @@ impl Settings {
         positive("max_queued_runs", self.max_queued_runs)?;
         positive("max_request_bytes", self.max_request_bytes)?;
         if self.rest_api_timeout_in_ms == 0 {
-            return Err(SettingsError::Invalid { name: "rest_api_timeout_in_ms", value: "0".into(), reason: "must be at least 1" });
+            return Err(SettingsError::Invalid {
+                name: "rest_api_timeout_in_ms",
+                value: "0".into(),
+                reason: "must be at least 1",
+            });
         }
-        if self.saved_model_tags.split(',').all(|t| t.trim().is_empty()) {
-            return Err(SettingsError::Invalid { name: "saved_model_tags", value: self.saved_model_tags.clone(), reason: "names no tag" });
+        if self
+            .saved_model_tags
+            .split(',')
+            .all(|t| t.trim().is_empty())
+        {
+            return Err(SettingsError::Invalid {
+                name: "saved_model_tags",
+                value: self.saved_model_tags.clone(),
+                reason: "names no tag",
+            });
         }
         Ok(())
     }
@@ -200,7 +236,15 @@ mod tests {
 
     #[test]
     fn flags_accept_both_spellings_and_forms() {
-        let cli = Cli::try_parse_from(["tfserve", "--rest_api_port=9000", "--model-name", "m", "--model_base_path", "/x"]).unwrap();
+        let cli = Cli::try_parse_from([
+            "tfserve",
+            "--rest_api_port=9000",
+            "--model-name",
+            "m",
+            "--model_base_path",
+            "/x",
+        ])
+        .unwrap();
         let settings = Settings::load(&cli).unwrap();
         assert_eq!(settings.http_port(), 9000);
         assert_eq!(settings.model_name, "m");
@@ -211,16 +255,25 @@ mod tests {
     fn lone_port_sets_http_port() {
         let cli = Cli::try_parse_from(["tfserve", "--port", "8500"]).unwrap();
         assert_eq!(Settings::load(&cli).unwrap().http_port(), 8500);
-        let both = Cli::try_parse_from(["tfserve", "--port", "8500", "--rest_api_port", "8502"]).unwrap();
+        let both =
+            Cli::try_parse_from(["tfserve", "--port", "8500", "--rest_api_port", "8502"]).unwrap();
         assert_eq!(Settings::load(&both).unwrap().http_port(), 8502);
         assert_eq!(Settings::default().http_port(), 8501);
     }
 
     #[test]
     fn file_is_overridden_by_flags() {
-        let path = std::env::temp_dir().join(format!("tfserve-settings-{}.toml", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("tfserve-settings-{}.toml", std::process::id()));
         std::fs::write(&path, "model_name = \"from_file\"\nrest_api_port = 7000\n").unwrap();
-        let cli = Cli::try_parse_from(["tfserve", "--config", path.to_str().unwrap(), "--rest_api_port", "7001"]).unwrap();
+        let cli = Cli::try_parse_from([
+            "tfserve",
+            "--config",
+            path.to_str().unwrap(),
+            "--rest_api_port",
+            "7001",
+        ])
+        .unwrap();
         let settings = Settings::load(&cli).unwrap();
         std::fs::remove_file(&path).unwrap();
         assert_eq!(settings.model_name, "from_file");

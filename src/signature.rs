@@ -79,8 +79,14 @@ mod tests {
 
     #[test]
     fn splits_tensor_names() {
-        assert_eq!(split_tensor_name("serving_default_x:0"), ("serving_default_x", 0));
-        assert_eq!(split_tensor_name("StatefulPartitionedCall:2"), ("StatefulPartitionedCall", 2));
+        assert_eq!(
+            split_tensor_name("serving_default_x:0"),
+            ("serving_default_x", 0)
+        );
+        assert_eq!(
+            split_tensor_name("StatefulPartitionedCall:2"),
+            ("StatefulPartitionedCall", 2)
+        );
         assert_eq!(split_tensor_name("plain"), ("plain", 0));
         assert_eq!(split_tensor_name("scope/op:x"), ("scope/op:x", 0));
     }

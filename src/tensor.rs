@@ -254,7 +254,10 @@ mod tests {
     fn json_cannot_carry_half_precision() {
         assert!(TensorData::empty(DType::Half).is_none());
         assert!(TensorData::empty(DType::BFloat16).is_none());
-        assert_eq!(TensorData::empty(DType::Bool).map(|d| d.dtype()), Some(DType::Bool));
+        assert_eq!(
+            TensorData::empty(DType::Bool).map(|d| d.dtype()),
+            Some(DType::Bool)
+        );
     }
 
     #[test]

@@ -84,7 +84,12 @@ impl<'s> Column<'s> {
                 spec.key
             ))
         })?;
-        Ok(Column { spec, data, shape: ShapeTracker::default(), error: None })
+        Ok(Column {
+            spec,
+            data,
+            shape: ShapeTracker::default(),
+            error: None,
+        })
     }
 
     fn fail<E: de::Error>(&mut self, message: String) -> E {
@@ -162,7 +167,10 @@ impl<'s> Column<'s> {
     }
 
     fn out_of_range<E: de::Error>(&mut self, v: &dyn fmt::Display) -> E {
-        let message = format!("value {v} is out of range for {}", self.spec.dtype.short_name());
+        let message = format!(
+            "value {v} is out of range for {}",
+            self.spec.dtype.short_name()
+        );
         self.fail(message)
     }
 
@@ -192,7 +200,10 @@ impl<'s> Column<'s> {
         let decoded = match decode_base64(encoded) {
             Some(bytes) => bytes,
             None => {
-                let message = format!("'b64' value is not valid base64 ({} characters)", encoded.len());
+                let message = format!(
+                    "'b64' value is not valid base64 ({} characters)",
+                    encoded.len()
+                );
                 return Err(self.fail(message));
             }
         };
@@ -278,7 +289,11 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "a value or nested list for input '{}'", self.column.spec.key)
+        write!(
+            f,
+            "a value or nested list for input '{}'",
+            self.column.spec.key
+        )
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
@@ -312,15 +327,24 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let column = self.column;
-        column.shape.enter_list(self.depth).map_err(|m| column.fail::<A::Error>(m))?;
+        column
+            .shape
+            .enter_list(self.depth)
+            .map_err(|m| column.fail::<A::Error>(m))?;
         let mut len = 0;
         while seq
-            .next_element_seed(ValueSeed { column: &mut *column, depth: self.depth + 1 })?
+            .next_element_seed(ValueSeed {
+                column: &mut *column,
+                depth: self.depth + 1,
+            })?
             .is_some()
         {
             len += 1;
         }
-        column.shape.close_list(self.depth, len).map_err(|m| column.fail(m))
+        column
+            .shape
+            .close_list(self.depth, len)
+            .map_err(|m| column.fail(m))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
@@ -357,13 +381,19 @@ fn new_columns(signature: &SignatureSpec) -> Result<Vec<Column<'_>>, CodecError>
     signature.inputs.iter().map(Column::new).collect()
 }
 
-fn decode_instances(raw: Option<&str>, signature: &SignatureSpec) -> Result<Vec<Tensor>, CodecError> {
+fn decode_instances(
+    raw: Option<&str>,
+    signature: &SignatureSpec,
+) -> Result<Vec<Tensor>, CodecError> {
     let raw = raw.unwrap_or("null");
     let mut columns = new_columns(signature)?;
     let mut deserializer = serde_json::Deserializer::from_str(raw);
-    let rows = InstancesSeed { columns: &mut columns, signature }
-        .deserialize(&mut deserializer)
-        .map_err(|e| first_column_error(&mut columns, e))?;
+    let rows = InstancesSeed {
+        columns: &mut columns,
+        signature,
+    }
+    .deserialize(&mut deserializer)
+    .map_err(|e| first_column_error(&mut columns, e))?;
     if rows == 0 {
         return Err(CodecError::invalid("No values in 'instances' array"));
     }
@@ -384,9 +414,12 @@ fn decode_inputs(raw: Option<&str>, signature: &SignatureSpec) -> Result<Vec<Ten
     let mut columns = new_columns(signature)?;
     let mut deserializer = serde_json::Deserializer::from_str(raw);
     let mut seen = vec![false; columns.len()];
-    InputsSeed { columns: &mut columns, seen: &mut seen }
-        .deserialize(&mut deserializer)
-        .map_err(|e| first_column_error(&mut columns, e))?;
+    InputsSeed {
+        columns: &mut columns,
+        seen: &mut seen,
+    }
+    .deserialize(&mut deserializer)
+    .map_err(|e| first_column_error(&mut columns, e))?;
     if let Some(missing) = seen.iter().position(|s| !s) {
         return Err(CodecError::invalid(format!(
             "Missing named input: {} in 'inputs' object",
@@ -419,13 +452,20 @@ impl<'de> Visitor<'de> for InstancesSeed<'_, '_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
         let mut index = 0;
         loop {
-            let seed = InstanceSeed { columns: &mut *self.columns, signature: self.signature };
+            let seed = InstanceSeed {
+                columns: &mut *self.columns,
+                signature: self.signature,
+            };
             match seq.next_element_seed(seed) {
                 Ok(Some(())) => index += 1,
                 Ok(None) => return Ok(index),
                 Err(err) => {
                     if let Some(column) = self.columns.iter_mut().find(|c| c.error.is_some()) {
-                        let inner = column.error.take().map(|e| e.to_string()).unwrap_or_default();
+                        let inner = column
+                            .error
+                            .take()
+                            .map(|e| e.to_string())
+                            .unwrap_or_default();
                         column.error = Some(CodecError::invalid(format!(
                             "Failed to process element: {index} of 'instances' list. Error: {inner}"
                         )));
@@ -453,7 +493,10 @@ impl<'s> InstanceSeed<'_, 's> {
             );
             return Err(self.columns[0].fail(message));
         }
-        Ok(ValueSeed { column: &mut self.columns[0], depth: 1 })
+        Ok(ValueSeed {
+            column: &mut self.columns[0],
+            depth: 1,
+        })
     }
 }
 
@@ -479,7 +522,13 @@ impl<'de> Visitor<'de> for InstanceSeed<'_, '_> {
         f.write_str("an instance: a value, a list, or an object keyed by input name")
     }
 
-    forward_to_single!(visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+    forward_to_single!(
+        visit_bool(bool),
+        visit_i64(i64),
+        visit_u64(u64),
+        visit_f64(f64),
+        visit_str(&str)
+    );
 
     fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
         self.single()?.visit_unit()
@@ -515,7 +564,10 @@ impl<'de> Visitor<'de> for InstanceSeed<'_, '_> {
             if std::mem::replace(&mut seen[position], true) {
                 return Err(self.columns[position].fail(format!("duplicate key '{key}'")));
             }
-            map.next_value_seed(ValueSeed { column: &mut self.columns[position], depth: 1 })?;
+            map.next_value_seed(ValueSeed {
+                column: &mut self.columns[position],
+                depth: 1,
+            })?;
         }
         if let Some(missing) = seen.iter().position(|s| !s) {
             let names = self.signature.input_names();
@@ -540,7 +592,10 @@ impl<'s> InputsSeed<'_, 's> {
             return Err(self.columns[0].fail(message));
         }
         self.seen[0] = true;
-        Ok(ValueSeed { column: &mut self.columns[0], depth: 0 })
+        Ok(ValueSeed {
+            column: &mut self.columns[0],
+            depth: 0,
+        })
     }
 }
 
@@ -558,7 +613,13 @@ impl<'de> Visitor<'de> for InputsSeed<'_, '_> {
         f.write_str("'inputs' to be a value, a list, or an object keyed by input name")
     }
 
-    forward_to_single!(visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+    forward_to_single!(
+        visit_bool(bool),
+        visit_i64(i64),
+        visit_u64(u64),
+        visit_f64(f64),
+        visit_str(&str)
+    );
 
     fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
         self.single()?.visit_unit()
@@ -571,7 +632,8 @@ impl<'de> Visitor<'de> for InputsSeed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut first = true;
         while let Some(key) = map.next_key::<String>()? {
-            if first && key == "b64" && self.columns.len() == 1 && self.columns[0].spec.key != "b64" {
+            if first && key == "b64" && self.columns.len() == 1 && self.columns[0].spec.key != "b64"
+            {
                 self.seen[0] = true;
                 let column = &mut self.columns[0];
                 let encoded: String = map.next_value().map_err(|_| {
@@ -591,7 +653,10 @@ impl<'de> Visitor<'de> for InputsSeed<'_, '_> {
             if std::mem::replace(&mut self.seen[position], true) {
                 return Err(self.columns[position].fail(format!("duplicate key '{key}'")));
             }
-            map.next_value_seed(ValueSeed { column: &mut self.columns[position], depth: 0 })?;
+            map.next_value_seed(ValueSeed {
+                column: &mut self.columns[position],
+                depth: 0,
+            })?;
         }
         Ok(())
     }
@@ -603,7 +668,12 @@ mod tests {
     use crate::tensor::DType;
 
     fn spec(key: &str, dtype: DType, shape: Option<Vec<i64>>) -> TensorSpec {
-        TensorSpec { key: key.into(), tensor_name: format!("{key}:0"), dtype, shape }
+        TensorSpec {
+            key: key.into(),
+            tensor_name: format!("{key}:0"),
+            dtype,
+            shape,
+        }
     }
 
     fn signature(inputs: Vec<TensorSpec>) -> SignatureSpec {
@@ -625,7 +695,10 @@ mod tests {
     fn row_format_single_input() {
         let sig = signature(vec![spec("x", DType::Float, Some(vec![-1]))]);
         let out = decode(r#"{"instances": [1.0, 2, 5.5]}"#, &sig).unwrap();
-        assert_eq!(out[0], Tensor::new(vec![3], TensorData::Float(vec![1.0, 2.0, 5.5])));
+        assert_eq!(
+            out[0],
+            Tensor::new(vec![3], TensorData::Float(vec![1.0, 2.0, 5.5]))
+        );
         let named = decode(r#"{"instances": [{"x": 1.0}, {"x": 2}]}"#, &sig).unwrap();
         assert_eq!(named[0].shape, vec![2]);
     }
@@ -639,32 +712,57 @@ mod tests {
         ]);
         let body = r#"{"instances": [{"a": [1, 2], "b": 3, "s": "x"}, {"s": {"b64": "aGk="}, "b": -4, "a": [3.5, 4]}]}"#;
         let out = decode(body, &sig).unwrap();
-        assert_eq!(out[0], Tensor::new(vec![2, 2], TensorData::Float(vec![1.0, 2.0, 3.5, 4.0])));
+        assert_eq!(
+            out[0],
+            Tensor::new(vec![2, 2], TensorData::Float(vec![1.0, 2.0, 3.5, 4.0]))
+        );
         assert_eq!(out[1], Tensor::new(vec![2], TensorData::Int64(vec![3, -4])));
-        assert_eq!(out[2].data, TensorData::String(vec![b"x".to_vec(), b"hi".to_vec()]));
+        assert_eq!(
+            out[2].data,
+            TensorData::String(vec![b"x".to_vec(), b"hi".to_vec()])
+        );
     }
 
     #[test]
     fn row_format_errors_name_the_input_and_element() {
-        let sig = signature(vec![spec("a", DType::Float, None), spec("b", DType::Int64, None)]);
-        let err = decode(r#"{"instances": [[1, 2]]}"#, &sig).unwrap_err().to_string();
-        assert!(err.contains("plain list"), "{err}");
-        let err = decode(r#"{"instances": [{"a": 1, "b": 2}, {"a": 1, "b": 2.5}]}"#, &sig)
+        let sig = signature(vec![
+            spec("a", DType::Float, None),
+            spec("b", DType::Int64, None),
+        ]);
+        let err = decode(r#"{"instances": [[1, 2]]}"#, &sig)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("element: 1") && err.contains("input 'b'") && err.contains("int64"), "{err}");
-        let err = decode(r#"{"instances": [{"a": 1}]}"#, &sig).unwrap_err().to_string();
+        assert!(err.contains("plain list"), "{err}");
+        let err = decode(
+            r#"{"instances": [{"a": 1, "b": 2}, {"a": 1, "b": 2.5}]}"#,
+            &sig,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("element: 1") && err.contains("input 'b'") && err.contains("int64"),
+            "{err}"
+        );
+        let err = decode(r#"{"instances": [{"a": 1}]}"#, &sig)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("input 'b'") && err.contains("a,b"), "{err}");
-        let err = decode(r#"{"instances": [{"a": 1, "b": 1, "c": 1}]}"#, &sig).unwrap_err().to_string();
+        let err = decode(r#"{"instances": [{"a": 1, "b": 1, "c": 1}]}"#, &sig)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("'c'"), "{err}");
     }
 
     #[test]
     fn ragged_instances_are_rejected() {
         let sig = signature(vec![spec("x", DType::Float, None)]);
-        let err = decode(r#"{"instances": [[1, 2], [3]]}"#, &sig).unwrap_err().to_string();
+        let err = decode(r#"{"instances": [[1, 2], [3]]}"#, &sig)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("input 'x'") && err.contains("ragged"), "{err}");
-        let err = decode(r#"{"instances": []}"#, &sig).unwrap_err().to_string();
+        let err = decode(r#"{"instances": []}"#, &sig)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("No values"), "{err}");
     }
 
@@ -677,7 +775,9 @@ mod tests {
         let out = decode(r#"{"inputs": {"a": [[1, 2]], "flag": [true]}}"#, &sig).unwrap();
         assert_eq!(out[0].data, TensorData::Double(vec![1.0, 2.0]));
         assert_eq!(out[1].data, TensorData::Bool(vec![true]));
-        let err = decode(r#"{"inputs": {"a": [[1, 2]]}}"#, &sig).unwrap_err().to_string();
+        let err = decode(r#"{"inputs": {"a": [[1, 2]]}}"#, &sig)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("Missing named input: flag"), "{err}");
         let single = signature(vec![spec("x", DType::Float, None)]);
         let out = decode(r#"{"inputs": 3.5}"#, &single).unwrap();
@@ -687,7 +787,9 @@ mod tests {
     #[test]
     fn shape_is_checked_against_signature() {
         let sig = signature(vec![spec("x", DType::Float, Some(vec![-1, 3]))]);
-        let err = decode(r#"{"instances": [[1, 2]]}"#, &sig).unwrap_err().to_string();
+        let err = decode(r#"{"instances": [[1, 2]]}"#, &sig)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("[1,2]") && err.contains("[-1,3]"), "{err}");
     }
 
@@ -695,26 +797,41 @@ mod tests {
     fn dtype_rules_follow_tf_serving() {
         let ints = signature(vec![spec("x", DType::Int32, None)]);
         assert!(decode(r#"{"instances": [1.0]}"#, &ints).is_err());
-        let err = decode(r#"{"instances": [3000000000]}"#, &ints).unwrap_err().to_string();
+        let err = decode(r#"{"instances": [3000000000]}"#, &ints)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("out of range for int32"), "{err}");
         let floats = signature(vec![spec("x", DType::Float, None)]);
-        let err = decode(r#"{"instances": ["]["]}"#, &floats).unwrap_err().to_string();
-        assert!(err.contains(r#"JSON Value: "][" Type: String is not of expected type: float"#), "{err}");
+        let err = decode(r#"{"instances": ["]["]}"#, &floats)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(r#"JSON Value: "][" Type: String is not of expected type: float"#),
+            "{err}"
+        );
         let out = decode(r#"{"instances": ["NaN", "-Infinity"]}"#, &floats).unwrap();
         match &out[0].data {
             TensorData::Float(v) => assert!(v[0].is_nan() && v[1] == f32::NEG_INFINITY),
             other => panic!("{other:?}"),
         }
         let half = signature(vec![spec("x", DType::Half, None)]);
-        assert!(matches!(decode(r#"{"instances": [1]}"#, &half), Err(CodecError::Unimplemented(_))));
+        assert!(matches!(
+            decode(r#"{"instances": [1]}"#, &half),
+            Err(CodecError::Unimplemented(_))
+        ));
     }
 
     #[test]
     fn envelope_errors() {
         let sig = signature(vec![spec("x", DType::Float, None)]);
         assert!(decode(r#"{"instances": [1], "inputs": [1]}"#, &sig).is_err());
-        assert!(decode(r#"{"signature_name": "s"}"#, &sig).unwrap_err().to_string().contains("Missing"));
-        let err = decode(r#"{"instances": [1,"#, &sig).unwrap_err().to_string();
+        assert!(decode(r#"{"signature_name": "s"}"#, &sig)
+            .unwrap_err()
+            .to_string()
+            .contains("Missing"));
+        let err = decode(r#"{"instances": [1,"#, &sig)
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("JSON Parse error"), "{err}");
     }
 }

@@ -79,13 +79,25 @@ impl ExamplesRequest {
         let examples = match &self.examples {
             Some(Value::Array(items)) if !items.is_empty() => items,
             Some(Value::Array(_)) => return Err(CodecError::invalid("'examples' array is empty")),
-            Some(_) => return Err(CodecError::invalid("'examples' must be an array of objects")),
-            None => return Err(CodecError::invalid("Missing 'examples' key in the request body")),
+            Some(_) => {
+                return Err(CodecError::invalid(
+                    "'examples' must be an array of objects",
+                ))
+            }
+            None => {
+                return Err(CodecError::invalid(
+                    "Missing 'examples' key in the request body",
+                ))
+            }
         };
         let context = match &self.context {
             None => BTreeMap::new(),
             Some(Value::Object(map)) => features_of(map, "context")?,
-            Some(_) => return Err(CodecError::invalid("'context' must be an object of features")),
+            Some(_) => {
+                return Err(CodecError::invalid(
+                    "'context' must be an object of features",
+                ))
+            }
         };
         let mut serialized = Vec::with_capacity(examples.len());
         for (index, example) in examples.iter().enumerate() {
@@ -103,13 +115,24 @@ impl ExamplesRequest {
                 }
                 feature.insert(name.clone(), value.clone());
             }
-            serialized.push(Example { features: Some(Features { feature }) }.encode_to_vec());
+            serialized.push(
+                Example {
+                    features: Some(Features { feature }),
+                }
+                .encode_to_vec(),
+            );
         }
-        Ok(Tensor::new(vec![serialized.len()], TensorData::String(serialized)))
+        Ok(Tensor::new(
+            vec![serialized.len()],
+            TensorData::String(serialized),
+        ))
     }
 }
 
-fn features_of(map: &Map<String, Value>, place: &str) -> Result<BTreeMap<String, Feature>, CodecError> {
+fn features_of(
+    map: &Map<String, Value>,
+    place: &str,
+) -> Result<BTreeMap<String, Feature>, CodecError> {
     map.iter()
         .map(|(name, value)| Ok((name.clone(), feature_of(value, &format!("{place}.{name}"))?)))
         .collect()
@@ -125,20 +148,34 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
     let bytes_of = |item: &Value| -> Option<Vec<u8>> {
         match item {
             Value::String(s) => Some(s.as_bytes().to_vec()),
-            Value::Object(obj) if obj.len() == 1 => {
-                obj.get("b64").and_then(Value::as_str).and_then(super::decode::decode_base64)
-            }
+            Value::Object(obj) if obj.len() == 1 => obj
+                .get("b64")
+                .and_then(Value::as_str)
+                .and_then(super::decode::decode_base64),
             _ => None,
         }
     };
     let kind = if items.iter().all(|i| i.is_i64() || i.is_u64()) && !items.is_empty() {
-        let values = items.iter().map(|i| i.as_i64().ok_or(())).collect::<Result<Vec<_>, _>>();
+        let values = items
+            .iter()
+            .map(|i| i.as_i64().ok_or(()))
+            .collect::<Result<Vec<_>, _>>();
         match values {
             Ok(value) => Kind::Int64List(Int64List { value }),
-            Err(()) => return Err(CodecError::invalid(format!("feature {place}: integer out of int64 range"))),
+            Err(()) => {
+                return Err(CodecError::invalid(format!(
+                    "feature {place}: integer out of int64 range"
+                )))
+            }
         }
     } else if items.iter().all(Value::is_number) {
-        Kind::FloatList(FloatList { value: items.iter().filter_map(Value::as_f64).map(|v| v as f32).collect() })
+        Kind::FloatList(FloatList {
+            value: items
+                .iter()
+                .filter_map(Value::as_f64)
+                .map(|v| v as f32)
+                .collect(),
+        })
     } else if let Some(value) = items.iter().map(bytes_of).collect::<Option<Vec<_>>>() {
         Kind::BytesList(BytesList { value })
     } else {
@@ -151,9 +188,15 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
 
 /// `{"results": [[[label, score], ...], ...]}` from classes `[N, K]` (strings)
 /// and/or scores `[N, K]` (floats).
-pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> Result<Vec<u8>, CodecError> {
+pub fn classify_response(
+    classes: Option<&Tensor>,
+    scores: Option<&Tensor>,
+) -> Result<Vec<u8>, CodecError> {
     let (labels, label_shape) = match classes {
-        Some(Tensor { data: TensorData::String(v), shape }) => (Some(v), shape.as_slice()),
+        Some(Tensor {
+            data: TensorData::String(v),
+            shape,
+        }) => (Some(v), shape.as_slice()),
         Some(other) => {
             return Err(CodecError::invalid(format!(
                 "classification output 'classes' must be a string tensor, got {}",
@@ -163,7 +206,10 @@ pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> R
         None => (None, &[][..]),
     };
     let (values, score_shape) = match scores {
-        Some(Tensor { data: TensorData::Float(v), shape }) => (Some(v), shape.as_slice()),
+        Some(Tensor {
+            data: TensorData::Float(v),
+            shape,
+        }) => (Some(v), shape.as_slice()),
         Some(other) => {
             return Err(CodecError::invalid(format!(
                 "classification output 'scores' must be a float tensor, got {}",
@@ -172,7 +218,11 @@ pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> R
         }
         None => (None, &[][..]),
     };
-    let shape = if values.is_some() { score_shape } else { label_shape };
+    let shape = if values.is_some() {
+        score_shape
+    } else {
+        label_shape
+    };
     let (rows, per_row) = match shape {
         [n] => (*n, 1),
         [n, k] => (*n, *k),
@@ -199,7 +249,9 @@ pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> R
             }
             let i = row * per_row + k;
             out.push(b'[');
-            let label = labels.map(|l| String::from_utf8_lossy(&l[i]).into_owned()).unwrap_or_default();
+            let label = labels
+                .map(|l| String::from_utf8_lossy(&l[i]).into_owned())
+                .unwrap_or_default();
             write_str(&mut out, &label);
             out.push(b',');
             write_f32(&mut out, values.map(|v| v[i]).unwrap_or(0.0));
@@ -242,33 +294,76 @@ mod tests {
 
     #[test]
     fn examples_become_tf_examples_with_context() {
-        let req = ExamplesRequest::parse(br#"{"context": {"c": "k"}, "examples": [{"x": 1.5}, {"x": [1, 2]}]}"#).unwrap();
+        let req = ExamplesRequest::parse(
+            br#"{"context": {"c": "k"}, "examples": [{"x": 1.5}, {"x": [1, 2]}]}"#,
+        )
+        .unwrap();
         let tensor = req.serialized_examples().unwrap();
-        let TensorData::String(protos) = tensor.data else { panic!() };
-        let first = Example::decode(protos[0].as_slice()).unwrap().features.unwrap().feature;
-        assert_eq!(first["x"].kind, Some(Kind::FloatList(FloatList { value: vec![1.5] })));
-        assert_eq!(first["c"].kind, Some(Kind::BytesList(BytesList { value: vec![b"k".to_vec()] })));
-        let second = Example::decode(protos[1].as_slice()).unwrap().features.unwrap().feature;
-        assert_eq!(second["x"].kind, Some(Kind::Int64List(Int64List { value: vec![1, 2] })));
+        let TensorData::String(protos) = tensor.data else {
+            panic!()
+        };
+        let first = Example::decode(protos[0].as_slice())
+            .unwrap()
+            .features
+            .unwrap()
+            .feature;
+        assert_eq!(
+            first["x"].kind,
+            Some(Kind::FloatList(FloatList { value: vec![1.5] }))
+        );
+        assert_eq!(
+            first["c"].kind,
+            Some(Kind::BytesList(BytesList {
+                value: vec![b"k".to_vec()]
+            }))
+        );
+        let second = Example::decode(protos[1].as_slice())
+            .unwrap()
+            .features
+            .unwrap()
+            .feature;
+        assert_eq!(
+            second["x"].kind,
+            Some(Kind::Int64List(Int64List { value: vec![1, 2] }))
+        );
     }
 
     #[test]
     fn bad_examples_are_rejected() {
-        for body in [r#"{}"#, r#"{"examples": []}"#, r#"{"examples": [1]}"#, r#"{"examples": [{"x": [1, "a"]}]}"#] {
+        for body in [
+            r#"{}"#,
+            r#"{"examples": []}"#,
+            r#"{"examples": [1]}"#,
+            r#"{"examples": [{"x": [1, "a"]}]}"#,
+        ] {
             let req = ExamplesRequest::parse(body.as_bytes()).unwrap();
             assert!(req.serialized_examples().is_err(), "{body}");
         }
-        let req = ExamplesRequest::parse(br#"{"context": {"x": 1}, "examples": [{"x": 2}]}"#).unwrap();
-        assert!(req.serialized_examples().unwrap_err().to_string().contains("'x'"));
+        let req =
+            ExamplesRequest::parse(br#"{"context": {"x": 1}, "examples": [{"x": 2}]}"#).unwrap();
+        assert!(req
+            .serialized_examples()
+            .unwrap_err()
+            .to_string()
+            .contains("'x'"));
     }
 
     #[test]
     fn results_layouts() {
-        let classes = Tensor::new(vec![1, 2], TensorData::String(vec![b"a".to_vec(), b"b".to_vec()]));
+        let classes = Tensor::new(
+            vec![1, 2],
+            TensorData::String(vec![b"a".to_vec(), b"b".to_vec()]),
+        );
         let scores = Tensor::new(vec![1, 2], TensorData::Float(vec![0.25, 0.75]));
         let out = classify_response(Some(&classes), Some(&scores)).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), r#"{"results":[[["a",0.25],["b",0.75]]]}"#);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"results":[[["a",0.25],["b",0.75]]]}"#
+        );
         let reg = Tensor::new(vec![2, 1], TensorData::Float(vec![2.5, 3.0]));
-        assert_eq!(String::from_utf8(regress_response(&reg).unwrap()).unwrap(), r#"{"results":[2.5,3.0]}"#);
+        assert_eq!(
+            String::from_utf8(regress_response(&reg).unwrap()).unwrap(),
+            r#"{"results":[2.5,3.0]}"#
+        );
     }
 }

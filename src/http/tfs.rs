@@ -22,9 +22,19 @@ pub enum Verb {
 
 #[derive(Debug, PartialEq)]
 pub enum Route {
-    Infer { model: String, selector: VersionSelector, verb: Verb },
-    Status { model: String, selector: VersionSelector },
-    Metadata { model: String, selector: VersionSelector },
+    Infer {
+        model: String,
+        selector: VersionSelector,
+        verb: Verb,
+    },
+    Status {
+        model: String,
+        selector: VersionSelector,
+    },
+    Metadata {
+        model: String,
+        selector: VersionSelector,
+    },
 }
 
 fn post_pattern() -> &'static Regex {
@@ -52,7 +62,11 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
     let malformed = || ApiError::BadRequest(format!("Malformed request: {method} {path}"));
     let selector = |caps: &regex::Captures<'_>| -> Result<VersionSelector, ApiError> {
         match (caps.get(2), caps.get(3)) {
-            (Some(v), _) => v.as_str().parse().map(VersionSelector::Specific).map_err(|_| malformed()),
+            (Some(v), _) => v
+                .as_str()
+                .parse()
+                .map(VersionSelector::Specific)
+                .map_err(|_| malformed()),
             (None, Some(label)) => Ok(VersionSelector::Label(decode(label.as_str()))),
             (None, None) => Ok(VersionSelector::Latest),
         }
@@ -64,12 +78,18 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
             "regress" => Verb::Regress,
             _ => Verb::Predict,
         };
-        return Ok(Route::Infer { model: decode(&caps[1]), selector: selector(&caps)?, verb });
+        return Ok(Route::Infer {
+            model: decode(&caps[1]),
+            selector: selector(&caps)?,
+            verb,
+        });
     }
     if method == Method::GET {
         let caps = get_pattern().captures(path).ok_or_else(malformed)?;
         let Some(model) = caps.get(1) else {
-            return Err(ApiError::BadRequest("Missing model name in request.".into()));
+            return Err(ApiError::BadRequest(
+                "Missing model name in request.".into(),
+            ));
         };
         let (model, selector) = (decode(model.as_str()), selector(&caps)?);
         return Ok(if caps.get(4).is_some() {
@@ -81,15 +101,31 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
     Err(malformed())
 }
 
-pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) -> Result<HttpResponse, ApiError> {
+pub async fn handle(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+) -> Result<HttpResponse, ApiError> {
     let service = &state.service;
     match parse_route(req.method(), req.path())? {
-        Route::Infer { model, selector, verb } => {
+        Route::Infer {
+            model,
+            selector,
+            verb,
+        } => {
             let body = read_body(req, payload, state.max_request_bytes).await?;
             let response = match verb {
                 Verb::Predict => service.predict(&model, &selector, &body).await?,
-                Verb::Classify => service.classify_or_regress(&model, &selector, &body, CLASSIFY_METHOD).await?,
-                Verb::Regress => service.classify_or_regress(&model, &selector, &body, REGRESS_METHOD).await?,
+                Verb::Classify => {
+                    service
+                        .classify_or_regress(&model, &selector, &body, CLASSIFY_METHOD)
+                        .await?
+                }
+                Verb::Regress => {
+                    service
+                        .classify_or_regress(&model, &selector, &body, REGRESS_METHOD)
+                        .await?
+                }
             };
             Ok(json_response(response))
         }
@@ -100,7 +136,8 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) 
 
 /// Status and metadata are printed with whitespace, as TF Serving prints them.
 fn pretty(value: serde_json::Value) -> Result<HttpResponse, ApiError> {
-    let body = serde_json::to_vec_pretty(&value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let body =
+        serde_json::to_vec_pretty(&value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     Ok(json_response(body))
 }
 
@@ -114,21 +151,58 @@ mod tests {
         let get = |p: &str| parse_route(&Method::GET, p);
         assert_eq!(
             post("/v1/models/half:predict").unwrap(),
-            Route::Infer { model: "half".into(), selector: VersionSelector::Latest, verb: Verb::Predict }
+            Route::Infer {
+                model: "half".into(),
+                selector: VersionSelector::Latest,
+                verb: Verb::Predict
+            }
         );
         assert_eq!(
             post("/V1/Models/m/versions/12:REGRESS").unwrap(),
-            Route::Infer { model: "m".into(), selector: VersionSelector::Specific(12), verb: Verb::Regress }
+            Route::Infer {
+                model: "m".into(),
+                selector: VersionSelector::Specific(12),
+                verb: Verb::Regress
+            }
         );
         assert_eq!(
             post("/v1/models/m%20x/labels/stable:classify").unwrap(),
-            Route::Infer { model: "m x".into(), selector: VersionSelector::Label("stable".into()), verb: Verb::Classify }
+            Route::Infer {
+                model: "m x".into(),
+                selector: VersionSelector::Label("stable".into()),
+                verb: Verb::Classify
+            }
         );
-        assert_eq!(get("/v1/models/m/versions/3").unwrap(), Route::Status { model: "m".into(), selector: VersionSelector::Specific(3) });
-        assert_eq!(get("/v1/models/m/metadata").unwrap(), Route::Metadata { model: "m".into(), selector: VersionSelector::Latest });
-        assert!(get("/v1/models").unwrap_err().to_string().contains("Missing model name"));
-        for bad in ["/v1/models/m/versions/x:predict", "/v1/models/m:explain", "/v1/models/m/metadata"] {
-            assert!(post(bad).unwrap_err().to_string().starts_with("Malformed request"), "{bad}");
+        assert_eq!(
+            get("/v1/models/m/versions/3").unwrap(),
+            Route::Status {
+                model: "m".into(),
+                selector: VersionSelector::Specific(3)
+            }
+        );
+        assert_eq!(
+            get("/v1/models/m/metadata").unwrap(),
+            Route::Metadata {
+                model: "m".into(),
+                selector: VersionSelector::Latest
+            }
+        );
+        assert!(get("/v1/models")
+            .unwrap_err()
+            .to_string()
+            .contains("Missing model name"));
+        for bad in [
+            "/v1/models/m/versions/x:predict",
+            "/v1/models/m:explain",
+            "/v1/models/m/metadata",
+        ] {
+            assert!(
+                post(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .starts_with("Malformed request"),
+                "{bad}"
+            );
         }
         assert!(parse_route(&Method::PUT, "/v1/models/m").is_err());
     }

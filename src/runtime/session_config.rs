@@ -58,7 +58,11 @@ mod tests {
 
     #[test]
     fn encodes_thread_counts() {
-        let config = SessionConfig { intra_op_parallelism: 2, inter_op_parallelism: 1, ..Default::default() };
+        let config = SessionConfig {
+            intra_op_parallelism: 2,
+            inter_op_parallelism: 1,
+            ..Default::default()
+        };
         // field 2 = 2, field 5 = 1, field 7 = true
         assert_eq!(config.to_config_proto(), vec![0x10, 2, 0x28, 1, 0x38, 1]);
     }

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tensorflow as tfr;
-use tensorflow::{Code, DataType, Graph, Operation, SavedModelBundle, Session, SessionOptions, SessionRunArgs};
+use tensorflow::{
+    Code, DataType, Graph, Operation, SavedModelBundle, Session, SessionOptions, SessionRunArgs,
+};
 
 use super::bytes::ByteString;
 use super::{RuntimeError, SessionConfig, StatusCode};
@@ -29,13 +31,18 @@ pub struct LoadedModel {
 
 impl std::fmt::Debug for LoadedModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadedModel").field("signatures", &self.signatures.keys()).finish()
+        f.debug_struct("LoadedModel")
+            .field("signatures", &self.signatures.keys())
+            .finish()
     }
 }
 
 impl LoadedModel {
     pub fn load(dir: &Path, tags: &[String], config: &SessionConfig) -> Result<Self, RuntimeError> {
-        let load_error = |message: String| RuntimeError::Load { path: dir.display().to_string(), message };
+        let load_error = |message: String| RuntimeError::Load {
+            path: dir.display().to_string(),
+            message,
+        };
         let mut options = SessionOptions::new();
         options
             .set_config(&config.to_config_proto())
@@ -48,9 +55,12 @@ impl LoadedModel {
             if name == INIT_OP_SIGNATURE {
                 continue;
             }
-            let convert = |map: &std::collections::HashMap<String, tfr::TensorInfo>| -> Vec<TensorSpec> {
-                map.iter().map(|(key, info)| tensor_spec(key, info)).collect()
-            };
+            let convert =
+                |map: &std::collections::HashMap<String, tfr::TensorInfo>| -> Vec<TensorSpec> {
+                    map.iter()
+                        .map(|(key, info)| tensor_spec(key, info))
+                        .collect()
+                };
             let mut spec = SignatureSpec {
                 name: name.clone(),
                 method_name: def.method_name().to_string(),
@@ -66,15 +76,31 @@ impl LoadedModel {
                         graph
                             .operation_by_name_required(op)
                             .map(|operation| (operation, index))
-                            .map_err(|e| load_error(format!("signature '{name}': tensor {}: {e}", s.tensor_name)))
+                            .map_err(|e| {
+                                load_error(format!(
+                                    "signature '{name}': tensor {}: {e}",
+                                    s.tensor_name
+                                ))
+                            })
                     })
                     .collect()
             };
             let inputs = resolve(&spec.inputs)?;
             let outputs = resolve(&spec.outputs)?;
-            signatures.insert(name.clone(), BoundSignature { spec: Arc::new(spec), inputs, outputs });
+            signatures.insert(
+                name.clone(),
+                BoundSignature {
+                    spec: Arc::new(spec),
+                    inputs,
+                    outputs,
+                },
+            );
         }
-        Ok(LoadedModel { session: bundle.session, signatures, _graph: graph })
+        Ok(LoadedModel {
+            session: bundle.session,
+            signatures,
+            _graph: graph,
+        })
     }
 
     pub fn signatures(&self) -> impl Iterator<Item = &Arc<SignatureSpec>> {
@@ -88,7 +114,10 @@ impl LoadedModel {
             .signatures
             .get(signature)
             .ok_or_else(|| RuntimeError::UnknownSignature(signature.to_string()))?;
-        let feeds: Vec<Feed> = inputs.into_iter().map(Feed::from_tensor).collect::<Result<_, _>>()?;
+        let feeds: Vec<Feed> = inputs
+            .into_iter()
+            .map(Feed::from_tensor)
+            .collect::<Result<_, _>>()?;
         let mut args = SessionRunArgs::new();
         for ((operation, index), feed) in bound.inputs.iter().zip(&feeds) {
             feed.add_to(&mut args, operation, *index);
@@ -174,11 +203,16 @@ fn run_error(status: tfr::Status) -> RuntimeError {
 fn status_message(status: &tfr::Status) -> String {
     let full = status.to_string();
     let prefix = format!("{}: ", status.code());
-    full.strip_prefix(&prefix).map(str::to_string).unwrap_or(full)
+    full.strip_prefix(&prefix)
+        .map(str::to_string)
+        .unwrap_or(full)
 }
 
 fn internal(message: String) -> RuntimeError {
-    RuntimeError::Run { code: StatusCode::Internal, message }
+    RuntimeError::Run {
+        code: StatusCode::Internal,
+        message,
+    }
 }
 
 /// An input converted to a TensorFlow tensor, kept alive for the run.
@@ -250,10 +284,17 @@ impl Feed {
     }
 }
 
-fn fetch(args: &mut SessionRunArgs<'_>, token: tfr::FetchToken, dtype: DataType, key: &str) -> Result<Tensor, RuntimeError> {
+fn fetch(
+    args: &mut SessionRunArgs<'_>,
+    token: tfr::FetchToken,
+    dtype: DataType,
+    key: &str,
+) -> Result<Tensor, RuntimeError> {
     macro_rules! take {
         ($ty:ty, $variant:ident) => {{
-            let t = args.fetch::<$ty>(token).map_err(|s| internal(s.to_string()))?;
+            let t = args
+                .fetch::<$ty>(token)
+                .map_err(|s| internal(s.to_string()))?;
             let shape = t.dims().iter().map(|&d| d as usize).collect();
             Tensor::new(shape, TensorData::$variant(t.to_vec()))
         }};
@@ -271,14 +312,21 @@ fn fetch(args: &mut SessionRunArgs<'_>, token: tfr::FetchToken, dtype: DataType,
         DataType::UInt64 => take!(u64, UInt64),
         DataType::Bool => take!(bool, Bool),
         DataType::String => {
-            let t = args.fetch::<ByteString>(token).map_err(|s| internal(s.to_string()))?;
+            let t = args
+                .fetch::<ByteString>(token)
+                .map_err(|s| internal(s.to_string()))?;
             let shape = t.dims().iter().map(|&d| d as usize).collect();
-            Tensor::new(shape, TensorData::String(t.iter().map(|b| b.0.clone()).collect()))
+            Tensor::new(
+                shape,
+                TensorData::String(t.iter().map(|b| b.0.clone()).collect()),
+            )
         }
         other => {
             return Err(RuntimeError::Run {
                 code: StatusCode::Unimplemented,
-                message: format!("output '{key}' has dtype {other}, which JSON responses cannot carry"),
+                message: format!(
+                    "output '{key}' has dtype {other}, which JSON responses cannot carry"
+                ),
             })
         }
     })

@@ -1,0 +1,114 @@
+//! Test support: one in-process server on an ephemeral port over the committed
+//! models, and small HTTP and float helpers.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use tfserve::settings::Settings;
+
+pub fn repo_path(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Body limit of the shared server, small enough for tests to exceed cheaply.
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// Base URL of a server that serves every model under `models/`, started once per test binary.
+pub fn base_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        let settings = Settings {
+            host: "127.0.0.1".into(),
+            rest_api_port: Some(0),
+            models_dir: repo_path("models"),
+            max_request_bytes: MAX_REQUEST_BYTES,
+            ..Settings::default()
+        };
+        format!("http://{}", spawn_server(settings))
+    })
+}
+
+/// Starts a server on its own thread and runtime; returns its address.
+pub fn spawn_server(settings: Settings) -> std::net::SocketAddr {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let running = tfserve::start(&settings).expect("server starts");
+            sender.send(running.addrs[0]).expect("address is received");
+            let _ = running.server.await;
+        })
+    });
+    receiver.recv().expect("server reports its address")
+}
+
+pub fn client() -> reqwest::blocking::Client {
+    static CLIENT: OnceLock<reqwest::blocking::Client> = OnceLock::new();
+    CLIENT.get_or_init(reqwest::blocking::Client::new).clone()
+}
+
+/// POSTs a body; returns the status and the parsed JSON answer.
+pub fn post(path: &str, body: impl Into<reqwest::blocking::Body>) -> (u16, Value) {
+    let response = client()
+        .post(format!("{}{path}", base_url()))
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .expect("request is answered");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    assert_eq!(content_type, "application/json", "{path}");
+    let text = response.text().expect("body is read");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}")),
+    )
+}
+
+pub fn post_json(path: &str, body: &Value) -> (u16, Value) {
+    post(path, body.to_string())
+}
+
+pub fn get(path: &str) -> (u16, Value) {
+    let response = client()
+        .get(format!("{}{path}", base_url()))
+        .send()
+        .expect("request is answered");
+    let status = response.status().as_u16();
+    let text = response.text().expect("body is read");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}")),
+    )
+}
+
+/// The `error` message of an error answer, checking the status on the way.
+pub fn error_of(answer: (u16, Value), status: u16) -> String {
+    assert_eq!(answer.0, status, "{}", answer.1);
+    answer.1["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error field: {}", answer.1))
+        .to_string()
+}
+
+/// Flattens nested JSON number lists.
+pub fn floats(value: &Value) -> Vec<f64> {
+    match value {
+        Value::Array(items) => items.iter().flat_map(floats).collect(),
+        Value::Number(n) => vec![n.as_f64().unwrap_or(f64::NAN)],
+        other => panic!("not a number: {other}"),
+    }
+}
+
+pub fn assert_close(actual: &Value, expected: &[f64], tolerance: f64) {
+    let actual = floats(actual);
+    assert_eq!(actual.len(), expected.len(), "{actual:?} vs {expected:?}");
+    for (a, e) in actual.iter().zip(expected) {
+        assert!((a - e).abs() <= tolerance, "{actual:?} vs {expected:?}");
+    }
+}

@@ -1,0 +1,326 @@
+//! TF Serving REST predict against the committed models, over real HTTP.
+
+mod common;
+
+use base64::Engine;
+use common::*;
+use serde_json::{json, Value};
+
+#[test]
+fn half_plus_three_row_and_columnar() {
+    let (status, body) = post_json(
+        "/v1/models/half_plus_three:predict",
+        &json!({"instances": [1.0, 2.0, 5.0]}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body, json!({"predictions": [3.5, 4.0, 5.5]}));
+    let (status, body) = post_json(
+        "/v1/models/half_plus_three:predict",
+        &json!({"inputs": [1.0, 2.0, 5.0]}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body, json!({"outputs": [3.5, 4.0, 5.5]}));
+    let (_, body) = post_json(
+        "/v1/models/half_plus_three:predict",
+        &json!({"inputs": {"x": [-2]}, "signature_name": "serving_default"}),
+    );
+    assert_eq!(body, json!({"outputs": [2.0]}));
+    let (_, body) = post_json(
+        "/v1/models/half_plus_three:predict",
+        &json!({"instances": [{"x": 4}]}),
+    );
+    assert_eq!(body, json!({"predictions": [5.0]}));
+}
+
+#[test]
+fn multiple_inputs_and_outputs_of_every_dtype() {
+    let request = json!({"instances": [
+        {"features": [1.0, 2.0, 3.5], "count": 2, "label": "ann", "flag": true},
+        {"features": [0, -1, 1e3], "count": -5, "label": {"b64": base64::engine::general_purpose::STANDARD.encode("bo\u{e9}")}, "flag": false}
+    ]});
+    let (status, body) = post_json("/v1/models/multi_io:predict", &request);
+    assert_eq!(status, 200, "{body}");
+    let rows = body["predictions"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["total"], json!(6.5));
+    assert_eq!(rows[0]["scaled"], json!([2.0, 4.0, 7.0]));
+    assert_eq!(rows[0]["count_plus_one"], json!(3));
+    assert_eq!(rows[0]["greeting"], json!("hello ann"));
+    assert_eq!(rows[0]["flag_not"], json!(false));
+    // Outputs whose name ends in _bytes are base64, as in TF Serving.
+    assert_eq!(rows[0]["label_bytes"], json!({"b64": "YW5u"}));
+    assert_eq!(rows[1]["count_plus_one"], json!(-4));
+    assert_eq!(rows[1]["scaled"], json!([-0.0, 5.0, -5000.0]));
+    assert_eq!(rows[1]["greeting"], json!("hello bo\u{e9}"));
+    assert_eq!(rows[1]["flag_not"], json!(true));
+
+    let columnar =
+        json!({"inputs": {"features": [[1, 1, 1]], "count": [7], "label": ["z"], "flag": [false]}});
+    let (status, body) = post_json("/v1/models/multi_io:predict", &columnar);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outputs"]["total"], json!([3.0]));
+    assert_eq!(body["outputs"]["count_plus_one"], json!([8]));
+    assert_eq!(body["outputs"]["label_bytes"], json!([{"b64": "eg=="}]));
+}
+
+#[test]
+fn encoded_images_in_a_string_input() {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap(),
+    )
+    .unwrap();
+    for (file, key) in [("gradient.png", "png"), ("gradient.jpg", "jpg")] {
+        let bytes = std::fs::read(repo_path(&format!("tests/data/{file}"))).unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+        let (status, body) = post_json(
+            "/v1/models/image_classifier:predict",
+            &json!({"instances": [{"b64": b64}, {"b64": b64}]}),
+        );
+        assert_eq!(status, 200, "{body}");
+        let want = &expected["image_classifier"][key];
+        for row in body["predictions"].as_array().unwrap() {
+            assert_eq!(row["classes"], want["classes"][0]);
+            assert_close(&row["probabilities"], &floats(&want["probabilities"]), 1e-5);
+        }
+    }
+}
+
+#[test]
+fn float_image_model_matches_tensorflow() {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap(),
+    )
+    .unwrap();
+    let cnn = &expected["mnist_cnn"];
+    let (status, body) = post_json(
+        "/v1/models/mnist_cnn:predict",
+        &json!({"instances": cnn["input"]}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_close(&body["predictions"], &floats(&cnn["probabilities"]), 1e-5);
+}
+
+#[test]
+fn versions_are_routed() {
+    let predict = |path: &str| post_json(path, &json!({"instances": [1.0]}));
+    assert_eq!(
+        predict("/v1/models/adder/versions/1:predict").1,
+        json!({"predictions": [2.0]})
+    );
+    assert_eq!(
+        predict("/v1/models/adder/versions/2:predict").1,
+        json!({"predictions": [3.0]})
+    );
+    // The latest version is the highest number.
+    assert_eq!(
+        predict("/v1/models/adder:predict").1,
+        json!({"predictions": [3.0]})
+    );
+    let message = error_of(predict("/v1/models/adder/versions/9:predict"), 404);
+    assert_eq!(
+        message,
+        "Servable not found for request: Specific(adder, 9)"
+    );
+    let message = error_of(predict("/v1/models/adder/labels/stable:predict"), 404);
+    assert_eq!(message, "Unrecognized servable version label: stable");
+}
+
+#[test]
+fn bad_inputs_get_400_naming_the_problem() {
+    let path = "/v1/models/half_plus_three:predict";
+    let message = error_of(post_json(path, &json!({"instances": [[1, 2], [3]]})), 400);
+    assert!(
+        message.contains("element: 1")
+            && message.contains("input 'x'")
+            && message.contains("ragged"),
+        "{message}"
+    );
+    let message = error_of(post_json(path, &json!({"instances": ["]["]})), 400);
+    assert_eq!(
+        message,
+        "Failed to process element: 0 of 'instances' list. Error: input 'x': JSON Value: \"][\" Type: String is not of expected type: float"
+    );
+    let message = error_of(post(path, "{\"instances\": [1,"), 400);
+    assert!(message.starts_with("JSON Parse error"), "{message}");
+    let message = error_of(post_json(path, &json!({"instances": []})), 400);
+    assert!(message.contains("No values"), "{message}");
+    let message = error_of(
+        post_json(path, &json!({"instances": [1], "inputs": [1]})),
+        400,
+    );
+    assert!(message.contains("Not both"), "{message}");
+    let message = error_of(
+        post_json(path, &json!({"signature_name": "serving_default"})),
+        400,
+    );
+    assert!(
+        message.contains("Missing 'inputs' or 'instances'"),
+        "{message}"
+    );
+    let message = error_of(post_json(path, &json!({"instances": [[1.0]]})), 400);
+    assert!(
+        message.contains("shape [1,1]") && message.contains("[-1]"),
+        "{message}"
+    );
+
+    let multi = "/v1/models/multi_io:predict";
+    let message = error_of(
+        post_json(
+            multi,
+            &json!({"instances": [{"features": [1, 2, 3], "count": 1.5, "label": "a", "flag": true}]}),
+        ),
+        400,
+    );
+    assert!(
+        message.contains("input 'count'") && message.contains("int64"),
+        "{message}"
+    );
+    let message = error_of(
+        post_json(
+            multi,
+            &json!({"instances": [{"features": [1, 2, 3], "count": 1, "label": "a"}]}),
+        ),
+        400,
+    );
+    assert!(
+        message.contains("input 'flag'") && message.contains("count,features,flag,label"),
+        "{message}"
+    );
+    let message = error_of(post_json(multi, &json!({"instances": [[1, 2, 3]]})), 400);
+    assert!(message.contains("plain list"), "{message}");
+    let message = error_of(
+        post_json(
+            multi,
+            &json!({"inputs": {"features": [[1, 2, 3]], "count": [1], "label": ["a"]}}),
+        ),
+        400,
+    );
+    assert_eq!(message, "Missing named input: flag in 'inputs' object");
+    let message = error_of(
+        post_json(
+            multi,
+            &json!({"instances": [{"features": [1, 2, 3], "count": 1, "label": "a", "flag": 1}]}),
+        ),
+        400,
+    );
+    assert!(
+        message.contains("input 'flag'") && message.contains("bool"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unknown_things_get_404() {
+    let body = json!({"instances": [1.0]});
+    let message = error_of(post_json("/v1/models/nope:predict", &body), 404);
+    assert_eq!(message, "Servable not found for request: Latest(nope)");
+    let with_signature = json!({"instances": [1.0], "signature_name": "nope"});
+    let message = error_of(
+        post_json("/v1/models/half_plus_three:predict", &with_signature),
+        404,
+    );
+    assert_eq!(
+        message,
+        "Serving signature name: \"nope\" not found in signature def"
+    );
+    let message = error_of(get("/v1/models/nope"), 404);
+    assert_eq!(message, "Could not find any versions of model nope");
+    let message = error_of(get("/not/an/api"), 404);
+    assert!(message.contains("/not/an/api"), "{message}");
+}
+
+#[test]
+fn malformed_routes_get_400() {
+    let message = error_of(
+        post_json("/v1/models/half_plus_three/versions/x:predict", &json!({})),
+        400,
+    );
+    assert!(message.starts_with("Malformed request: POST"), "{message}");
+    let message = error_of(
+        post_json("/v1/models/half_plus_three:explain", &json!({})),
+        400,
+    );
+    assert!(message.starts_with("Malformed request"), "{message}");
+    assert_eq!(
+        error_of(get("/v1/models"), 400),
+        "Missing model name in request."
+    );
+}
+
+#[test]
+fn half_precision_inputs_are_unimplemented() {
+    let message = error_of(
+        post_json(
+            "/v1/models/half_precision:predict",
+            &json!({"instances": [1.0]}),
+        ),
+        501,
+    );
+    assert!(
+        message.contains("DT_HALF") && message.contains("'x'"),
+        "{message}"
+    );
+}
+
+#[test]
+fn gzip_bodies_are_decompressed_and_limits_enforced() {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(br#"{"instances": [1.0, 3.0]}"#).unwrap();
+    let response = client()
+        .post(format!("{}/v1/models/half_plus_three:predict", base_url()))
+        .header("Content-Encoding", "gzip")
+        .body(encoder.finish().unwrap())
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response.json::<Value>().unwrap(),
+        json!({"predictions": [3.5, 4.5]})
+    );
+
+    let big = format!(
+        "{{\"instances\": [{}1]}}",
+        "1,".repeat(MAX_REQUEST_BYTES / 2)
+    );
+    let message = error_of(post("/v1/models/half_plus_three:predict", big), 413);
+    assert!(
+        message.contains(&MAX_REQUEST_BYTES.to_string()) && message.contains("max_request_bytes"),
+        "{message}"
+    );
+    // A compressed body may not expand past the limit either.
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(b"[").unwrap();
+    encoder
+        .write_all(&vec![b' '; MAX_REQUEST_BYTES * 2])
+        .unwrap();
+    let response = client()
+        .post(format!("{}/v1/models/half_plus_three:predict", base_url()))
+        .header("Content-Encoding", "gzip")
+        .body(encoder.finish().unwrap())
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+}
+
+#[test]
+fn concurrent_requests_all_succeed() {
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    let x = (t * 100 + i) as f64;
+                    let (status, body) = post_json(
+                        "/v1/models/half_plus_three:predict",
+                        &json!({"instances": [x]}),
+                    );
+                    assert_eq!(status, 200);
+                    assert_close(&body["predictions"], &[0.5 * x + 3.0], 1e-3);
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+}
