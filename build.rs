@@ -12,10 +12,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     let lib_dir = match env::var_os("TENSORFLOW_LIB_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => match pkg_config::Config::new()
-            .cargo_metadata(false)
-            .probe("tensorflow")
-        {
+        None => match pkg_config::Config::new().cargo_metadata(false).probe("tensorflow") {
             Ok(lib) => match lib.link_paths.first() {
                 Some(dir) => dir.clone(),
                 None => panic!("tensorflow.pc names no library directory (-L); {FIX}"),

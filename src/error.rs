@@ -35,20 +35,16 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::Codec(CodecError::JsonParse(_) | CodecError::Invalid(_)) => {
-                StatusCode::BAD_REQUEST
-            }
+            ApiError::Codec(CodecError::JsonParse(_) | CodecError::Invalid(_)) => StatusCode::BAD_REQUEST,
             ApiError::Codec(CodecError::Unimplemented(_)) => StatusCode::NOT_IMPLEMENTED,
             ApiError::Runtime(RuntimeError::Run { code, .. }) => tf_status(*code),
             ApiError::Runtime(RuntimeError::UnknownSignature(_)) => StatusCode::NOT_FOUND,
             ApiError::Runtime(RuntimeError::Load { .. }) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Registry(RegistryError::BadBasePath { .. }) => {
+            ApiError::Registry(RegistryError::BadBasePath { .. } | RegistryError::LabelTarget { .. }) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ApiError::Registry(_) => StatusCode::NOT_FOUND,
-            ApiError::Exec(ExecError::Overloaded { .. } | ExecError::ShuttingDown) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::Exec(ExecError::Overloaded { .. } | ExecError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Exec(ExecError::Panicked(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::SignatureNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
@@ -61,9 +57,7 @@ impl ApiError {
 /// TF Serving's `ToHTTPStatusCode`.
 fn tf_status(code: TfCode) -> StatusCode {
     match code {
-        TfCode::InvalidArgument | TfCode::FailedPrecondition | TfCode::OutOfRange => {
-            StatusCode::BAD_REQUEST
-        }
+        TfCode::InvalidArgument | TfCode::FailedPrecondition | TfCode::OutOfRange => StatusCode::BAD_REQUEST,
         TfCode::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
         TfCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
         TfCode::NotFound => StatusCode::NOT_FOUND,
@@ -129,13 +123,7 @@ mod tests {
                 429,
             ),
             (ApiError::SignatureNotFound("s".into()), 404),
-            (
-                ApiError::PayloadTooLarge {
-                    limit: 1,
-                    got: Some(2),
-                },
-                413,
-            ),
+            (ApiError::PayloadTooLarge { limit: 1, got: Some(2) }, 413),
             (ApiError::Timeout(5), 504),
         ];
         for (error, status) in cases {

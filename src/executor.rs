@@ -14,9 +14,7 @@ pub struct Pending<R>(oneshot::Receiver<Result<R, String>>);
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ExecError {
-    #[error(
-        "server overloaded: {capacity} runs are already queued (max_queued_runs); retry later"
-    )]
+    #[error("server overloaded: {capacity} runs are already queued (max_queued_runs); retry later")]
     Overloaded { capacity: usize },
     #[error("server is shutting down")]
     ShuttingDown,
@@ -117,10 +115,7 @@ mod tests {
     async fn runs_work_and_reports_panics() {
         let executor = Executor::new(2, 4).unwrap();
         assert_eq!(executor.run(|| 2 + 2).await, Ok(4));
-        let err = executor
-            .run(|| -> i32 { panic!("boom") })
-            .await
-            .unwrap_err();
+        let err = executor.run(|| -> i32 { panic!("boom") }).await.unwrap_err();
         assert_eq!(err, ExecError::Panicked("boom".into()));
         assert_eq!(executor.run(|| "still serving").await, Ok("still serving"));
     }
@@ -138,10 +133,7 @@ mod tests {
             .unwrap();
         is_started.recv().unwrap();
         let queued = executor.submit(|| 7).unwrap();
-        assert_eq!(
-            executor.submit(|| 0).err(),
-            Some(ExecError::Overloaded { capacity: 1 })
-        );
+        assert_eq!(executor.submit(|| 0).err(), Some(ExecError::Overloaded { capacity: 1 }));
         release.send(()).unwrap();
         assert_eq!(Executor::wait(busy).await, Ok(()));
         assert_eq!(Executor::wait(queued).await, Ok(7));

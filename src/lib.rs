@@ -14,12 +14,14 @@ pub mod codec;
 pub mod error;
 pub mod executor;
 pub mod http;
+pub mod model_config;
 pub mod registry;
 pub mod runtime;
 pub mod service;
 pub mod settings;
 pub mod signature;
 pub mod tensor;
+pub mod textproto;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,22 +39,25 @@ use crate::settings::Settings;
 pub enum StartError {
     #[error(transparent)]
     Registry(#[from] registry::RegistryError),
+    #[error(transparent)]
+    ConfigFile(#[from] model_config::ConfigFileError),
     #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: String,
-        source: std::io::Error,
-    },
+    Bind { addr: String, source: std::io::Error },
     #[error("cannot start session threads: {0}")]
     Threads(std::io::Error),
 }
 
-/// The models the settings name: one `--model_base_path`, or every model under `models_dir`.
+/// The models the settings name: a `--model_config_file`, else one
+/// `--model_base_path` (every version), else every model under `models_dir`.
 pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError> {
+    if let Some(path) = &settings.model_config_file {
+        return Ok(model_config::load(path)?);
+    }
     Ok(match &settings.model_base_path {
-        Some(base_path) => vec![ModelSource {
-            name: settings.model_name.clone(),
-            base_path: base_path.clone(),
-        }],
+        Some(base_path) => vec![ModelSource::all_versions(
+            settings.model_name.clone(),
+            base_path.clone(),
+        )],
         None => discover_models(&settings.models_dir)?,
     })
 }
@@ -77,8 +82,8 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         },
     };
     registry.load(&model_sources(settings)?, &options)?;
-    let executor = Executor::new(settings.session_run_threads, settings.max_queued_runs)
-        .map_err(StartError::Threads)?;
+    let executor =
+        Executor::new(settings.session_run_threads, settings.max_queued_runs).map_err(StartError::Threads)?;
     let service = Service::new(
         registry.clone(),
         executor,
@@ -89,28 +94,20 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         max_request_bytes: settings.max_request_bytes,
     });
     let addr = format!("{}:{}", settings.host, settings.http_port());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(state.clone())
-            .configure(http::configure)
-    })
-    .workers(settings.rest_api_num_threads)
-    .shutdown_timeout(30)
-    .bind(&addr)
-    .map_err(|source| StartError::Bind {
-        addr: addr.clone(),
-        source,
-    })?;
+    let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http::configure))
+        .workers(settings.rest_api_num_threads)
+        .shutdown_timeout(30)
+        .bind(&addr)
+        .map_err(|source| StartError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
     let addrs = server.addrs();
     log::info!(
         "serving {} model(s) [{}] on http://{} (ready in {:.0} ms)",
         registry.model_names().len(),
         registry.model_names().join(", "),
-        addrs
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
+        addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
         started.elapsed().as_secs_f64() * 1000.0
     );
     Ok(Running {

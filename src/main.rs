@@ -16,13 +16,10 @@ fn main() -> std::process::ExitCode {
     let result = actix_web::rt::System::new().block_on(async move {
         let running = tfserve::start(&settings)?;
         // actix stops accepting on SIGINT/SIGTERM and drains in-flight requests.
-        running
-            .server
-            .await
-            .map_err(|source| tfserve::StartError::Bind {
-                addr: "server".into(),
-                source,
-            })
+        running.server.await.map_err(|source| tfserve::StartError::Bind {
+            addr: "server".into(),
+            source,
+        })
     });
     match result {
         Ok(()) => {

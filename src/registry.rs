@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
+pub use crate::model_config::ModelSource;
 use crate::runtime::{LoadedModel, SessionConfig};
 use crate::signature::SignatureSpec;
 
@@ -71,13 +72,6 @@ struct ModelEntry {
     labels: BTreeMap<String, i64>,
 }
 
-/// Where a model's versions live.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModelSource {
-    pub name: String,
-    pub base_path: PathBuf,
-}
-
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum RegistryError {
     #[error("Servable not found for request: {0}")]
@@ -88,6 +82,8 @@ pub enum RegistryError {
     UnknownLabel(String),
     #[error("model base path {path}: {message}")]
     BadBasePath { path: String, message: String },
+    #[error("model {model}: version_labels {label} points at version {version}, which is not available")]
+    LabelTarget { model: String, label: String, version: i64 },
 }
 
 pub struct LoadOptions {
@@ -131,17 +127,8 @@ pub fn discover_models(root: &Path) -> Result<Vec<ModelSource>, RegistryError> {
     let mut models: Vec<ModelSource> = entries
         .filter_map(Result::ok)
         .filter(|e| e.path().is_dir())
-        .filter(|e| {
-            discover_versions(&e.path())
-                .map(|v| !v.is_empty())
-                .unwrap_or(false)
-        })
-        .filter_map(|e| {
-            Some(ModelSource {
-                name: e.file_name().to_str()?.to_string(),
-                base_path: e.path(),
-            })
-        })
+        .filter(|e| discover_versions(&e.path()).map(|v| !v.is_empty()).unwrap_or(false))
+        .filter_map(|e| Some(ModelSource::all_versions(e.file_name().to_str()?, e.path())))
         .collect();
     models.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(models)
@@ -150,44 +137,56 @@ pub fn discover_models(root: &Path) -> Result<Vec<ModelSource>, RegistryError> {
 impl Registry {
     /// Loads every version of every source. A version that fails to load is
     /// recorded as END with its error; other versions and models still serve.
-    pub fn load(
-        &self,
-        sources: &[ModelSource],
-        options: &LoadOptions,
-    ) -> Result<(), RegistryError> {
+    pub fn load(&self, sources: &[ModelSource], options: &LoadOptions) -> Result<(), RegistryError> {
         for source in sources {
-            let versions = discover_versions(&source.base_path)?;
+            let versions = source.policy.select(&discover_versions(&source.base_path)?);
             if versions.is_empty() {
                 log::warn!(
-                    "model {}: no numeric version directories under {}",
+                    "model {}: no version to serve under {} ({:?})",
                     source.name,
-                    source.base_path.display()
+                    source.base_path.display(),
+                    source.policy
                 );
             }
             for (version, path) in versions {
                 self.load_version(&source.name, version, &path, options);
             }
+            for (label, &version) in &source.labels {
+                self.set_label(&source.name, label, version)?;
+            }
         }
         Ok(())
     }
 
+    /// Points a label at a version; only available versions may be labelled.
+    pub fn set_label(&self, model: &str, label: &str, version: i64) -> Result<(), RegistryError> {
+        let mut models = self.models.write().unwrap_or_else(|p| p.into_inner());
+        let target = || RegistryError::LabelTarget {
+            model: model.into(),
+            label: label.into(),
+            version,
+        };
+        let entry = models.get_mut(model).ok_or_else(target)?;
+        match entry.versions.get(&version) {
+            Some(slot) if slot.status.state == VersionState::Available => {
+                entry.labels.insert(label.to_string(), version);
+                Ok(())
+            }
+            _ => Err(target()),
+        }
+    }
+
     fn set_slot(&self, model: &str, slot: VersionSlot) {
         let mut models = self.models.write().unwrap_or_else(|p| p.into_inner());
-        let entry = models
-            .entry(model.to_string())
-            .or_insert_with(|| ModelEntry {
-                versions: BTreeMap::new(),
-                labels: BTreeMap::new(),
-            });
+        let entry = models.entry(model.to_string()).or_insert_with(|| ModelEntry {
+            versions: BTreeMap::new(),
+            labels: BTreeMap::new(),
+        });
         entry.versions.insert(slot.status.version, slot);
     }
 
     pub fn load_version(&self, model: &str, version: i64, path: &Path, options: &LoadOptions) {
-        let status = |state, error| VersionStatus {
-            version,
-            state,
-            error,
-        };
+        let status = |state, error| VersionStatus { version, state, error };
         self.set_slot(
             model,
             VersionSlot {
@@ -232,54 +231,33 @@ impl Registry {
     }
 
     /// The servable a request addresses.
-    pub fn resolve(
-        &self,
-        model: &str,
-        selector: &VersionSelector,
-    ) -> Result<Arc<Servable>, RegistryError> {
+    pub fn resolve(&self, model: &str, selector: &VersionSelector) -> Result<Arc<Servable>, RegistryError> {
         let models = self.models.read().unwrap_or_else(|p| p.into_inner());
         let not_found = || match selector {
             VersionSelector::Latest => RegistryError::NotFound(format!("Latest({model})")),
-            VersionSelector::Specific(v) => {
-                RegistryError::NotFound(format!("Specific({model}, {v})"))
-            }
+            VersionSelector::Specific(v) => RegistryError::NotFound(format!("Specific({model}, {v})")),
             VersionSelector::Label(l) => RegistryError::UnknownLabel(l.clone()),
         };
         let entry = models.get(model).ok_or_else(not_found)?;
         let servable = match selector {
-            VersionSelector::Latest => entry
-                .versions
-                .values()
-                .rev()
-                .find_map(|slot| slot.servable.clone()),
-            VersionSelector::Specific(v) => {
-                entry.versions.get(v).and_then(|slot| slot.servable.clone())
-            }
+            VersionSelector::Latest => entry.versions.values().rev().find_map(|slot| slot.servable.clone()),
+            VersionSelector::Specific(v) => entry.versions.get(v).and_then(|slot| slot.servable.clone()),
             VersionSelector::Label(label) => {
                 let version = entry.labels.get(label).ok_or_else(not_found)?;
-                entry
-                    .versions
-                    .get(version)
-                    .and_then(|slot| slot.servable.clone())
+                entry.versions.get(version).and_then(|slot| slot.servable.clone())
             }
         };
         servable.ok_or_else(not_found)
     }
 
     /// Version statuses for the status endpoint; all versions for `Latest`.
-    pub fn status(
-        &self,
-        model: &str,
-        selector: &VersionSelector,
-    ) -> Result<Vec<VersionStatus>, RegistryError> {
+    pub fn status(&self, model: &str, selector: &VersionSelector) -> Result<Vec<VersionStatus>, RegistryError> {
         let models = self.models.read().unwrap_or_else(|p| p.into_inner());
         let entry = models
             .get(model)
             .ok_or_else(|| RegistryError::UnknownModel(model.to_string()))?;
         let version = match selector {
-            VersionSelector::Latest => {
-                return Ok(entry.versions.values().map(|s| s.status.clone()).collect())
-            }
+            VersionSelector::Latest => return Ok(entry.versions.values().map(|s| s.status.clone()).collect()),
             VersionSelector::Specific(v) => *v,
             VersionSelector::Label(label) => *entry
                 .labels
@@ -302,11 +280,9 @@ impl Registry {
     /// version of each model is available.
     pub fn all_available(&self) -> bool {
         let models = self.models.read().unwrap_or_else(|p| p.into_inner());
-        models.values().all(|m| {
-            m.versions
-                .values()
-                .any(|v| v.status.state == VersionState::Available)
-        })
+        models
+            .values()
+            .all(|m| m.versions.values().any(|v| v.status.state == VersionState::Available))
     }
 }
 
@@ -326,11 +302,7 @@ mod tests {
             .map(|v| v.0)
             .collect();
         assert_eq!(versions, vec![1, 2, 10]);
-        let models: Vec<String> = discover_models(&dir)
-            .unwrap()
-            .into_iter()
-            .map(|m| m.name)
-            .collect();
+        let models: Vec<String> = discover_models(&dir).unwrap().into_iter().map(|m| m.name).collect();
         assert_eq!(models, vec!["m"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -338,20 +310,10 @@ mod tests {
     #[test]
     fn unknown_models_and_versions_are_not_found() {
         let registry = Registry::default();
-        let err = registry
-            .resolve("half", &VersionSelector::Latest)
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "Servable not found for request: Latest(half)"
-        );
-        let err = registry
-            .resolve("foo", &VersionSelector::Specific(50))
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "Servable not found for request: Specific(foo, 50)"
-        );
+        let err = registry.resolve("half", &VersionSelector::Latest).unwrap_err();
+        assert_eq!(err.to_string(), "Servable not found for request: Latest(half)");
+        let err = registry.resolve("foo", &VersionSelector::Specific(50)).unwrap_err();
+        assert_eq!(err.to_string(), "Servable not found for request: Specific(foo, 50)");
         assert!(registry.status("foo", &VersionSelector::Latest).is_err());
     }
 }

@@ -12,9 +12,7 @@ use crate::codec::PredictEnvelope;
 use crate::error::ApiError;
 use crate::executor::Executor;
 use crate::registry::{Registry, Servable, VersionSelector};
-use crate::signature::{
-    SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD,
-};
+use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
 use crate::tensor::Tensor;
 
 pub struct Service {
@@ -48,9 +46,7 @@ impl Service {
         inputs: Vec<Tensor>,
     ) -> Result<Vec<Tensor>, ApiError> {
         let signature = signature.to_string();
-        let work = self
-            .executor
-            .run(move || servable.runtime.run(&signature, inputs));
+        let work = self.executor.run(move || servable.runtime.run(&signature, inputs));
         match tokio::time::timeout(self.timeout, work).await {
             Ok(result) => Ok(result??),
             Err(_) => Err(ApiError::Timeout(self.timeout.as_millis() as u64)),
@@ -58,12 +54,7 @@ impl Service {
     }
 
     /// TF Serving's `:predict`, with the response in the request's layout.
-    pub async fn predict(
-        &self,
-        model: &str,
-        selector: &VersionSelector,
-        body: &[u8],
-    ) -> Result<Vec<u8>, ApiError> {
+    pub async fn predict(&self, model: &str, selector: &VersionSelector, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
         let envelope = PredictEnvelope::parse(body)?;
         let signature = Self::signature(&servable, envelope.signature_name.as_deref())?;
@@ -74,10 +65,7 @@ impl Service {
             .outputs
             .iter()
             .zip(&outputs)
-            .map(|(spec, tensor)| NamedOutput {
-                key: &spec.key,
-                tensor,
-            })
+            .map(|(spec, tensor)| NamedOutput { key: &spec.key, tensor })
             .collect();
         Ok(predict_response(format, &named)?)
     }
@@ -124,13 +112,7 @@ impl Service {
         }
         let examples = request.serialized_examples()?;
         let outputs = self.run(servable, &signature.name, vec![examples]).await?;
-        let find = |key: &str| {
-            signature
-                .outputs
-                .iter()
-                .position(|s| s.key == key)
-                .map(|i| &outputs[i])
-        };
+        let find = |key: &str| signature.outputs.iter().position(|s| s.key == key).map(|i| &outputs[i]);
         if method == CLASSIFY_METHOD {
             let (classes, scores) = (find("classes"), find("scores"));
             if classes.is_none() && scores.is_none() {
@@ -176,11 +158,7 @@ impl Service {
     }
 
     /// `GET /v1/models/{m}[/versions/{v}]/metadata`: the signature defs.
-    pub fn model_metadata(
-        &self,
-        model: &str,
-        selector: &VersionSelector,
-    ) -> Result<Value, ApiError> {
+    pub fn model_metadata(&self, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
         let mut defs = Map::new();
         for signature in servable.runtime.signatures() {

@@ -45,6 +45,12 @@ pub struct Cli {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_base_path: Option<PathBuf>,
 
+    /// TF Serving model config (protobuf text format or JSON, or Simple
+    /// TensorFlow Serving's JSON list); takes precedence over --model_base_path.
+    #[arg(long = "model_config_file", alias = "model-config-file")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_config_file: Option<PathBuf>,
+
     /// Directory whose subdirectories are models (each holding numeric version
     /// directories). Used when --model_base_path is not given. Default "models".
     #[arg(long = "models_dir", alias = "models-dir")]
@@ -77,18 +83,12 @@ pub struct Cli {
     pub max_request_bytes: Option<usize>,
 
     /// TensorFlow intra-op thread pool size; 0 lets TensorFlow choose.
-    #[arg(
-        long = "tensorflow_intra_op_parallelism",
-        alias = "tensorflow-intra-op-parallelism"
-    )]
+    #[arg(long = "tensorflow_intra_op_parallelism", alias = "tensorflow-intra-op-parallelism")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensorflow_intra_op_parallelism: Option<i32>,
 
     /// TensorFlow inter-op thread pool size; 0 lets TensorFlow choose.
-    #[arg(
-        long = "tensorflow_inter_op_parallelism",
-        alias = "tensorflow-inter-op-parallelism"
-    )]
+    #[arg(long = "tensorflow_inter_op_parallelism", alias = "tensorflow-inter-op-parallelism")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensorflow_inter_op_parallelism: Option<i32>,
 
@@ -106,6 +106,7 @@ pub struct Settings {
     pub host: String,
     pub model_name: String,
     pub model_base_path: Option<PathBuf>,
+    pub model_config_file: Option<PathBuf>,
     pub models_dir: PathBuf,
     pub rest_api_num_threads: usize,
     pub session_run_threads: usize,
@@ -118,9 +119,7 @@ pub struct Settings {
 }
 
 fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
 }
 
 impl Default for Settings {
@@ -131,6 +130,7 @@ impl Default for Settings {
             host: "0.0.0.0".into(),
             model_name: "default".into(),
             model_base_path: None,
+            model_config_file: None,
             models_dir: "models".into(),
             rest_api_num_threads: cores(),
             session_run_threads: cores(),
@@ -159,8 +159,7 @@ pub enum SettingsError {
 impl Settings {
     /// Merges defaults, the `--config` file, `TFSERVE_*` variables and the flags.
     pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
-        let mut builder =
-            config::Config::builder().add_source(config::Config::try_from(&Settings::default())?);
+        let mut builder = config::Config::builder().add_source(config::Config::try_from(&Settings::default())?);
         if let Some(path) = &cli.config {
             builder = builder.add_source(config::File::from(path.as_path()));
         }
@@ -200,11 +199,7 @@ impl Settings {
                 reason: "must be at least 1",
             });
         }
-        if self
-            .saved_model_tags
-            .split(',')
-            .all(|t| t.trim().is_empty())
-        {
+        if self.saved_model_tags.split(',').all(|t| t.trim().is_empty()) {
             return Err(SettingsError::Invalid {
                 name: "saved_model_tags",
                 value: self.saved_model_tags.clone(),
@@ -255,25 +250,17 @@ mod tests {
     fn lone_port_sets_http_port() {
         let cli = Cli::try_parse_from(["tfserve", "--port", "8500"]).unwrap();
         assert_eq!(Settings::load(&cli).unwrap().http_port(), 8500);
-        let both =
-            Cli::try_parse_from(["tfserve", "--port", "8500", "--rest_api_port", "8502"]).unwrap();
+        let both = Cli::try_parse_from(["tfserve", "--port", "8500", "--rest_api_port", "8502"]).unwrap();
         assert_eq!(Settings::load(&both).unwrap().http_port(), 8502);
         assert_eq!(Settings::default().http_port(), 8501);
     }
 
     #[test]
     fn file_is_overridden_by_flags() {
-        let path =
-            std::env::temp_dir().join(format!("tfserve-settings-{}.toml", std::process::id()));
+        let path = std::env::temp_dir().join(format!("tfserve-settings-{}.toml", std::process::id()));
         std::fs::write(&path, "model_name = \"from_file\"\nrest_api_port = 7000\n").unwrap();
-        let cli = Cli::try_parse_from([
-            "tfserve",
-            "--config",
-            path.to_str().unwrap(),
-            "--rest_api_port",
-            "7001",
-        ])
-        .unwrap();
+        let cli =
+            Cli::try_parse_from(["tfserve", "--config", path.to_str().unwrap(), "--rest_api_port", "7001"]).unwrap();
         let settings = Settings::load(&cli).unwrap();
         std::fs::remove_file(&path).unwrap();
         assert_eq!(settings.model_name, "from_file");

@@ -48,11 +48,7 @@ impl SignatureSpec {
 
     /// The input keys joined with commas, for error messages.
     pub fn input_names(&self) -> String {
-        self.inputs
-            .iter()
-            .map(|s| s.key.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
+        self.inputs.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(",")
     }
 
     pub fn sort(&mut self) {
@@ -79,10 +75,7 @@ mod tests {
 
     #[test]
     fn splits_tensor_names() {
-        assert_eq!(
-            split_tensor_name("serving_default_x:0"),
-            ("serving_default_x", 0)
-        );
+        assert_eq!(split_tensor_name("serving_default_x:0"), ("serving_default_x", 0));
         assert_eq!(
             split_tensor_name("StatefulPartitionedCall:2"),
             ("StatefulPartitionedCall", 2)

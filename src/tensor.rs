@@ -91,9 +91,7 @@ impl DType {
 
     /// Short name used in error messages (`float`, `int64`, ...), as TF Serving's.
     pub fn short_name(self) -> String {
-        self.proto_name()
-            .trim_start_matches("DT_")
-            .to_ascii_lowercase()
+        self.proto_name().trim_start_matches("DT_").to_ascii_lowercase()
     }
 
     /// Whether JSON values can be converted to this type.
@@ -254,10 +252,7 @@ mod tests {
     fn json_cannot_carry_half_precision() {
         assert!(TensorData::empty(DType::Half).is_none());
         assert!(TensorData::empty(DType::BFloat16).is_none());
-        assert_eq!(
-            TensorData::empty(DType::Bool).map(|d| d.dtype()),
-            Some(DType::Bool)
-        );
+        assert_eq!(TensorData::empty(DType::Bool).map(|d| d.dtype()), Some(DType::Bool));
     }
 
     #[test]

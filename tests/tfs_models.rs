@@ -7,8 +7,7 @@ use serde_json::json;
 
 #[test]
 fn classify_with_tf_examples() {
-    let request =
-        json!({"signature_name": "classify_x_to_y", "examples": [{"x": 1.0}, {"x": 3.0}]});
+    let request = json!({"signature_name": "classify_x_to_y", "examples": [{"x": 1.0}, {"x": 3.0}]});
     let (status, body) = post_json("/v1/models/tf1_half_plus_two:classify", &request);
     assert_eq!(status, 200, "{body}");
     assert_eq!(
@@ -19,13 +18,11 @@ fn classify_with_tf_examples() {
 
 #[test]
 fn regress_with_context() {
-    let request =
-        json!({"signature_name": "regress_x_to_y", "context": {"x": 4.0}, "examples": [{}, {}]});
+    let request = json!({"signature_name": "regress_x_to_y", "context": {"x": 4.0}, "examples": [{}, {}]});
     let (status, body) = post_json("/v1/models/tf1_half_plus_two:regress", &request);
     assert_eq!(status, 200, "{body}");
     assert_eq!(body, json!({"results": [4.0, 4.0]}));
-    let request =
-        json!({"signature_name": "regress_x_to_y", "examples": [{"x": [0.0]}, {"x": 10.0}]});
+    let request = json!({"signature_name": "regress_x_to_y", "examples": [{"x": [0.0]}, {"x": 10.0}]});
     let (_, body) = post_json("/v1/models/tf1_half_plus_two/versions/1:regress", &request);
     assert_eq!(body, json!({"results": [2.0, 7.0]}));
 }
@@ -52,14 +49,8 @@ fn classify_and_regress_errors() {
     );
     assert!(message.contains("'examples'"), "{message}");
     let request = json!({"signature_name": "regress_x_to_y", "context": {"x": 1.0}, "examples": [{"x": 2.0}]});
-    let message = error_of(
-        post_json("/v1/models/tf1_half_plus_two:regress", &request),
-        400,
-    );
-    assert!(
-        message.contains("'x'") && message.contains("context"),
-        "{message}"
-    );
+    let message = error_of(post_json("/v1/models/tf1_half_plus_two:regress", &request), 400);
+    assert!(message.contains("'x'") && message.contains("context"), "{message}");
     // An int64 feature where the model parses floats: TensorFlow's own error, as a 400.
     let request = json!({"signature_name": "regress_x_to_y", "examples": [{"x": 1}]});
     let (status, _) = post_json("/v1/models/tf1_half_plus_two:regress", &request);
@@ -95,9 +86,7 @@ fn metadata_describes_signatures() {
         body["model_spec"],
         json!({"name": "half_plus_three", "signature_name": "", "version": "1"})
     );
-    let defs = body["metadata"]["signature_def"]["signature_def"]
-        .as_object()
-        .unwrap();
+    let defs = body["metadata"]["signature_def"]["signature_def"].as_object().unwrap();
     // TF2's init op is not a servable signature.
     assert_eq!(defs.keys().collect::<Vec<_>>(), vec!["serving_default"]);
     let def = &defs["serving_default"];
@@ -110,21 +99,13 @@ fn metadata_describes_signatures() {
     assert_eq!(def["outputs"]["y"]["dtype"], "DT_FLOAT");
 
     let (_, body) = get("/v1/models/tf1_half_plus_two/versions/1/metadata");
-    let defs = body["metadata"]["signature_def"]["signature_def"]
-        .as_object()
-        .unwrap();
+    let defs = body["metadata"]["signature_def"]["signature_def"].as_object().unwrap();
     assert_eq!(
         defs.keys().collect::<Vec<_>>(),
         vec!["classify_x_to_y", "regress_x_to_y", "serving_default"]
     );
-    assert_eq!(
-        defs["classify_x_to_y"]["method_name"],
-        "tensorflow/serving/classify"
-    );
-    assert_eq!(
-        defs["classify_x_to_y"]["inputs"]["inputs"]["dtype"],
-        "DT_STRING"
-    );
+    assert_eq!(defs["classify_x_to_y"]["method_name"], "tensorflow/serving/classify");
+    assert_eq!(defs["classify_x_to_y"]["inputs"]["inputs"]["dtype"], "DT_STRING");
 
     let (_, body) = get("/v1/models/multi_io/metadata");
     let inputs = &body["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"];

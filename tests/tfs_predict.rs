@@ -25,10 +25,7 @@ fn half_plus_three_row_and_columnar() {
         &json!({"inputs": {"x": [-2]}, "signature_name": "serving_default"}),
     );
     assert_eq!(body, json!({"outputs": [2.0]}));
-    let (_, body) = post_json(
-        "/v1/models/half_plus_three:predict",
-        &json!({"instances": [{"x": 4}]}),
-    );
+    let (_, body) = post_json("/v1/models/half_plus_three:predict", &json!({"instances": [{"x": 4}]}));
     assert_eq!(body, json!({"predictions": [5.0]}));
 }
 
@@ -54,8 +51,7 @@ fn multiple_inputs_and_outputs_of_every_dtype() {
     assert_eq!(rows[1]["greeting"], json!("hello bo\u{e9}"));
     assert_eq!(rows[1]["flag_not"], json!(true));
 
-    let columnar =
-        json!({"inputs": {"features": [[1, 1, 1]], "count": [7], "label": ["z"], "flag": [false]}});
+    let columnar = json!({"inputs": {"features": [[1, 1, 1]], "count": [7], "label": ["z"], "flag": [false]}});
     let (status, body) = post_json("/v1/models/multi_io:predict", &columnar);
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["outputs"]["total"], json!([3.0]));
@@ -65,10 +61,8 @@ fn multiple_inputs_and_outputs_of_every_dtype() {
 
 #[test]
 fn encoded_images_in_a_string_input() {
-    let expected: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap(),
-    )
-    .unwrap();
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
     for (file, key) in [("gradient.png", "png"), ("gradient.jpg", "jpg")] {
         let bytes = std::fs::read(repo_path(&format!("tests/data/{file}"))).unwrap();
         let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
@@ -87,15 +81,10 @@ fn encoded_images_in_a_string_input() {
 
 #[test]
 fn float_image_model_matches_tensorflow() {
-    let expected: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap(),
-    )
-    .unwrap();
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
     let cnn = &expected["mnist_cnn"];
-    let (status, body) = post_json(
-        "/v1/models/mnist_cnn:predict",
-        &json!({"instances": cnn["input"]}),
-    );
+    let (status, body) = post_json("/v1/models/mnist_cnn:predict", &json!({"instances": cnn["input"]}));
     assert_eq!(status, 200, "{body}");
     assert_close(&body["predictions"], &floats(&cnn["probabilities"]), 1e-5);
 }
@@ -112,15 +101,9 @@ fn versions_are_routed() {
         json!({"predictions": [3.0]})
     );
     // The latest version is the highest number.
-    assert_eq!(
-        predict("/v1/models/adder:predict").1,
-        json!({"predictions": [3.0]})
-    );
+    assert_eq!(predict("/v1/models/adder:predict").1, json!({"predictions": [3.0]}));
     let message = error_of(predict("/v1/models/adder/versions/9:predict"), 404);
-    assert_eq!(
-        message,
-        "Servable not found for request: Specific(adder, 9)"
-    );
+    assert_eq!(message, "Servable not found for request: Specific(adder, 9)");
     let message = error_of(predict("/v1/models/adder/labels/stable:predict"), 404);
     assert_eq!(message, "Unrecognized servable version label: stable");
 }
@@ -130,9 +113,7 @@ fn bad_inputs_get_400_naming_the_problem() {
     let path = "/v1/models/half_plus_three:predict";
     let message = error_of(post_json(path, &json!({"instances": [[1, 2], [3]]})), 400);
     assert!(
-        message.contains("element: 1")
-            && message.contains("input 'x'")
-            && message.contains("ragged"),
+        message.contains("element: 1") && message.contains("input 'x'") && message.contains("ragged"),
         "{message}"
     );
     let message = error_of(post_json(path, &json!({"instances": ["]["]})), 400);
@@ -144,24 +125,12 @@ fn bad_inputs_get_400_naming_the_problem() {
     assert!(message.starts_with("JSON Parse error"), "{message}");
     let message = error_of(post_json(path, &json!({"instances": []})), 400);
     assert!(message.contains("No values"), "{message}");
-    let message = error_of(
-        post_json(path, &json!({"instances": [1], "inputs": [1]})),
-        400,
-    );
+    let message = error_of(post_json(path, &json!({"instances": [1], "inputs": [1]})), 400);
     assert!(message.contains("Not both"), "{message}");
-    let message = error_of(
-        post_json(path, &json!({"signature_name": "serving_default"})),
-        400,
-    );
-    assert!(
-        message.contains("Missing 'inputs' or 'instances'"),
-        "{message}"
-    );
+    let message = error_of(post_json(path, &json!({"signature_name": "serving_default"})), 400);
+    assert!(message.contains("Missing 'inputs' or 'instances'"), "{message}");
     let message = error_of(post_json(path, &json!({"instances": [[1.0]]})), 400);
-    assert!(
-        message.contains("shape [1,1]") && message.contains("[-1]"),
-        "{message}"
-    );
+    assert!(message.contains("shape [1,1]") && message.contains("[-1]"), "{message}");
 
     let multi = "/v1/models/multi_io:predict";
     let message = error_of(
@@ -215,14 +184,8 @@ fn unknown_things_get_404() {
     let message = error_of(post_json("/v1/models/nope:predict", &body), 404);
     assert_eq!(message, "Servable not found for request: Latest(nope)");
     let with_signature = json!({"instances": [1.0], "signature_name": "nope"});
-    let message = error_of(
-        post_json("/v1/models/half_plus_three:predict", &with_signature),
-        404,
-    );
-    assert_eq!(
-        message,
-        "Serving signature name: \"nope\" not found in signature def"
-    );
+    let message = error_of(post_json("/v1/models/half_plus_three:predict", &with_signature), 404);
+    assert_eq!(message, "Serving signature name: \"nope\" not found in signature def");
     let message = error_of(get("/v1/models/nope"), 404);
     assert_eq!(message, "Could not find any versions of model nope");
     let message = error_of(get("/not/an/api"), 404);
@@ -236,30 +199,18 @@ fn malformed_routes_get_400() {
         400,
     );
     assert!(message.starts_with("Malformed request: POST"), "{message}");
-    let message = error_of(
-        post_json("/v1/models/half_plus_three:explain", &json!({})),
-        400,
-    );
+    let message = error_of(post_json("/v1/models/half_plus_three:explain", &json!({})), 400);
     assert!(message.starts_with("Malformed request"), "{message}");
-    assert_eq!(
-        error_of(get("/v1/models"), 400),
-        "Missing model name in request."
-    );
+    assert_eq!(error_of(get("/v1/models"), 400), "Missing model name in request.");
 }
 
 #[test]
 fn half_precision_inputs_are_unimplemented() {
     let message = error_of(
-        post_json(
-            "/v1/models/half_precision:predict",
-            &json!({"instances": [1.0]}),
-        ),
+        post_json("/v1/models/half_precision:predict", &json!({"instances": [1.0]})),
         501,
     );
-    assert!(
-        message.contains("DT_HALF") && message.contains("'x'"),
-        "{message}"
-    );
+    assert!(message.contains("DT_HALF") && message.contains("'x'"), "{message}");
 }
 
 #[test]
@@ -274,15 +225,9 @@ fn gzip_bodies_are_decompressed_and_limits_enforced() {
         .send()
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
-    assert_eq!(
-        response.json::<Value>().unwrap(),
-        json!({"predictions": [3.5, 4.5]})
-    );
+    assert_eq!(response.json::<Value>().unwrap(), json!({"predictions": [3.5, 4.5]}));
 
-    let big = format!(
-        "{{\"instances\": [{}1]}}",
-        "1,".repeat(MAX_REQUEST_BYTES / 2)
-    );
+    let big = format!("{{\"instances\": [{}1]}}", "1,".repeat(MAX_REQUEST_BYTES / 2));
     let message = error_of(post("/v1/models/half_plus_three:predict", big), 413);
     assert!(
         message.contains(&MAX_REQUEST_BYTES.to_string()) && message.contains("max_request_bytes"),
@@ -291,9 +236,7 @@ fn gzip_bodies_are_decompressed_and_limits_enforced() {
     // A compressed body may not expand past the limit either.
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     encoder.write_all(b"[").unwrap();
-    encoder
-        .write_all(&vec![b' '; MAX_REQUEST_BYTES * 2])
-        .unwrap();
+    encoder.write_all(&vec![b' '; MAX_REQUEST_BYTES * 2]).unwrap();
     let response = client()
         .post(format!("{}/v1/models/half_plus_three:predict", base_url()))
         .header("Content-Encoding", "gzip")
@@ -310,10 +253,7 @@ fn concurrent_requests_all_succeed() {
             std::thread::spawn(move || {
                 for i in 0..25 {
                     let x = (t * 100 + i) as f64;
-                    let (status, body) = post_json(
-                        "/v1/models/half_plus_three:predict",
-                        &json!({"instances": [x]}),
-                    );
+                    let (status, body) = post_json("/v1/models/half_plus_three:predict", &json!({"instances": [x]}));
                     assert_eq!(status, 200);
                     assert_close(&body["predictions"], &[0.5 * x + 3.0], 1e-3);
                 }

@@ -140,9 +140,7 @@ impl<'s> Column<'s> {
             TensorData::UInt16(buf) => narrow!(buf),
             TensorData::UInt32(buf) => narrow!(buf),
             TensorData::UInt64(buf) => narrow!(buf),
-            TensorData::Bool(_) | TensorData::String(_) => {
-                return Err(self.type_error(&v, "Number"))
-            }
+            TensorData::Bool(_) | TensorData::String(_) => return Err(self.type_error(&v, "Number")),
         }
         Ok(())
     }
@@ -167,10 +165,7 @@ impl<'s> Column<'s> {
     }
 
     fn out_of_range<E: de::Error>(&mut self, v: &dyn fmt::Display) -> E {
-        let message = format!(
-            "value {v} is out of range for {}",
-            self.spec.dtype.short_name()
-        );
+        let message = format!("value {v} is out of range for {}", self.spec.dtype.short_name());
         self.fail(message)
     }
 
@@ -200,10 +195,7 @@ impl<'s> Column<'s> {
         let decoded = match decode_base64(encoded) {
             Some(bytes) => bytes,
             None => {
-                let message = format!(
-                    "'b64' value is not valid base64 ({} characters)",
-                    encoded.len()
-                );
+                let message = format!("'b64' value is not valid base64 ({} characters)", encoded.len());
                 return Err(self.fail(message));
             }
         };
@@ -240,10 +232,7 @@ pub fn decode_base64(encoded: &str) -> Option<Vec<u8>> {
         GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
     const STANDARD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, LENIENT);
     const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, LENIENT);
-    STANDARD
-        .decode(encoded)
-        .or_else(|_| URL_SAFE.decode(encoded))
-        .ok()
+    STANDARD.decode(encoded).or_else(|_| URL_SAFE.decode(encoded)).ok()
 }
 
 /// Checks a decoded shape against the signature's declared one.
@@ -289,11 +278,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(
-            f,
-            "a value or nested list for input '{}'",
-            self.column.spec.key
-        )
+        write!(f, "a value or nested list for input '{}'", self.column.spec.key)
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
@@ -341,10 +326,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
         {
             len += 1;
         }
-        column
-            .shape
-            .close_list(self.depth, len)
-            .map_err(|m| column.fail(m))
+        column.shape.close_list(self.depth, len).map_err(|m| column.fail(m))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
@@ -353,9 +335,9 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
         if key.as_deref() != Some("b64") {
             return Err(column.type_error(&"{...}", "Object"));
         }
-        let encoded: String = map.next_value().map_err(|_| {
-            column.fail::<A::Error>("the value of 'b64' must be a string".to_string())
-        })?;
+        let encoded: String = map
+            .next_value()
+            .map_err(|_| column.fail::<A::Error>("the value of 'b64' must be a string".to_string()))?;
         if map.next_key::<String>()?.is_some() {
             return Err(column.fail("a 'b64' object must have exactly one key".to_string()));
         }
@@ -381,10 +363,7 @@ fn new_columns(signature: &SignatureSpec) -> Result<Vec<Column<'_>>, CodecError>
     signature.inputs.iter().map(Column::new).collect()
 }
 
-fn decode_instances(
-    raw: Option<&str>,
-    signature: &SignatureSpec,
-) -> Result<Vec<Tensor>, CodecError> {
+fn decode_instances(raw: Option<&str>, signature: &SignatureSpec) -> Result<Vec<Tensor>, CodecError> {
     let raw = raw.unwrap_or("null");
     let mut columns = new_columns(signature)?;
     let mut deserializer = serde_json::Deserializer::from_str(raw);
@@ -400,10 +379,7 @@ fn decode_instances(
     columns
         .into_iter()
         .map(|mut column| {
-            column
-                .shape
-                .close_list(0, rows)
-                .map_err(CodecError::invalid)?;
+            column.shape.close_list(0, rows).map_err(CodecError::invalid)?;
             column.finish()
         })
         .collect()
@@ -461,11 +437,7 @@ impl<'de> Visitor<'de> for InstancesSeed<'_, '_> {
                 Ok(None) => return Ok(index),
                 Err(err) => {
                     if let Some(column) = self.columns.iter_mut().find(|c| c.error.is_some()) {
-                        let inner = column
-                            .error
-                            .take()
-                            .map(|e| e.to_string())
-                            .unwrap_or_default();
+                        let inner = column.error.take().map(|e| e.to_string()).unwrap_or_default();
                         column.error = Some(CodecError::invalid(format!(
                             "Failed to process element: {index} of 'instances' list. Error: {inner}"
                         )));
@@ -545,9 +517,9 @@ impl<'de> Visitor<'de> for InstanceSeed<'_, '_> {
             if first && key == "b64" && self.columns.len() == 1 {
                 // A binary string value for the only input, not a named-input object.
                 let column = &mut self.columns[0];
-                let encoded: String = map.next_value().map_err(|_| {
-                    column.fail::<A::Error>("the value of 'b64' must be a string".to_string())
-                })?;
+                let encoded: String = map
+                    .next_value()
+                    .map_err(|_| column.fail::<A::Error>("the value of 'b64' must be a string".to_string()))?;
                 if map.next_key::<String>()?.is_some() {
                     return Err(column.fail("a 'b64' object must have exactly one key".to_string()));
                 }
@@ -588,7 +560,9 @@ struct InputsSeed<'c, 's> {
 impl<'s> InputsSeed<'_, 's> {
     fn single<E: de::Error>(&mut self) -> Result<ValueSeed<'_, 's>, E> {
         if self.columns.len() != 1 {
-            let message = "'inputs' is a plain value, but the signature has several inputs; use an object keyed by input name".to_string();
+            let message =
+                "'inputs' is a plain value, but the signature has several inputs; use an object keyed by input name"
+                    .to_string();
             return Err(self.columns[0].fail(message));
         }
         self.seen[0] = true;
@@ -632,13 +606,12 @@ impl<'de> Visitor<'de> for InputsSeed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut first = true;
         while let Some(key) = map.next_key::<String>()? {
-            if first && key == "b64" && self.columns.len() == 1 && self.columns[0].spec.key != "b64"
-            {
+            if first && key == "b64" && self.columns.len() == 1 && self.columns[0].spec.key != "b64" {
                 self.seen[0] = true;
                 let column = &mut self.columns[0];
-                let encoded: String = map.next_value().map_err(|_| {
-                    column.fail::<A::Error>("the value of 'b64' must be a string".to_string())
-                })?;
+                let encoded: String = map
+                    .next_value()
+                    .map_err(|_| column.fail::<A::Error>("the value of 'b64' must be a string".to_string()))?;
                 column.scalar(0)?;
                 return column.push_b64(&encoded);
             }
@@ -695,10 +668,7 @@ mod tests {
     fn row_format_single_input() {
         let sig = signature(vec![spec("x", DType::Float, Some(vec![-1]))]);
         let out = decode(r#"{"instances": [1.0, 2, 5.5]}"#, &sig).unwrap();
-        assert_eq!(
-            out[0],
-            Tensor::new(vec![3], TensorData::Float(vec![1.0, 2.0, 5.5]))
-        );
+        assert_eq!(out[0], Tensor::new(vec![3], TensorData::Float(vec![1.0, 2.0, 5.5])));
         let named = decode(r#"{"instances": [{"x": 1.0}, {"x": 2}]}"#, &sig).unwrap();
         assert_eq!(named[0].shape, vec![2]);
     }
@@ -710,42 +680,30 @@ mod tests {
             spec("b", DType::Int64, Some(vec![-1])),
             spec("s", DType::String, Some(vec![-1])),
         ]);
-        let body = r#"{"instances": [{"a": [1, 2], "b": 3, "s": "x"}, {"s": {"b64": "aGk="}, "b": -4, "a": [3.5, 4]}]}"#;
+        let body =
+            r#"{"instances": [{"a": [1, 2], "b": 3, "s": "x"}, {"s": {"b64": "aGk="}, "b": -4, "a": [3.5, 4]}]}"#;
         let out = decode(body, &sig).unwrap();
         assert_eq!(
             out[0],
             Tensor::new(vec![2, 2], TensorData::Float(vec![1.0, 2.0, 3.5, 4.0]))
         );
         assert_eq!(out[1], Tensor::new(vec![2], TensorData::Int64(vec![3, -4])));
-        assert_eq!(
-            out[2].data,
-            TensorData::String(vec![b"x".to_vec(), b"hi".to_vec()])
-        );
+        assert_eq!(out[2].data, TensorData::String(vec![b"x".to_vec(), b"hi".to_vec()]));
     }
 
     #[test]
     fn row_format_errors_name_the_input_and_element() {
-        let sig = signature(vec![
-            spec("a", DType::Float, None),
-            spec("b", DType::Int64, None),
-        ]);
-        let err = decode(r#"{"instances": [[1, 2]]}"#, &sig)
+        let sig = signature(vec![spec("a", DType::Float, None), spec("b", DType::Int64, None)]);
+        let err = decode(r#"{"instances": [[1, 2]]}"#, &sig).unwrap_err().to_string();
+        assert!(err.contains("plain list"), "{err}");
+        let err = decode(r#"{"instances": [{"a": 1, "b": 2}, {"a": 1, "b": 2.5}]}"#, &sig)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("plain list"), "{err}");
-        let err = decode(
-            r#"{"instances": [{"a": 1, "b": 2}, {"a": 1, "b": 2.5}]}"#,
-            &sig,
-        )
-        .unwrap_err()
-        .to_string();
         assert!(
             err.contains("element: 1") && err.contains("input 'b'") && err.contains("int64"),
             "{err}"
         );
-        let err = decode(r#"{"instances": [{"a": 1}]}"#, &sig)
-            .unwrap_err()
-            .to_string();
+        let err = decode(r#"{"instances": [{"a": 1}]}"#, &sig).unwrap_err().to_string();
         assert!(err.contains("input 'b'") && err.contains("a,b"), "{err}");
         let err = decode(r#"{"instances": [{"a": 1, "b": 1, "c": 1}]}"#, &sig)
             .unwrap_err()
@@ -756,13 +714,9 @@ mod tests {
     #[test]
     fn ragged_instances_are_rejected() {
         let sig = signature(vec![spec("x", DType::Float, None)]);
-        let err = decode(r#"{"instances": [[1, 2], [3]]}"#, &sig)
-            .unwrap_err()
-            .to_string();
+        let err = decode(r#"{"instances": [[1, 2], [3]]}"#, &sig).unwrap_err().to_string();
         assert!(err.contains("input 'x'") && err.contains("ragged"), "{err}");
-        let err = decode(r#"{"instances": []}"#, &sig)
-            .unwrap_err()
-            .to_string();
+        let err = decode(r#"{"instances": []}"#, &sig).unwrap_err().to_string();
         assert!(err.contains("No values"), "{err}");
     }
 
@@ -775,9 +729,7 @@ mod tests {
         let out = decode(r#"{"inputs": {"a": [[1, 2]], "flag": [true]}}"#, &sig).unwrap();
         assert_eq!(out[0].data, TensorData::Double(vec![1.0, 2.0]));
         assert_eq!(out[1].data, TensorData::Bool(vec![true]));
-        let err = decode(r#"{"inputs": {"a": [[1, 2]]}}"#, &sig)
-            .unwrap_err()
-            .to_string();
+        let err = decode(r#"{"inputs": {"a": [[1, 2]]}}"#, &sig).unwrap_err().to_string();
         assert!(err.contains("Missing named input: flag"), "{err}");
         let single = signature(vec![spec("x", DType::Float, None)]);
         let out = decode(r#"{"inputs": 3.5}"#, &single).unwrap();
@@ -787,9 +739,7 @@ mod tests {
     #[test]
     fn shape_is_checked_against_signature() {
         let sig = signature(vec![spec("x", DType::Float, Some(vec![-1, 3]))]);
-        let err = decode(r#"{"instances": [[1, 2]]}"#, &sig)
-            .unwrap_err()
-            .to_string();
+        let err = decode(r#"{"instances": [[1, 2]]}"#, &sig).unwrap_err().to_string();
         assert!(err.contains("[1,2]") && err.contains("[-1,3]"), "{err}");
     }
 
@@ -797,14 +747,10 @@ mod tests {
     fn dtype_rules_follow_tf_serving() {
         let ints = signature(vec![spec("x", DType::Int32, None)]);
         assert!(decode(r#"{"instances": [1.0]}"#, &ints).is_err());
-        let err = decode(r#"{"instances": [3000000000]}"#, &ints)
-            .unwrap_err()
-            .to_string();
+        let err = decode(r#"{"instances": [3000000000]}"#, &ints).unwrap_err().to_string();
         assert!(err.contains("out of range for int32"), "{err}");
         let floats = signature(vec![spec("x", DType::Float, None)]);
-        let err = decode(r#"{"instances": ["]["]}"#, &floats)
-            .unwrap_err()
-            .to_string();
+        let err = decode(r#"{"instances": ["]["]}"#, &floats).unwrap_err().to_string();
         assert!(
             err.contains(r#"JSON Value: "][" Type: String is not of expected type: float"#),
             "{err}"
@@ -829,9 +775,7 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("Missing"));
-        let err = decode(r#"{"instances": [1,"#, &sig)
-            .unwrap_err()
-            .to_string();
+        let err = decode(r#"{"instances": [1,"#, &sig).unwrap_err().to_string();
         assert!(err.starts_with("JSON Parse error"), "{err}");
     }
 }

@@ -13,10 +13,7 @@ pub struct NamedOutput<'a> {
 }
 
 /// Encodes a predict response in the layout the request used.
-pub fn predict_response(
-    format: RequestFormat,
-    outputs: &[NamedOutput<'_>],
-) -> Result<Vec<u8>, CodecError> {
+pub fn predict_response(format: RequestFormat, outputs: &[NamedOutput<'_>]) -> Result<Vec<u8>, CodecError> {
     let mut out = Vec::with_capacity(estimate_size(outputs));
     match format {
         RequestFormat::Columnar => {
@@ -92,10 +89,7 @@ fn common_batch_size(outputs: &[NamedOutput<'_>]) -> Result<usize, CodecError> {
 }
 
 fn estimate_size(outputs: &[NamedOutput<'_>]) -> usize {
-    64 + outputs
-        .iter()
-        .map(|o| o.tensor.data.len() * 12)
-        .sum::<usize>()
+    64 + outputs.iter().map(|o| o.tensor.data.len() * 12).sum::<usize>()
 }
 
 fn write_tensor(out: &mut Vec<u8>, output: &NamedOutput<'_>) {
@@ -212,18 +206,9 @@ mod tests {
     #[test]
     fn single_output_rows_and_columns() {
         let y = Tensor::new(vec![3], TensorData::Float(vec![3.5, 4.0, 5.5]));
-        let outputs = [NamedOutput {
-            key: "y",
-            tensor: &y,
-        }];
-        assert_eq!(
-            text(RequestFormat::Row, &outputs),
-            r#"{"predictions":[3.5,4.0,5.5]}"#
-        );
-        assert_eq!(
-            text(RequestFormat::Columnar, &outputs),
-            r#"{"outputs":[3.5,4.0,5.5]}"#
-        );
+        let outputs = [NamedOutput { key: "y", tensor: &y }];
+        assert_eq!(text(RequestFormat::Row, &outputs), r#"{"predictions":[3.5,4.0,5.5]}"#);
+        assert_eq!(text(RequestFormat::Columnar, &outputs), r#"{"outputs":[3.5,4.0,5.5]}"#);
     }
 
     #[test]
@@ -231,14 +216,8 @@ mod tests {
         let a = Tensor::new(vec![2, 2], TensorData::Int64(vec![1, 2, 3, 4]));
         let b = Tensor::new(vec![2], TensorData::String(vec![b"x".to_vec(), vec![0xff]]));
         let outputs = [
-            NamedOutput {
-                key: "a",
-                tensor: &a,
-            },
-            NamedOutput {
-                key: "b",
-                tensor: &b,
-            },
+            NamedOutput { key: "a", tensor: &a },
+            NamedOutput { key: "b", tensor: &b },
         ];
         assert_eq!(
             text(RequestFormat::Row, &outputs),
@@ -269,10 +248,7 @@ mod tests {
             vec![5],
             TensorData::Float(vec![0.1, 1e-7, f32::NAN, f32::NEG_INFINITY, 16777216.0]),
         );
-        let outputs = [NamedOutput {
-            key: "y",
-            tensor: &t,
-        }];
+        let outputs = [NamedOutput { key: "y", tensor: &t }];
         assert_eq!(
             text(RequestFormat::Columnar, &outputs),
             r#"{"outputs":[0.1,1e-7,NaN,-Infinity,16777216.0]}"#
@@ -285,14 +261,8 @@ mod tests {
         let b = Tensor::new(vec![3], TensorData::Int32(vec![1, 2, 3]));
         let scalar = Tensor::new(vec![], TensorData::Int32(vec![1]));
         let mixed = [
-            NamedOutput {
-                key: "a",
-                tensor: &a,
-            },
-            NamedOutput {
-                key: "b",
-                tensor: &b,
-            },
+            NamedOutput { key: "a", tensor: &a },
+            NamedOutput { key: "b", tensor: &b },
         ];
         assert!(predict_response(RequestFormat::Row, &mixed).is_err());
         let scalar_out = [NamedOutput {
@@ -300,9 +270,6 @@ mod tests {
             tensor: &scalar,
         }];
         assert!(predict_response(RequestFormat::Row, &scalar_out).is_err());
-        assert_eq!(
-            text(RequestFormat::Columnar, &scalar_out),
-            r#"{"outputs":1}"#
-        );
+        assert_eq!(text(RequestFormat::Columnar, &scalar_out), r#"{"outputs":1}"#);
     }
 }

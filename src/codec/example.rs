@@ -32,11 +32,11 @@ struct Feature {
 #[derive(Clone, PartialEq, prost::Oneof)]
 enum Kind {
     #[prost(message, tag = "1")]
-    BytesList(BytesList),
+    Bytes(BytesList),
     #[prost(message, tag = "2")]
-    FloatList(FloatList),
+    Floats(FloatList),
     #[prost(message, tag = "3")]
-    Int64List(Int64List),
+    Int64s(Int64List),
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -79,25 +79,13 @@ impl ExamplesRequest {
         let examples = match &self.examples {
             Some(Value::Array(items)) if !items.is_empty() => items,
             Some(Value::Array(_)) => return Err(CodecError::invalid("'examples' array is empty")),
-            Some(_) => {
-                return Err(CodecError::invalid(
-                    "'examples' must be an array of objects",
-                ))
-            }
-            None => {
-                return Err(CodecError::invalid(
-                    "Missing 'examples' key in the request body",
-                ))
-            }
+            Some(_) => return Err(CodecError::invalid("'examples' must be an array of objects")),
+            None => return Err(CodecError::invalid("Missing 'examples' key in the request body")),
         };
         let context = match &self.context {
             None => BTreeMap::new(),
             Some(Value::Object(map)) => features_of(map, "context")?,
-            Some(_) => {
-                return Err(CodecError::invalid(
-                    "'context' must be an object of features",
-                ))
-            }
+            Some(_) => return Err(CodecError::invalid("'context' must be an object of features")),
         };
         let mut serialized = Vec::with_capacity(examples.len());
         for (index, example) in examples.iter().enumerate() {
@@ -122,17 +110,11 @@ impl ExamplesRequest {
                 .encode_to_vec(),
             );
         }
-        Ok(Tensor::new(
-            vec![serialized.len()],
-            TensorData::String(serialized),
-        ))
+        Ok(Tensor::new(vec![serialized.len()], TensorData::String(serialized)))
     }
 }
 
-fn features_of(
-    map: &Map<String, Value>,
-    place: &str,
-) -> Result<BTreeMap<String, Feature>, CodecError> {
+fn features_of(map: &Map<String, Value>, place: &str) -> Result<BTreeMap<String, Feature>, CodecError> {
     map.iter()
         .map(|(name, value)| Ok((name.clone(), feature_of(value, &format!("{place}.{name}"))?)))
         .collect()
@@ -161,7 +143,7 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
             .map(|i| i.as_i64().ok_or(()))
             .collect::<Result<Vec<_>, _>>();
         match values {
-            Ok(value) => Kind::Int64List(Int64List { value }),
+            Ok(value) => Kind::Int64s(Int64List { value }),
             Err(()) => {
                 return Err(CodecError::invalid(format!(
                     "feature {place}: integer out of int64 range"
@@ -169,15 +151,11 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
             }
         }
     } else if items.iter().all(Value::is_number) {
-        Kind::FloatList(FloatList {
-            value: items
-                .iter()
-                .filter_map(Value::as_f64)
-                .map(|v| v as f32)
-                .collect(),
+        Kind::Floats(FloatList {
+            value: items.iter().filter_map(Value::as_f64).map(|v| v as f32).collect(),
         })
     } else if let Some(value) = items.iter().map(bytes_of).collect::<Option<Vec<_>>>() {
-        Kind::BytesList(BytesList { value })
+        Kind::Bytes(BytesList { value })
     } else {
         return Err(CodecError::invalid(format!(
             "feature {place}: values must be all numbers, or all strings / {{\"b64\": ...}} objects, got {value}"
@@ -188,10 +166,7 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
 
 /// `{"results": [[[label, score], ...], ...]}` from classes `[N, K]` (strings)
 /// and/or scores `[N, K]` (floats).
-pub fn classify_response(
-    classes: Option<&Tensor>,
-    scores: Option<&Tensor>,
-) -> Result<Vec<u8>, CodecError> {
+pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> Result<Vec<u8>, CodecError> {
     let (labels, label_shape) = match classes {
         Some(Tensor {
             data: TensorData::String(v),
@@ -218,11 +193,7 @@ pub fn classify_response(
         }
         None => (None, &[][..]),
     };
-    let shape = if values.is_some() {
-        score_shape
-    } else {
-        label_shape
-    };
+    let shape = if values.is_some() { score_shape } else { label_shape };
     let (rows, per_row) = match shape {
         [n] => (*n, 1),
         [n, k] => (*n, *k),
@@ -294,38 +265,22 @@ mod tests {
 
     #[test]
     fn examples_become_tf_examples_with_context() {
-        let req = ExamplesRequest::parse(
-            br#"{"context": {"c": "k"}, "examples": [{"x": 1.5}, {"x": [1, 2]}]}"#,
-        )
-        .unwrap();
+        let req =
+            ExamplesRequest::parse(br#"{"context": {"c": "k"}, "examples": [{"x": 1.5}, {"x": [1, 2]}]}"#).unwrap();
         let tensor = req.serialized_examples().unwrap();
         let TensorData::String(protos) = tensor.data else {
             panic!()
         };
-        let first = Example::decode(protos[0].as_slice())
-            .unwrap()
-            .features
-            .unwrap()
-            .feature;
-        assert_eq!(
-            first["x"].kind,
-            Some(Kind::FloatList(FloatList { value: vec![1.5] }))
-        );
+        let first = Example::decode(protos[0].as_slice()).unwrap().features.unwrap().feature;
+        assert_eq!(first["x"].kind, Some(Kind::Floats(FloatList { value: vec![1.5] })));
         assert_eq!(
             first["c"].kind,
-            Some(Kind::BytesList(BytesList {
+            Some(Kind::Bytes(BytesList {
                 value: vec![b"k".to_vec()]
             }))
         );
-        let second = Example::decode(protos[1].as_slice())
-            .unwrap()
-            .features
-            .unwrap()
-            .feature;
-        assert_eq!(
-            second["x"].kind,
-            Some(Kind::Int64List(Int64List { value: vec![1, 2] }))
-        );
+        let second = Example::decode(protos[1].as_slice()).unwrap().features.unwrap().feature;
+        assert_eq!(second["x"].kind, Some(Kind::Int64s(Int64List { value: vec![1, 2] })));
     }
 
     #[test]
@@ -339,21 +294,13 @@ mod tests {
             let req = ExamplesRequest::parse(body.as_bytes()).unwrap();
             assert!(req.serialized_examples().is_err(), "{body}");
         }
-        let req =
-            ExamplesRequest::parse(br#"{"context": {"x": 1}, "examples": [{"x": 2}]}"#).unwrap();
-        assert!(req
-            .serialized_examples()
-            .unwrap_err()
-            .to_string()
-            .contains("'x'"));
+        let req = ExamplesRequest::parse(br#"{"context": {"x": 1}, "examples": [{"x": 2}]}"#).unwrap();
+        assert!(req.serialized_examples().unwrap_err().to_string().contains("'x'"));
     }
 
     #[test]
     fn results_layouts() {
-        let classes = Tensor::new(
-            vec![1, 2],
-            TensorData::String(vec![b"a".to_vec(), b"b".to_vec()]),
-        );
+        let classes = Tensor::new(vec![1, 2], TensorData::String(vec![b"a".to_vec(), b"b".to_vec()]));
         let scores = Tensor::new(vec![1, 2], TensorData::Float(vec![0.25, 0.75]));
         let out = classify_response(Some(&classes), Some(&scores)).unwrap();
         assert_eq!(

@@ -22,22 +22,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.default_service(web::to(dispatch));
 }
 
-async fn dispatch(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-) -> HttpResponse {
+async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
     let path = req.path();
-    let result = if path.len() >= 4 && path[..4].eq_ignore_ascii_case("/v1/")
-        || path.eq_ignore_ascii_case("/v1")
-    {
+    let result = if path.len() >= 4 && path[..4].eq_ignore_ascii_case("/v1/") || path.eq_ignore_ascii_case("/v1") {
         tfs::handle(&req, payload, &state).await
     } else {
-        Err(ApiError::NotFound(format!(
-            "Not found: {} {}",
-            req.method(),
-            path
-        )))
+        Err(ApiError::NotFound(format!("Not found: {} {}", req.method(), path)))
     };
     result.unwrap_or_else(|err| {
         if err.status().is_server_error() {
@@ -48,11 +38,7 @@ async fn dispatch(
 }
 
 /// Reads the whole body (gzip already undone by actix), refusing bodies over the limit.
-pub async fn read_body(
-    req: &HttpRequest,
-    payload: web::Payload,
-    limit: usize,
-) -> Result<Bytes, ApiError> {
+pub async fn read_body(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<Bytes, ApiError> {
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)
@@ -68,8 +54,7 @@ pub async fn read_body(
     let mut decoded = Decompress::from_headers(payload.into_inner(), req.headers());
     let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(limit));
     while let Some(chunk) = decoded.next().await {
-        let chunk = chunk
-            .map_err(|e| ApiError::BadRequest(format!("failed to read the request body: {e}")))?;
+        let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("failed to read the request body: {e}")))?;
         if body.len() + chunk.len() > limit {
             return Err(ApiError::PayloadTooLarge { limit, got: None });
         }

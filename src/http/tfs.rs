@@ -87,9 +87,7 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
     if method == Method::GET {
         let caps = get_pattern().captures(path).ok_or_else(malformed)?;
         let Some(model) = caps.get(1) else {
-            return Err(ApiError::BadRequest(
-                "Missing model name in request.".into(),
-            ));
+            return Err(ApiError::BadRequest("Missing model name in request.".into()));
         };
         let (model, selector) = (decode(model.as_str()), selector(&caps)?);
         return Ok(if caps.get(4).is_some() {
@@ -101,18 +99,10 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
     Err(malformed())
 }
 
-pub async fn handle(
-    req: &HttpRequest,
-    payload: web::Payload,
-    state: &AppState,
-) -> Result<HttpResponse, ApiError> {
+pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) -> Result<HttpResponse, ApiError> {
     let service = &state.service;
     match parse_route(req.method(), req.path())? {
-        Route::Infer {
-            model,
-            selector,
-            verb,
-        } => {
+        Route::Infer { model, selector, verb } => {
             let body = read_body(req, payload, state.max_request_bytes).await?;
             let response = match verb {
                 Verb::Predict => service.predict(&model, &selector, &body).await?,
@@ -136,8 +126,7 @@ pub async fn handle(
 
 /// Status and metadata are printed with whitespace, as TF Serving prints them.
 fn pretty(value: serde_json::Value) -> Result<HttpResponse, ApiError> {
-    let body =
-        serde_json::to_vec_pretty(&value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let body = serde_json::to_vec_pretty(&value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     Ok(json_response(body))
 }
 
@@ -197,10 +186,7 @@ mod tests {
             "/v1/models/m/metadata",
         ] {
             assert!(
-                post(bad)
-                    .unwrap_err()
-                    .to_string()
-                    .starts_with("Malformed request"),
+                post(bad).unwrap_err().to_string().starts_with("Malformed request"),
                 "{bad}"
             );
         }

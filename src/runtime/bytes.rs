@@ -64,8 +64,7 @@ impl TensorType for ByteString {
             ));
         }
         // SAFETY: TensorFlow hands us `count` initialised TF_TStrings in `data`.
-        let tstrings =
-            unsafe { slice::from_raw_parts(data.as_ptr() as *const tf::TF_TString, count) };
+        let tstrings = unsafe { slice::from_raw_parts(data.as_ptr() as *const tf::TF_TString, count) };
         Ok(tstrings
             .iter()
             .map(|tstring| unsafe {
@@ -82,8 +81,7 @@ impl TensorType for ByteString {
 
     fn pack(data: &[Self], dims: &[u64]) -> tensorflow::Result<*mut tf::TF_Tensor> {
         let internal = |message: &str| Status::new_set_lossy(tensorflow::Code::Internal, message);
-        let layout =
-            tstring_layout(data.len()).ok_or_else(|| internal("string tensor too large"))?;
+        let layout = tstring_layout(data.len()).ok_or_else(|| internal("string tensor too large"))?;
         let byte_len = data.len() * mem::size_of::<tf::TF_TString>();
         // SAFETY: the buffer is sized and aligned for `data.len()` TF_TStrings, each
         // initialised before TF_NewTensor takes ownership; `dealloc_tstrings` frees it.

@@ -5,9 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tensorflow as tfr;
-use tensorflow::{
-    Code, DataType, Graph, Operation, SavedModelBundle, Session, SessionOptions, SessionRunArgs,
-};
+use tensorflow::{Code, DataType, Graph, Operation, SavedModelBundle, Session, SessionOptions, SessionRunArgs};
 
 use super::bytes::ByteString;
 use super::{RuntimeError, SessionConfig, StatusCode};
@@ -48,19 +46,16 @@ impl LoadedModel {
             .set_config(&config.to_config_proto())
             .map_err(|s| load_error(format!("invalid session config: {s}")))?;
         let mut graph = Graph::new();
-        let bundle = SavedModelBundle::load(&options, tags, &mut graph, dir)
-            .map_err(|s| load_error(status_message(&s)))?;
+        let bundle =
+            SavedModelBundle::load(&options, tags, &mut graph, dir).map_err(|s| load_error(status_message(&s)))?;
         let mut signatures = BTreeMap::new();
         for (name, def) in bundle.meta_graph_def().signatures() {
             if name == INIT_OP_SIGNATURE {
                 continue;
             }
-            let convert =
-                |map: &std::collections::HashMap<String, tfr::TensorInfo>| -> Vec<TensorSpec> {
-                    map.iter()
-                        .map(|(key, info)| tensor_spec(key, info))
-                        .collect()
-                };
+            let convert = |map: &std::collections::HashMap<String, tfr::TensorInfo>| -> Vec<TensorSpec> {
+                map.iter().map(|(key, info)| tensor_spec(key, info)).collect()
+            };
             let mut spec = SignatureSpec {
                 name: name.clone(),
                 method_name: def.method_name().to_string(),
@@ -76,12 +71,7 @@ impl LoadedModel {
                         graph
                             .operation_by_name_required(op)
                             .map(|operation| (operation, index))
-                            .map_err(|e| {
-                                load_error(format!(
-                                    "signature '{name}': tensor {}: {e}",
-                                    s.tensor_name
-                                ))
-                            })
+                            .map_err(|e| load_error(format!("signature '{name}': tensor {}: {e}", s.tensor_name)))
                     })
                     .collect()
             };
@@ -114,10 +104,7 @@ impl LoadedModel {
             .signatures
             .get(signature)
             .ok_or_else(|| RuntimeError::UnknownSignature(signature.to_string()))?;
-        let feeds: Vec<Feed> = inputs
-            .into_iter()
-            .map(Feed::from_tensor)
-            .collect::<Result<_, _>>()?;
+        let feeds: Vec<Feed> = inputs.into_iter().map(Feed::from_tensor).collect::<Result<_, _>>()?;
         let mut args = SessionRunArgs::new();
         for ((operation, index), feed) in bound.inputs.iter().zip(&feeds) {
             feed.add_to(&mut args, operation, *index);
@@ -203,9 +190,7 @@ fn run_error(status: tfr::Status) -> RuntimeError {
 fn status_message(status: &tfr::Status) -> String {
     let full = status.to_string();
     let prefix = format!("{}: ", status.code());
-    full.strip_prefix(&prefix)
-        .map(str::to_string)
-        .unwrap_or(full)
+    full.strip_prefix(&prefix).map(str::to_string).unwrap_or(full)
 }
 
 fn internal(message: String) -> RuntimeError {
@@ -292,9 +277,7 @@ fn fetch(
 ) -> Result<Tensor, RuntimeError> {
     macro_rules! take {
         ($ty:ty, $variant:ident) => {{
-            let t = args
-                .fetch::<$ty>(token)
-                .map_err(|s| internal(s.to_string()))?;
+            let t = args.fetch::<$ty>(token).map_err(|s| internal(s.to_string()))?;
             let shape = t.dims().iter().map(|&d| d as usize).collect();
             Tensor::new(shape, TensorData::$variant(t.to_vec()))
         }};
@@ -312,21 +295,14 @@ fn fetch(
         DataType::UInt64 => take!(u64, UInt64),
         DataType::Bool => take!(bool, Bool),
         DataType::String => {
-            let t = args
-                .fetch::<ByteString>(token)
-                .map_err(|s| internal(s.to_string()))?;
+            let t = args.fetch::<ByteString>(token).map_err(|s| internal(s.to_string()))?;
             let shape = t.dims().iter().map(|&d| d as usize).collect();
-            Tensor::new(
-                shape,
-                TensorData::String(t.iter().map(|b| b.0.clone()).collect()),
-            )
+            Tensor::new(shape, TensorData::String(t.iter().map(|b| b.0.clone()).collect()))
         }
         other => {
             return Err(RuntimeError::Run {
                 code: StatusCode::Unimplemented,
-                message: format!(
-                    "output '{key}' has dtype {other}, which JSON responses cannot carry"
-                ),
+                message: format!("output '{key}' has dtype {other}, which JSON responses cannot carry"),
             })
         }
     })

@@ -1,0 +1,280 @@
+//! Model configuration files: TF Serving's `ModelServerConfig` in protobuf text
+//! format or its JSON mapping, and Simple TensorFlow Serving's JSON list.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use crate::textproto::{self, Message};
+
+/// Which versions on disk are served.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VersionPolicy {
+    /// The highest N versions (TF Serving's default is N = 1).
+    Latest(usize),
+    All,
+    Specific(Vec<i64>),
+}
+
+impl VersionPolicy {
+    /// Filters discovered `(version, path)` pairs, ascending in and out.
+    pub fn select<T: Clone>(&self, available: &[(i64, T)]) -> Vec<(i64, T)> {
+        match self {
+            VersionPolicy::All => available.to_vec(),
+            VersionPolicy::Latest(n) => available[available.len().saturating_sub(*n)..].to_vec(),
+            VersionPolicy::Specific(wanted) => available.iter().filter(|(v, _)| wanted.contains(v)).cloned().collect(),
+        }
+    }
+}
+
+/// One model as configured: where its versions live and which to serve.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelSource {
+    pub name: String,
+    pub base_path: PathBuf,
+    pub policy: VersionPolicy,
+    pub labels: BTreeMap<String, i64>,
+}
+
+impl ModelSource {
+    pub fn all_versions(name: impl Into<String>, base_path: impl Into<PathBuf>) -> ModelSource {
+        ModelSource {
+            name: name.into(),
+            base_path: base_path.into(),
+            policy: VersionPolicy::All,
+            labels: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("model config file {path}: {message}")]
+pub struct ConfigFileError {
+    pub path: String,
+    pub message: String,
+}
+
+/// Reads a config file in any of the supported forms. Relative base paths are
+/// taken relative to the file's directory.
+pub fn load(path: &Path) -> Result<Vec<ModelSource>, ConfigFileError> {
+    let error = |message: String| ConfigFileError {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+    let sources = parse(&text).map_err(error)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    Ok(sources
+        .into_iter()
+        .map(|mut s| {
+            if s.base_path.is_relative() {
+                s.base_path = dir.join(&s.base_path);
+            }
+            s
+        })
+        .collect())
+}
+
+pub fn parse(text: &str) -> Result<Vec<ModelSource>, String> {
+    let sources = if text.trim_start().starts_with('{') {
+        let json: Json = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+        from_json(&json)?
+    } else {
+        let root = textproto::parse(text).map_err(|e| e.to_string())?;
+        from_textproto(&root)?
+    };
+    let mut names = std::collections::BTreeSet::new();
+    for source in &sources {
+        if !names.insert(source.name.as_str()) {
+            return Err(format!("model name '{}' is configured twice", source.name));
+        }
+    }
+    Ok(sources)
+}
+
+fn check_platform(name: &str, platform: Option<&str>) -> Result<(), String> {
+    match platform {
+        None | Some("tensorflow") | Some("") => Ok(()),
+        Some(other) => Err(format!(
+            "model '{name}': model_platform '{other}' is not supported (only 'tensorflow')"
+        )),
+    }
+}
+
+fn from_textproto(root: &Message) -> Result<Vec<ModelSource>, String> {
+    if root.message("custom_model_config").is_some() {
+        return Err("custom_model_config is not supported; use model_config_list".into());
+    }
+    let list = root
+        .message("model_config_list")
+        .ok_or("no model_config_list in the file")?;
+    list.messages("config")
+        .map(|config| {
+            let name = config.scalar("name").ok_or("a config has no name")?.to_string();
+            let base_path = config
+                .scalar("base_path")
+                .ok_or(format!("model '{name}' has no base_path"))?;
+            check_platform(&name, config.scalar("model_platform"))?;
+            let policy = match config.message("model_version_policy") {
+                None => VersionPolicy::Latest(1),
+                Some(policy) => {
+                    if let Some(latest) = policy.message("latest") {
+                        VersionPolicy::Latest(parse_number(
+                            &name,
+                            "num_versions",
+                            latest.scalar("num_versions").unwrap_or("1"),
+                        )?)
+                    } else if policy.message("all").is_some() {
+                        VersionPolicy::All
+                    } else if let Some(specific) = policy.message("specific") {
+                        let versions = specific
+                            .scalars("versions")
+                            .map(|v| parse_number(&name, "versions", v))
+                            .collect::<Result<_, _>>()?;
+                        VersionPolicy::Specific(versions)
+                    } else {
+                        let fields: Vec<&str> = policy.field_names().collect();
+                        return Err(format!(
+                            "model '{name}': model_version_policy must be latest, all or specific, got {fields:?}"
+                        ));
+                    }
+                }
+            };
+            let mut labels = BTreeMap::new();
+            for label in config.messages("version_labels") {
+                let key = label
+                    .scalar("key")
+                    .ok_or(format!("model '{name}': a version_labels entry has no key"))?;
+                let value = parse_number(&name, "version_labels value", label.scalar("value").unwrap_or(""))?;
+                labels.insert(key.to_string(), value);
+            }
+            Ok(ModelSource {
+                name,
+                base_path: base_path.into(),
+                policy,
+                labels,
+            })
+        })
+        .collect()
+}
+
+fn parse_number<T: std::str::FromStr>(model: &str, field: &str, text: &str) -> Result<T, String> {
+    text.parse()
+        .map_err(|_| format!("model '{model}': {field} must be a non-negative integer, got '{text}'"))
+}
+
+fn from_json(root: &Json) -> Result<Vec<ModelSource>, String> {
+    let configs = match root.get("model_config_list") {
+        // Simple TensorFlow Serving: a plain list of models.
+        Some(Json::Array(list)) => list.clone(),
+        // The protobuf JSON mapping of TF Serving's ModelServerConfig.
+        Some(Json::Object(list)) => match list.get("config") {
+            Some(Json::Array(configs)) => configs.clone(),
+            _ => return Err("model_config_list.config must be a list".into()),
+        },
+        _ => return Err("no model_config_list in the file".into()),
+    };
+    configs.iter().map(json_source).collect()
+}
+
+fn json_source(config: &Json) -> Result<ModelSource, String> {
+    let text = |key: &str| config.get(key).and_then(Json::as_str);
+    let name = text("name").ok_or("a config has no name")?.to_string();
+    let base_path = text("base_path").ok_or(format!("model '{name}' has no base_path"))?;
+    check_platform(&name, text("model_platform").or(text("platform")))?;
+    let version = |v: &Json| -> Result<i64, String> {
+        v.as_i64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .ok_or(format!("model '{name}': version {v} is not an integer"))
+    };
+    let policy = match config.get("model_version_policy") {
+        None if config.get("platform").is_some() => VersionPolicy::All,
+        None => VersionPolicy::Latest(1),
+        Some(policy) => {
+            if let Some(latest) = policy.get("latest") {
+                let n = latest.get("num_versions").map(&version).transpose()?.unwrap_or(1);
+                VersionPolicy::Latest(n.max(0) as usize)
+            } else if policy.get("all").is_some() {
+                VersionPolicy::All
+            } else if let Some(specific) = policy.get("specific") {
+                let versions = specific
+                    .get("versions")
+                    .and_then(Json::as_array)
+                    .ok_or(format!("model '{name}': specific.versions must be a list"))?;
+                VersionPolicy::Specific(versions.iter().map(&version).collect::<Result<_, _>>()?)
+            } else {
+                return Err(format!(
+                    "model '{name}': model_version_policy must be latest, all or specific"
+                ));
+            }
+        }
+    };
+    let mut labels = BTreeMap::new();
+    if let Some(map) = config.get("version_labels").and_then(Json::as_object) {
+        for (key, value) in map {
+            labels.insert(key.clone(), version(value)?);
+        }
+    }
+    Ok(ModelSource {
+        name,
+        base_path: base_path.into(),
+        policy,
+        labels,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tf_serving_text_format() {
+        let text = r#"
+            model_config_list {
+              config {
+                name: 'adder'
+                base_path: '/models/adder'
+                model_platform: 'tensorflow'
+                model_version_policy { specific { versions: 1 versions: 2 } }
+                version_labels { key: 'stable' value: 1 }
+                version_labels { key: 'canary' value: 2 }
+              }
+              config { name: 'half' base_path: '/models/half' }
+            }"#;
+        let sources = parse(text).unwrap();
+        assert_eq!(sources[0].policy, VersionPolicy::Specific(vec![1, 2]));
+        assert_eq!(sources[0].labels["canary"], 2);
+        assert_eq!(sources[1].policy, VersionPolicy::Latest(1));
+    }
+
+    #[test]
+    fn json_forms() {
+        let tfs = r#"{"model_config_list": {"config": [{"name": "a", "base_path": "/a", "model_version_policy": {"all": {}}, "version_labels": {"stable": "3"}}]}}"#;
+        let sources = parse(tfs).unwrap();
+        assert_eq!(sources[0].policy, VersionPolicy::All);
+        assert_eq!(sources[0].labels["stable"], 3);
+        let stfs = r#"{"model_config_list": [{"name": "b", "base_path": "./b", "platform": "tensorflow"}]}"#;
+        assert_eq!(parse(stfs).unwrap()[0].policy, VersionPolicy::All);
+    }
+
+    #[test]
+    fn errors_name_the_model_and_field() {
+        assert!(parse("model_config_list { config { name: 'a' } }")
+            .unwrap_err()
+            .contains("'a' has no base_path"));
+        let onnx = r#"{"model_config_list": [{"name": "m", "base_path": "/m", "platform": "onnx"}]}"#;
+        assert!(parse(onnx).unwrap_err().contains("model_platform 'onnx'"));
+        let twice = "model_config_list { config { name: 'a' base_path: '/a' } config { name: 'a' base_path: '/b' } }";
+        assert!(parse(twice).unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn policies_select_versions() {
+        let available = [(1, ()), (2, ()), (5, ())];
+        let versions = |p: VersionPolicy| p.select(&available).into_iter().map(|v| v.0).collect::<Vec<_>>();
+        assert_eq!(versions(VersionPolicy::Latest(2)), vec![2, 5]);
+        assert_eq!(versions(VersionPolicy::All), vec![1, 2, 5]);
+        assert_eq!(versions(VersionPolicy::Specific(vec![2, 7])), vec![2]);
+    }
+}

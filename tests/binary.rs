@@ -1,0 +1,185 @@
+//! The `tfserve` binary end to end: flags, a TF Serving model config file with
+//! version policy and labels, a model that fails to load, and SIGTERM.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::repo_path;
+use serde_json::{json, Value};
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary and waits for the log line that reports its address.
+fn start(args: &[&str]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tfserve"))
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary starts");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split(" on http://").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap_or_default().to_string();
+                let _ = sender.send(addr);
+            }
+        }
+    });
+    let addr = receiver
+        .recv_timeout(Duration::from_secs(60))
+        .expect("server reports its address");
+    Server {
+        child,
+        url: format!("http://{addr}"),
+    }
+}
+
+fn post(server: &Server, path: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::blocking::Client::new()
+        .post(format!("{}{path}", server.url))
+        .json(&body)
+        .send()
+        .expect("request is answered");
+    (response.status().as_u16(), response.json().expect("JSON answer"))
+}
+
+fn get(server: &Server, path: &str) -> (u16, Value) {
+    let response = reqwest::blocking::get(format!("{}{path}", server.url)).expect("request is answered");
+    (response.status().as_u16(), response.json().expect("JSON answer"))
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tfserve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn model_config_file_policies_labels_and_failed_loads() {
+    let dir = temp_dir("config");
+    std::fs::create_dir_all(dir.join("broken/3")).unwrap();
+    std::fs::write(dir.join("broken/3/saved_model.pb"), b"not a protobuf").unwrap();
+    let config = format!(
+        r#"
+        # TF Serving's text format
+        model_config_list {{
+          config {{
+            name: "adder"
+            base_path: "{adder}"
+            model_platform: "tensorflow"
+            model_version_policy {{ specific {{ versions: 1 versions: 2 }} }}
+            version_labels {{ key: "stable" value: 1 }}
+            version_labels {{ key: "canary" value: 2 }}
+          }}
+          config {{ name: "half" base_path: "{half}" }}
+          config {{ name: "broken" base_path: "broken" }}
+        }}"#,
+        adder = repo_path("models/adder").display(),
+        half = repo_path("models/half_plus_three").display(),
+    );
+    let config_path = dir.join("models.config");
+    std::fs::write(&config_path, config).unwrap();
+    let server = start(&[
+        "--port=0",
+        "--host",
+        "127.0.0.1",
+        "--model_config_file",
+        config_path.to_str().unwrap(),
+    ]);
+
+    let one = json!({"instances": [1.0]});
+    assert_eq!(
+        post(&server, "/v1/models/adder/labels/stable:predict", one.clone()).1,
+        json!({"predictions": [2.0]})
+    );
+    assert_eq!(
+        post(&server, "/v1/models/adder/labels/canary:predict", one.clone()).1,
+        json!({"predictions": [3.0]})
+    );
+    assert_eq!(
+        post(&server, "/v1/models/half:predict", one.clone()).1,
+        json!({"predictions": [3.5]})
+    );
+    let (status, body) = get(&server, "/v1/models/adder/labels/stable");
+    assert_eq!(status, 200);
+    assert_eq!(body["model_version_status"][0]["version"], "1");
+
+    // The broken model is reported, and the others keep serving.
+    let (status, body) = get(&server, "/v1/models/broken");
+    assert_eq!(status, 200);
+    let broken = &body["model_version_status"][0];
+    assert_eq!(broken["version"], "3");
+    assert_eq!(broken["state"], "END");
+    assert_eq!(broken["status"]["error_code"], "UNKNOWN");
+    assert!(!broken["status"]["error_message"].as_str().unwrap().is_empty());
+    let (status, _) = post(&server, "/v1/models/broken:predict", one);
+    assert_eq!(status, 404);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly() {
+    let server = start(&[
+        "--rest_api_port",
+        "0",
+        "--host=127.0.0.1",
+        "--model_name=half",
+        "--model_base_path",
+        repo_path("models/half_plus_three").to_str().unwrap(),
+    ]);
+    assert_eq!(
+        post(&server, "/v1/models/half:predict", json!({"inputs": [2.0]})).1,
+        json!({"outputs": [4.0]})
+    );
+    let mut server = server;
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "server did not exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn bad_settings_fail_at_start_naming_the_setting() {
+    let dir = temp_dir("badconfig");
+    let config_path = dir.join("models.config");
+    std::fs::write(&config_path, "model_config_list { config { name: 'x' } }").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tfserve"))
+        .args(["--port=0", "--model_config_file", config_path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'x' has no base_path"), "{stderr}");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_tfserve"))
+        .args(["--rest_api_num_threads=0"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("rest_api_num_threads"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
