@@ -6,10 +6,15 @@ outside the repository, extracts the C API library, its framework library and
 the C headers, writes a pkg-config file, and links the result into the
 repository as `.libtensorflow` so that `.cargo/config.toml` finds it.
 
-A second run with the cache present does nothing. To use your own
-libtensorflow (a CUDA or MKL build), set TENSORFLOW_LIB_DIR to the directory
-holding libtensorflow.so / libtensorflow_cc.so.2 and libtensorflow_framework.so*
-and run this script: it writes the pkg-config file for that directory instead.
+A second run with the cache present does nothing.
+
+    python3 scripts/setup_libtensorflow.py          # CPU build (tensorflow-cpu wheel)
+    python3 scripts/setup_libtensorflow.py --gpu    # CUDA build (tensorflow wheel)
+
+To use your own libtensorflow (a CUDA or MKL build), set TENSORFLOW_LIB_DIR to
+the directory holding libtensorflow.so* / libtensorflow_cc.so.2 and
+libtensorflow_framework.so* and run this script: it writes the pkg-config file
+for that directory instead.
 """
 import hashlib
 import os
@@ -21,8 +26,13 @@ import tempfile
 import zipfile
 
 TF_VERSION = "2.21.0"
-WHEEL = f"tensorflow_cpu-{TF_VERSION}-cp311-cp311-manylinux_2_27_x86_64.whl"
-WHEEL_SHA256 = "2b847d217b02ee7731ed91431daf3250daa0196c3c94614d23be27232e6e5b6c"
+# variant -> (PyPI project, wheel file, sha256)
+WHEELS = {
+    "cpu": ("tensorflow-cpu", f"tensorflow_cpu-{TF_VERSION}-cp311-cp311-manylinux_2_27_x86_64.whl",
+            "2b847d217b02ee7731ed91431daf3250daa0196c3c94614d23be27232e6e5b6c"),
+    "gpu": ("tensorflow", f"tensorflow-{TF_VERSION}-cp311-cp311-manylinux_2_27_x86_64.whl",
+            "9056fbc9ba04235810b71ae6cbd958a196e8804fb53bbcffbf3e23b56155f124"),
+}
 # The wheel is platform-specific but its shared libraries do not depend on the
 # Python version, so the cp311 build is fetched whatever python runs this.
 PIP_SELECTORS = ["--python-version", "3.11", "--platform", "manylinux_2_27_x86_64",
@@ -51,18 +61,19 @@ def sha256(path: pathlib.Path) -> str:
     return digest.hexdigest()
 
 
-def fetch_wheel(wheels: pathlib.Path) -> pathlib.Path:
-    wheel = wheels / WHEEL
-    if wheel.exists() and sha256(wheel) == WHEEL_SHA256:
+def fetch_wheel(wheels: pathlib.Path, variant: str) -> pathlib.Path:
+    project, filename, expected = WHEELS[variant]
+    wheel = wheels / filename
+    if wheel.exists() and sha256(wheel) == expected:
         return wheel
     wheels.mkdir(parents=True, exist_ok=True)
-    log(f"downloading tensorflow-cpu=={TF_VERSION} from PyPI (~274 MB)")
+    log(f"downloading {project}=={TF_VERSION} from PyPI (cpu ~274 MB, gpu ~572 MB)")
     subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                    "-d", str(wheels), *PIP_SELECTORS, f"tensorflow-cpu=={TF_VERSION}"], check=True)
+                    "-d", str(wheels), *PIP_SELECTORS, f"{project}=={TF_VERSION}"], check=True)
     actual = sha256(wheel)
-    if actual != WHEEL_SHA256:
+    if actual != expected:
         wheel.unlink()
-        sys.exit(f"sha256 mismatch for {WHEEL}: expected {WHEEL_SHA256}, got {actual}")
+        sys.exit(f"sha256 mismatch for {filename}: expected {expected}, got {actual}")
     return wheel
 
 
@@ -108,7 +119,13 @@ def own_library(lib_dir: pathlib.Path, dest: pathlib.Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     (dest / "lib").mkdir(parents=True)
+    # The binary records the libraries' sonames (libtensorflow_cc.so.2, ...), so
+    # every libtensorflow* file is linked under its own name too.
+    for lib in lib_dir.glob("libtensorflow*.so*"):
+        (dest / "lib" / lib.name).symlink_to(lib.resolve())
     for name in ("libtensorflow.so", "libtensorflow_framework.so"):
+        if (dest / "lib" / name).exists():
+            continue
         candidates = [lib_dir / name, lib_dir / f"{name}.2"]
         if name == "libtensorflow.so":
             candidates.append(lib_dir / "libtensorflow_cc.so.2")
@@ -128,6 +145,7 @@ def link_into_repo(target: pathlib.Path) -> None:
 
 
 def main() -> None:
+    variant = "gpu" if "--gpu" in sys.argv[1:] else "cpu"
     root = cache_root()
     own = os.environ.get("TENSORFLOW_LIB_DIR")
     if own:
@@ -135,10 +153,10 @@ def main() -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         own_library(pathlib.Path(own).resolve(), dest)
     else:
-        dest = root / f"libtensorflow-{TF_VERSION}-cpu"
+        dest = root / f"libtensorflow-{TF_VERSION}-{variant}"
         if not (dest / "lib" / "pkgconfig" / "tensorflow.pc").exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
-            extract(fetch_wheel(root / "wheels"), dest)
+            extract(fetch_wheel(root / "wheels", variant), dest)
     link_into_repo(dest)
     log(f"libtensorflow ready: {dest / 'lib'}")
 
