@@ -24,8 +24,13 @@ impl Drop for Server {
 
 /// Starts the binary and waits for the log line that reports its address.
 fn start(args: &[&str]) -> Server {
+    start_with_env(args, &[])
+}
+
+fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tfserve"))
         .args(args)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -135,15 +140,19 @@ fn model_config_file_policies_labels_and_failed_loads() {
 }
 
 #[test]
-fn sigterm_shuts_down_cleanly() {
-    let server = start(&[
-        "--rest_api_port",
-        "0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        "--model_base_path",
-        repo_path("models/half_plus_three").to_str().unwrap(),
-    ]);
+fn environment_settings_and_sigterm_shutdown() {
+    // The model name comes from the environment, the rest from flags.
+    let base_path = repo_path("models/half_plus_three");
+    let server = start_with_env(
+        &[
+            "--rest_api_port",
+            "0",
+            "--host=127.0.0.1",
+            "--model_base_path",
+            base_path.to_str().unwrap(),
+        ],
+        &[("TFSERVE_MODEL_NAME", "half")],
+    );
     assert_eq!(
         post(&server, "/v1/models/half:predict", json!({"inputs": [2.0]})).1,
         json!({"outputs": [4.0]})
