@@ -4,8 +4,8 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 
+use crate::batcher::BatchError;
 use crate::codec::CodecError;
-use crate::executor::ExecError;
 use crate::registry::RegistryError;
 use crate::runtime::{RuntimeError, StatusCode as TfCode};
 
@@ -18,7 +18,7 @@ pub enum ApiError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
-    Exec(#[from] ExecError),
+    Batch(#[from] BatchError),
     #[error("Serving signature name: \"{0}\" not found in signature def")]
     SignatureNotFound(String),
     /// A request the route or method cannot carry (`Malformed request: ...`).
@@ -44,8 +44,10 @@ impl ApiError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ApiError::Registry(_) => StatusCode::NOT_FOUND,
-            ApiError::Exec(ExecError::Overloaded { .. } | ExecError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Exec(ExecError::Panicked(_)) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Batch(BatchError::QueueFull { .. } | BatchError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Batch(BatchError::TooLarge { .. } | BatchError::Inputs(_)) => StatusCode::BAD_REQUEST,
+            ApiError::Batch(BatchError::Run(RuntimeError::Run { code, .. })) => tf_status(*code),
+            ApiError::Batch(BatchError::Run(_) | BatchError::Split(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::SignatureNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -105,7 +107,23 @@ mod tests {
             (CodecError::invalid("x").into(), 400),
             (CodecError::Unimplemented("half".into()).into(), 501),
             (RegistryError::NotFound("Latest(m)".into()).into(), 404),
-            (ExecError::Overloaded { capacity: 1 }.into(), 503),
+            (
+                BatchError::QueueFull {
+                    queue: "q".into(),
+                    batches: 1,
+                }
+                .into(),
+                503,
+            ),
+            (
+                BatchError::TooLarge {
+                    queue: "q".into(),
+                    rows: 9,
+                    max: 8,
+                }
+                .into(),
+                400,
+            ),
             (
                 RuntimeError::Run {
                     code: TfCode::InvalidArgument,

@@ -10,10 +10,11 @@
 //! - `runtime`: everything that touches TensorFlow.
 //! - `tensor`, `signature`: TensorFlow-free data types.
 
+pub mod batcher;
 pub mod codec;
 pub mod error;
-pub mod executor;
 pub mod http;
+pub mod metrics;
 pub mod model_config;
 pub mod registry;
 pub mod runtime;
@@ -22,6 +23,7 @@ pub mod settings;
 pub mod signature;
 pub mod tensor;
 pub mod textproto;
+pub mod warmup;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,11 +31,11 @@ use std::time::{Duration, Instant};
 
 use actix_web::{web, App, HttpServer};
 
-use crate::executor::Executor;
-use crate::registry::{discover_models, LoadOptions, ModelSource, Registry};
+use crate::batcher::Batcher;
+use crate::registry::{discover_models, BatchingPolicy, LoadOptions, ModelSource, Registry};
 use crate::runtime::SessionConfig;
 use crate::service::Service;
-use crate::settings::Settings;
+use crate::settings::{Settings, SettingsError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -43,8 +45,10 @@ pub enum StartError {
     ConfigFile(#[from] model_config::ConfigFileError),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
-    #[error("cannot start session threads: {0}")]
+    #[error("cannot start batch threads: {0}")]
     Threads(std::io::Error),
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
 }
 
 /// The models the settings name: a `--model_config_file`, else one
@@ -63,9 +67,11 @@ pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError
 }
 
 /// A started server: its address and the future that runs it until shutdown.
+/// Dropping it after the server stops drains the batch queues.
 pub struct Running {
     pub addrs: Vec<SocketAddr>,
     pub server: actix_web::dev::Server,
+    pub batcher: Arc<Batcher>,
 }
 
 /// Loads the models, binds the port and returns the server, not yet awaited.
@@ -73,6 +79,8 @@ pub struct Running {
 pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let started = Instant::now();
     let registry = Arc::new(Registry::default());
+    let (batching, params, threads) = settings.batching(&|name| std::env::var(name).ok())?;
+    let batcher = Batcher::new(threads).map_err(StartError::Threads)?;
     let options = LoadOptions {
         tags: settings.tags(),
         session: SessionConfig {
@@ -80,15 +88,19 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
             inter_op_parallelism: settings.tensorflow_inter_op_parallelism,
             ..SessionConfig::default()
         },
+        batcher: batcher.clone(),
+        batching: BatchingPolicy {
+            enabled: batching,
+            params,
+            overrides: settings.model_batching.clone(),
+            unbatched_queue: settings.max_queued_runs,
+        },
     };
+    if batching {
+        log::info!("batching on: {:?}, {threads} batch thread(s)", options.batching.params);
+    }
     registry.load(&model_sources(settings)?, &options)?;
-    let executor =
-        Executor::new(settings.session_run_threads, settings.max_queued_runs).map_err(StartError::Threads)?;
-    let service = Service::new(
-        registry.clone(),
-        executor,
-        Duration::from_millis(settings.rest_api_timeout_in_ms),
-    );
+    let service = Service::new(registry.clone(), Duration::from_millis(settings.rest_api_timeout_in_ms));
     let state = web::Data::new(http::AppState {
         service,
         max_request_bytes: settings.max_request_bytes,
@@ -113,5 +125,6 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     Ok(Running {
         addrs,
         server: server.run(),
+        batcher,
     })
 }

@@ -6,9 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
+use crate::batcher::{BatchParams, Batcher, ParamsOverride, QueueHandle, Runner};
+use crate::metrics::QueueMetrics;
 pub use crate::model_config::ModelSource;
-use crate::runtime::{LoadedModel, SessionConfig};
+use crate::runtime::{LoadedModel, RuntimeError, SessionConfig};
 use crate::signature::SignatureSpec;
+use crate::tensor::Tensor;
 
 /// Which version a request addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,17 +43,68 @@ impl VersionState {
     }
 }
 
-/// One loaded model version, ready to run.
-#[derive(Debug)]
+/// One loaded model version, ready to run: its session and one batching queue
+/// per signature.
 pub struct Servable {
     pub model: String,
     pub version: i64,
-    pub runtime: LoadedModel,
+    pub runtime: Arc<LoadedModel>,
+    queues: BTreeMap<String, QueueHandle>,
+}
+
+impl std::fmt::Debug for Servable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Servable").field("model", &self.model).field("version", &self.version).finish()
+    }
 }
 
 impl Servable {
     pub fn signature(&self, name: &str) -> Option<&Arc<SignatureSpec>> {
         self.runtime.signatures().find(|s| s.name == name)
+    }
+
+    pub fn queue(&self, signature: &str) -> Option<&QueueHandle> {
+        self.queues.get(signature)
+    }
+}
+
+/// Runs a batch on one signature of a loaded model.
+struct SignatureRunner {
+    runtime: Arc<LoadedModel>,
+    signature: String,
+}
+
+impl Runner for SignatureRunner {
+    fn run(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
+        self.runtime.run(&self.signature, inputs)
+    }
+}
+
+/// How each model's queues batch.
+#[derive(Clone, Debug)]
+pub struct BatchingPolicy {
+    pub enabled: bool,
+    pub params: BatchParams,
+    /// Per-model changes to `params`, applied when batching is enabled.
+    pub overrides: BTreeMap<String, ParamsOverride>,
+    /// Requests waiting for a batch thread when batching is off.
+    pub unbatched_queue: usize,
+}
+
+impl BatchingPolicy {
+    /// The parameters for a model's queues, and whether they merge requests.
+    pub fn for_model(&self, model: &str) -> (BatchParams, bool) {
+        if !self.enabled {
+            let params = BatchParams {
+                max_enqueued_batches: self.unbatched_queue,
+                ..BatchParams::default()
+            };
+            return (params, false);
+        }
+        match self.overrides.get(model) {
+            Some(o) => (o.apply(&self.params), true),
+            None => (self.params.clone(), true),
+        }
     }
 }
 
@@ -89,6 +143,8 @@ pub enum RegistryError {
 pub struct LoadOptions {
     pub tags: Vec<String>,
     pub session: SessionConfig,
+    pub batcher: Arc<Batcher>,
+    pub batching: BatchingPolicy,
 }
 
 #[derive(Default)]
@@ -204,11 +260,7 @@ impl Registry {
                     path.display(),
                     signatures.join(", ")
                 );
-                let servable = Arc::new(Servable {
-                    model: model.to_string(),
-                    version,
-                    runtime,
-                });
+                let servable = Arc::new(Self::servable(model, version, Arc::new(runtime), options));
                 self.set_slot(
                     model,
                     VersionSlot {
@@ -227,6 +279,34 @@ impl Registry {
                     },
                 );
             }
+        }
+    }
+
+    /// Warms a freshly loaded model up at every batch size its queues can run,
+    /// then gives each signature its queue.
+    fn servable(model: &str, version: i64, runtime: Arc<LoadedModel>, options: &LoadOptions) -> Servable {
+        let (params, merge) = options.batching.for_model(model);
+        let sizes = if merge { params.warmup_sizes() } else { vec![1] };
+        crate::warmup::warm_up(model, version, &runtime, |_| sizes.clone());
+        let queues = runtime
+            .signatures()
+            .map(|signature| {
+                let name = signature.name.clone();
+                let runner = Arc::new(SignatureRunner {
+                    runtime: runtime.clone(),
+                    signature: name.clone(),
+                });
+                let label = format!("model {model} version {version} signature {name}");
+                let metrics = QueueMetrics::new(model, version, &name);
+                let queue = options.batcher.add_queue(label, params.clone(), merge, runner, metrics);
+                (name, queue)
+            })
+            .collect();
+        Servable {
+            model: model.to_string(),
+            version,
+            runtime,
+            queues,
         }
     }
 

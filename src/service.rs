@@ -6,28 +6,46 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+use crate::batcher::{BatchError, BatchOutput};
 use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
 use crate::codec::PredictEnvelope;
 use crate::error::ApiError;
-use crate::executor::Executor;
 use crate::registry::{Registry, Servable, VersionSelector};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
 use crate::tensor::Tensor;
 
 pub struct Service {
     pub registry: Arc<Registry>,
-    executor: Executor,
     timeout: Duration,
 }
 
+/// What a request resolved to and where its time went, for metrics and headers.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub version: Option<i64>,
+    pub signature: Option<String>,
+    pub queue_time: Option<Duration>,
+    pub run_time: Option<Duration>,
+    pub batch_rows: Option<usize>,
+}
+
+impl Trace {
+    fn resolved(&mut self, servable: &Servable, signature: &SignatureSpec) {
+        self.version = Some(servable.version);
+        self.signature = Some(signature.name.clone());
+    }
+
+    fn ran(&mut self, output: &BatchOutput) {
+        self.queue_time = Some(output.queue_time);
+        self.run_time = Some(output.run_time);
+        self.batch_rows = Some(output.batch_rows);
+    }
+}
+
 impl Service {
-    pub fn new(registry: Arc<Registry>, executor: Executor, timeout: Duration) -> Service {
-        Service {
-            registry,
-            executor,
-            timeout,
-        }
+    pub fn new(registry: Arc<Registry>, timeout: Duration) -> Service {
+        Service { registry, timeout }
     }
 
     fn signature(servable: &Servable, name: Option<&str>) -> Result<Arc<SignatureSpec>, ApiError> {
@@ -38,29 +56,46 @@ impl Service {
             .ok_or_else(|| ApiError::SignatureNotFound(name.to_string()))
     }
 
-    /// Runs a signature on the session pool, bounded by the request timeout.
+    /// Runs a signature through its batching queue, bounded by the request
+    /// timeout. Giving up on the answer (timeout, or the client going away)
+    /// drops the reply channel, so a request still queued is never run.
     pub async fn run(
         &self,
-        servable: Arc<Servable>,
-        signature: &str,
+        servable: &Servable,
+        signature: &SignatureSpec,
         inputs: Vec<Tensor>,
+        trace: &mut Trace,
     ) -> Result<Vec<Tensor>, ApiError> {
-        let signature = signature.to_string();
-        let work = self.executor.run(move || servable.runtime.run(&signature, inputs));
-        match tokio::time::timeout(self.timeout, work).await {
-            Ok(result) => Ok(result??),
-            Err(_) => Err(ApiError::Timeout(self.timeout.as_millis() as u64)),
-        }
+        trace.resolved(servable, signature);
+        let queue = servable
+            .queue(&signature.name)
+            .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
+        let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
+        let pending = queue.submit(inputs, &names)?;
+        let output = match tokio::time::timeout(self.timeout, pending).await {
+            Ok(Ok(result)) => result?,
+            Ok(Err(_)) => return Err(BatchError::ShuttingDown.into()),
+            Err(_) => return Err(ApiError::Timeout(self.timeout.as_millis() as u64)),
+        };
+        trace.ran(&output);
+        Ok(output.outputs)
     }
 
     /// TF Serving's `:predict`, with the response in the request's layout.
-    pub async fn predict(&self, model: &str, selector: &VersionSelector, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    pub async fn predict(
+        &self,
+        model: &str,
+        selector: &VersionSelector,
+        body: &[u8],
+        trace: &mut Trace,
+    ) -> Result<Vec<u8>, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
         let envelope = PredictEnvelope::parse(body)?;
         let signature = Self::signature(&servable, envelope.signature_name.as_deref())?;
         let format = envelope.format()?;
+        trace.resolved(&servable, &signature);
         let inputs = envelope.decode(&signature)?;
-        let outputs = self.run(servable, &signature.name, inputs).await?;
+        let outputs = self.run(&servable, &signature, inputs, trace).await?;
         let named: Vec<NamedOutput<'_>> = signature
             .outputs
             .iter()
@@ -77,10 +112,12 @@ impl Service {
         selector: &VersionSelector,
         body: &[u8],
         method: &str,
+        trace: &mut Trace,
     ) -> Result<Vec<u8>, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
         let request = ExamplesRequest::parse(body)?;
         let signature = Self::signature(&servable, request.signature_name.as_deref())?;
+        trace.resolved(&servable, &signature);
         if signature.method_name != method {
             let kind = if method == CLASSIFY_METHOD {
                 "classification"
@@ -111,7 +148,7 @@ impl Service {
             )));
         }
         let examples = request.serialized_examples()?;
-        let outputs = self.run(servable, &signature.name, vec![examples]).await?;
+        let outputs = self.run(&servable, &signature, vec![examples], trace).await?;
         let find = |key: &str| signature.outputs.iter().position(|s| s.key == key).map(|i| &outputs[i]);
         if method == CLASSIFY_METHOD {
             let (classes, scores) = (find("classes"), find("scores"));

@@ -1,10 +1,13 @@
 //! Server settings, layered as defaults < config file < `TFSERVE_*` environment
 //! < command line. Flag names follow `tensorflow_model_server` where they overlap.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use clap::Parser;
 use serde::{Deserialize, Serialize};
+
+use crate::batcher::{BatchParams, ParamsOverride};
 
 /// Command-line flags. Every flag is also accepted with dashes
 /// (`--rest-api-port`), as `--flag=value` or `--flag value`.
@@ -62,12 +65,23 @@ pub struct Cli {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rest_api_num_threads: Option<usize>,
 
-    /// Threads that run TensorFlow sessions. Default: number of cores.
-    #[arg(long = "session_run_threads", alias = "session-run-threads")]
+    /// Merge concurrent requests into batches (TF Serving's flag).
+    #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_run_threads: Option<usize>,
+    pub enable_batching: Option<bool>,
 
-    /// Runs that may wait for a session thread before requests get 503. Default 1024.
+    /// TF Serving's BatchingParameters in protobuf text format (needs --enable_batching).
+    #[arg(long = "batching_parameters_file", alias = "batching-parameters-file")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batching_parameters_file: Option<PathBuf>,
+
+    /// Threads that run batches (TensorFlow sessions). Default: the parameters
+    /// file's num_batch_threads, else the number of cores.
+    #[arg(long = "num_batch_threads", alias = "num-batch-threads")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_batch_threads: Option<usize>,
+
+    /// With batching off: requests that may wait for a batch thread before 503. Default 1024.
     #[arg(long = "max_queued_runs", alias = "max-queued-runs")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_queued_runs: Option<usize>,
@@ -109,7 +123,11 @@ pub struct Settings {
     pub model_config_file: Option<PathBuf>,
     pub models_dir: PathBuf,
     pub rest_api_num_threads: usize,
-    pub session_run_threads: usize,
+    pub enable_batching: bool,
+    pub batching_parameters_file: Option<PathBuf>,
+    pub num_batch_threads: Option<usize>,
+    /// Per-model batching overrides (settings file only), keyed by model name.
+    pub model_batching: BTreeMap<String, ParamsOverride>,
     pub max_queued_runs: usize,
     pub rest_api_timeout_in_ms: u64,
     pub max_request_bytes: usize,
@@ -118,7 +136,7 @@ pub struct Settings {
     pub saved_model_tags: String,
 }
 
-fn cores() -> usize {
+pub fn cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
 }
 
@@ -133,7 +151,10 @@ impl Default for Settings {
             model_config_file: None,
             models_dir: "models".into(),
             rest_api_num_threads: cores(),
-            session_run_threads: cores(),
+            enable_batching: false,
+            batching_parameters_file: None,
+            num_batch_threads: None,
+            model_batching: BTreeMap::new(),
             max_queued_runs: 1024,
             rest_api_timeout_in_ms: 30_000,
             max_request_bytes: 256 << 20,
@@ -146,6 +167,14 @@ impl Default for Settings {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
+    #[error("invalid setting {name}={path}: {reason}")]
+    File {
+        name: &'static str,
+        path: String,
+        reason: String,
+    },
+    #[error(transparent)]
+    Batching(#[from] crate::batcher::ParamsError),
     #[error("invalid settings: {0}")]
     Config(#[from] config::ConfigError),
     #[error("invalid setting {name}={value}: {reason}")]
@@ -154,6 +183,22 @@ pub enum SettingsError {
         value: String,
         reason: &'static str,
     },
+}
+
+/// `TFSERVE_<SETTING>` variables that name a setting. Others with the prefix
+/// (such as `TFSERVE_CACHE_DIR`, read by the set-up scripts) are not settings.
+fn settings_from_env() -> Result<HashMap<String, String>, SettingsError> {
+    let defaults = serde_json::to_value(Settings::default()).map_err(|e| config::ConfigError::Foreign(Box::new(e)))?;
+    let known = defaults
+        .as_object()
+        .map(|o| o.keys().cloned().collect::<Vec<_>>())
+        .unwrap_or_default();
+    Ok(std::env::vars()
+        .filter(|(name, _)| {
+            name.strip_prefix("TFSERVE_")
+                .is_some_and(|key| known.contains(&key.to_ascii_lowercase()))
+        })
+        .collect())
 }
 
 impl Settings {
@@ -167,6 +212,7 @@ impl Settings {
             .add_source(
                 config::Environment::with_prefix("TFSERVE")
                     .prefix_separator("_")
+                    .source(Some(settings_from_env()?))
                     .try_parsing(true),
             )
             .add_source(config::Config::try_from(cli)?)
@@ -189,7 +235,7 @@ impl Settings {
             }
         };
         positive("rest_api_num_threads", self.rest_api_num_threads)?;
-        positive("session_run_threads", self.session_run_threads)?;
+        positive("num_batch_threads", self.num_batch_threads.unwrap_or(1))?;
         positive("max_queued_runs", self.max_queued_runs)?;
         positive("max_request_bytes", self.max_request_bytes)?;
         if self.rest_api_timeout_in_ms == 0 {
@@ -213,6 +259,75 @@ impl Settings {
     /// Serving style), else 8501.
     pub fn http_port(&self) -> u16 {
         self.rest_api_port.or(self.port).unwrap_or(8501)
+    }
+
+    /// The global batching parameters and thread count: TF Serving's
+    /// `--batching_parameters_file`, else SageMaker's `SAGEMAKER_TFS_*`
+    /// variables when `SAGEMAKER_TFS_ENABLE_BATCHING` is true, else TF Serving's
+    /// defaults. Also returns whether batching is on.
+    pub fn batching(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<(bool, BatchParams, usize), SettingsError> {
+        let invalid =
+            |name: &'static str, value: String, reason: &'static str| SettingsError::Invalid { name, value, reason };
+        let sagemaker = match env("SAGEMAKER_TFS_ENABLE_BATCHING") {
+            None => false,
+            Some(v) => match v.to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" => true,
+                "false" | "0" | "no" | "" => false,
+                _ => return Err(invalid("SAGEMAKER_TFS_ENABLE_BATCHING", v, "must be true or false")),
+            },
+        };
+        let enabled = self.enable_batching || sagemaker;
+        let (params, file_threads) = match &self.batching_parameters_file {
+            Some(path) if !self.enable_batching => {
+                return Err(invalid(
+                    "batching_parameters_file",
+                    path.display().to_string(),
+                    "needs enable_batching",
+                ))
+            }
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|_| invalid("batching_parameters_file", path.display().to_string(), "cannot be read"))?;
+                BatchParams::from_textproto(&text).map_err(|reason| SettingsError::File {
+                    name: "batching_parameters_file",
+                    path: path.display().to_string(),
+                    reason,
+                })?
+            }
+            None if sagemaker && !self.enable_batching => {
+                let number = |name: &'static str, default: usize| -> Result<usize, SettingsError> {
+                    match env(name) {
+                        None => Ok(default),
+                        Some(v) => v
+                            .trim()
+                            .parse()
+                            .map_err(|_| invalid(name, v, "must be a non-negative integer")),
+                    }
+                };
+                let params = BatchParams {
+                    max_batch_size: number("SAGEMAKER_TFS_MAX_BATCH_SIZE", 8)?,
+                    batch_timeout_micros: number("SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", 1000)? as u64,
+                    max_enqueued_batches: number("SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", cores())?,
+                    ..BatchParams::default()
+                };
+                (params, Some(number("SAGEMAKER_TFS_NUM_BATCH_THREADS", cores())?))
+            }
+            None => (BatchParams::default(), None),
+        };
+        let threads = self.num_batch_threads.or(file_threads).unwrap_or_else(cores);
+        if threads == 0 {
+            return Err(invalid("num_batch_threads", "0".into(), "must be at least 1"));
+        }
+        if enabled {
+            params.validate("").map_err(SettingsError::Batching)?;
+            for (model, overrides) in &self.model_batching {
+                overrides
+                    .apply(&params)
+                    .validate(&format!(" for model {model}"))
+                    .map_err(SettingsError::Batching)?;
+            }
+        }
+        Ok((enabled, params, threads))
     }
 
     pub fn tags(&self) -> Vec<String> {
@@ -268,9 +383,61 @@ mod tests {
     }
 
     #[test]
+    fn sagemaker_batching_variables() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let settings = Settings::default();
+        let (on, params, threads) = settings
+            .batching(&vars(&[("SAGEMAKER_TFS_ENABLE_BATCHING", "true")]))
+            .unwrap();
+        assert!(on);
+        assert_eq!((params.max_batch_size, params.batch_timeout_micros), (8, 1000));
+        assert_eq!((params.max_enqueued_batches, threads), (cores(), cores()));
+        let env = vars(&[
+            ("SAGEMAKER_TFS_ENABLE_BATCHING", "true"),
+            ("SAGEMAKER_TFS_MAX_BATCH_SIZE", "x"),
+        ]);
+        assert!(settings
+            .batching(&env)
+            .unwrap_err()
+            .to_string()
+            .contains("SAGEMAKER_TFS_MAX_BATCH_SIZE"));
+        let (on, _, _) = settings.batching(&vars(&[])).unwrap();
+        assert!(!on);
+    }
+
+    #[test]
+    fn batching_file_needs_batching_and_valid_overrides() {
+        let settings = Settings {
+            batching_parameters_file: Some("/x".into()),
+            ..Settings::default()
+        };
+        assert!(settings
+            .batching(&|_| None)
+            .unwrap_err()
+            .to_string()
+            .contains("enable_batching"));
+        let mut settings = Settings {
+            enable_batching: true,
+            ..Settings::default()
+        };
+        settings.model_batching.insert(
+            "m".into(),
+            ParamsOverride {
+                allowed_batch_sizes: Some(vec![2, 4]),
+                max_batch_size: Some(8),
+                ..Default::default()
+            },
+        );
+        let err = settings.batching(&|_| None).unwrap_err().to_string();
+        assert!(err.contains("allowed_batch_sizes for model m"), "{err}");
+    }
+
+    #[test]
     fn invalid_values_name_the_setting() {
-        let cli = Cli::try_parse_from(["tfserve", "--session_run_threads", "0"]).unwrap();
+        let cli = Cli::try_parse_from(["tfserve", "--num_batch_threads", "0"]).unwrap();
         let err = Settings::load(&cli).unwrap_err().to_string();
-        assert!(err.contains("session_run_threads"), "{err}");
+        assert!(err.contains("num_batch_threads"), "{err}");
     }
 }

@@ -4,14 +4,17 @@
 mod tfs;
 
 use actix_web::dev::Decompress;
-use actix_web::http::header::CONTENT_LENGTH;
+use std::time::Instant;
+
+use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
 use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes, BytesMut};
 use actix_web::{HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 
 use crate::error::{error_response, ApiError};
-use crate::service::Service;
+use crate::metrics::METRICS;
+use crate::service::{Service, Trace};
 
 pub struct AppState {
     pub service: Service,
@@ -24,6 +27,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
     let path = req.path();
+    if req.method() == actix_web::http::Method::GET && (path == "/metrics" || path == "/monitoring/prometheus/metrics")
+    {
+        return HttpResponse::Ok()
+            .content_type("text/plain; version=0.0.4")
+            .body(METRICS.render());
+    }
     let result = if path.len() >= 4 && path[..4].eq_ignore_ascii_case("/v1/") || path.eq_ignore_ascii_case("/v1") {
         tfs::handle(&req, payload, &state).await
     } else {
@@ -67,4 +76,58 @@ pub fn json_response(body: Vec<u8>) -> HttpResponse {
     HttpResponse::build(StatusCode::OK)
         .content_type("application/json")
         .body(body)
+}
+
+/// The response to an inference request, with timing headers, recorded in the
+/// request metrics.
+pub fn answer(
+    result: Result<Vec<u8>, ApiError>,
+    model: &str,
+    api: &str,
+    trace: &Trace,
+    started: Instant,
+) -> HttpResponse {
+    let mut response = match result {
+        Ok(body) => json_response(body),
+        Err(err) => {
+            if err.status().is_server_error() {
+                log::warn!("{api} on model {model}: {err}");
+            }
+            error_response(err.status(), &err.to_string())
+        }
+    };
+    let headers = response.headers_mut();
+    let millis = |d: std::time::Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
+    if let Some(queue) = trace.queue_time {
+        headers.insert(HeaderName::from_static("x-queue-time-ms"), header_value(millis(queue)));
+    }
+    if let Some(run) = trace.run_time {
+        headers.insert(
+            HeaderName::from_static("x-inference-time-ms"),
+            header_value(millis(run)),
+        );
+    }
+    if let Some(rows) = trace.batch_rows {
+        headers.insert(HeaderName::from_static("x-batch-size"), header_value(rows.to_string()));
+    }
+    // Unresolved names are user input: keep them out of metric labels.
+    let (model, version) = match trace.version {
+        Some(v) => (model, v.to_string()),
+        None => ("", String::new()),
+    };
+    let signature = trace.signature.as_deref().unwrap_or("");
+    let status = response.status().as_u16().to_string();
+    METRICS
+        .requests
+        .with_label_values(&[model, &version, signature, api, &status])
+        .inc();
+    METRICS
+        .request_seconds
+        .with_label_values(&[model, &version, signature, api])
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
+fn header_value(text: String) -> HeaderValue {
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("0"))
 }

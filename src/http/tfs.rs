@@ -2,15 +2,17 @@
 //! status and metadata, with TF Serving's routes matched the way it matches them.
 
 use std::sync::OnceLock;
+use std::time::Instant;
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 use percent_encoding::percent_decode_str;
 use regex::Regex;
 
-use super::{json_response, read_body, AppState};
+use super::{answer, read_body, AppState};
 use crate::error::ApiError;
 use crate::registry::VersionSelector;
+use crate::service::Trace;
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
 
 #[derive(Debug, PartialEq)]
@@ -103,31 +105,46 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) 
     let service = &state.service;
     match parse_route(req.method(), req.path())? {
         Route::Infer { model, selector, verb } => {
-            let body = read_body(req, payload, state.max_request_bytes).await?;
-            let response = match verb {
-                Verb::Predict => service.predict(&model, &selector, &body).await?,
-                Verb::Classify => {
-                    service
-                        .classify_or_regress(&model, &selector, &body, CLASSIFY_METHOD)
-                        .await?
+            let started = Instant::now();
+            let mut trace = Trace::default();
+            let result = async {
+                let body = read_body(req, payload, state.max_request_bytes).await?;
+                match verb {
+                    Verb::Predict => service.predict(&model, &selector, &body, &mut trace).await,
+                    Verb::Classify => {
+                        service
+                            .classify_or_regress(&model, &selector, &body, CLASSIFY_METHOD, &mut trace)
+                            .await
+                    }
+                    Verb::Regress => {
+                        service
+                            .classify_or_regress(&model, &selector, &body, REGRESS_METHOD, &mut trace)
+                            .await
+                    }
                 }
-                Verb::Regress => {
-                    service
-                        .classify_or_regress(&model, &selector, &body, REGRESS_METHOD)
-                        .await?
-                }
-            };
-            Ok(json_response(response))
+            }
+            .await;
+            Ok(answer(result, &model, verb.api(), &trace, started))
         }
         Route::Status { model, selector } => pretty(service.model_status(&model, &selector)?),
         Route::Metadata { model, selector } => pretty(service.model_metadata(&model, &selector)?),
     }
 }
 
+impl Verb {
+    fn api(&self) -> &'static str {
+        match self {
+            Verb::Predict => "predict",
+            Verb::Classify => "classify",
+            Verb::Regress => "regress",
+        }
+    }
+}
+
 /// Status and metadata are printed with whitespace, as TF Serving prints them.
 fn pretty(value: serde_json::Value) -> Result<HttpResponse, ApiError> {
     let body = serde_json::to_vec_pretty(&value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    Ok(json_response(body))
+    Ok(super::json_response(body))
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ pub enum StatusCode {
     Internal,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("failed to load SavedModel from {path}: {message}")]
     Load { path: String, message: String },

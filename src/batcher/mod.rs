@@ -1,0 +1,578 @@
+//! The dynamic batcher: one queue per (model, version, signature), drained by a
+//! shared pool of OS threads (`num_batch_threads`) that merge waiting requests
+//! into one session run and hand each request its own rows back.
+//!
+//! A handler submits decoded tensors and awaits a one-shot reply; it never runs
+//! a model itself. Batches form while earlier ones run; requests whose client
+//! has gone are dropped before compute.
+
+pub mod assemble;
+pub mod params;
+pub mod queue;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+pub use params::{BatchParams, ParamsError, ParamsOverride};
+use queue::{Batch, EnqueueError, Queue, Task};
+
+use crate::metrics::QueueMetrics;
+use crate::runtime::RuntimeError;
+use crate::tensor::Tensor;
+
+/// Runs one assembled batch; implemented over a loaded model's signature.
+pub trait Runner: Send + Sync {
+    fn run(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError>;
+}
+
+/// A request's outputs and where its time went.
+#[derive(Clone, Debug)]
+pub struct BatchOutput {
+    pub outputs: Vec<Tensor>,
+    pub queue_time: Duration,
+    pub run_time: Duration,
+    /// Rows in the (largest) batch the request ran in, before padding.
+    pub batch_rows: usize,
+}
+
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum BatchError {
+    #[error("the batching queue of {queue} is full ({batches} batches, max_enqueued_batches); retry later")]
+    QueueFull { queue: String, batches: usize },
+    #[error(
+        "request has {rows} rows, more than max_batch_size {max} of {queue}; send smaller requests or set enable_large_batch_splitting"
+    )]
+    TooLarge { queue: String, rows: usize, max: usize },
+    #[error("{0}")]
+    Inputs(String),
+    #[error(transparent)]
+    Run(RuntimeError),
+    #[error("{0}")]
+    Split(String),
+    #[error("server is shutting down")]
+    ShuttingDown,
+}
+
+type ReplyResult = Result<BatchOutput, BatchError>;
+pub type Pending = oneshot::Receiver<ReplyResult>;
+
+/// Where a task's result goes: straight to its request, or into the gather of
+/// a request that was split across batches.
+enum Reply {
+    Whole(oneshot::Sender<ReplyResult>),
+    Part { gather: Arc<Gather>, index: usize },
+}
+
+impl Reply {
+    fn is_closed(&self) -> bool {
+        match self {
+            Reply::Whole(sender) => sender.is_closed(),
+            Reply::Part { gather, .. } => gather.is_closed(),
+        }
+    }
+
+    fn send(self, result: ReplyResult) {
+        match self {
+            // A closed receiver means the client went away; nothing to do.
+            Reply::Whole(sender) => drop(sender.send(result)),
+            Reply::Part { gather, index } => gather.complete(index, result),
+        }
+    }
+}
+
+/// Reassembles a split request's pieces, in order.
+struct Gather {
+    state: Mutex<GatherState>,
+}
+
+struct GatherState {
+    sender: Option<oneshot::Sender<ReplyResult>>,
+    parts: Vec<Option<BatchOutput>>,
+    remaining: usize,
+}
+
+impl Gather {
+    fn lock(&self) -> MutexGuard<'_, GatherState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().sender.as_ref().is_none_or(|s| s.is_closed())
+    }
+
+    fn complete(&self, index: usize, result: ReplyResult) {
+        let mut state = self.lock();
+        match result {
+            Err(error) => {
+                if let Some(sender) = state.sender.take() {
+                    drop(sender.send(Err(error)));
+                }
+            }
+            Ok(output) => {
+                state.parts[index] = Some(output);
+                state.remaining -= 1;
+                if state.remaining == 0 {
+                    let parts: Vec<BatchOutput> = state.parts.drain(..).flatten().collect();
+                    if let Some(sender) = state.sender.take() {
+                        drop(sender.send(merge_parts(parts)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn merge_parts(parts: Vec<BatchOutput>) -> ReplyResult {
+    let outputs = (0..parts[0].outputs.len())
+        .map(|i| {
+            let pieces: Vec<Tensor> = parts.iter().map(|p| p.outputs[i].clone()).collect();
+            assemble::concat(&pieces).map_err(BatchError::Split)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(BatchOutput {
+        outputs,
+        queue_time: parts.iter().map(|p| p.queue_time).max().unwrap_or_default(),
+        run_time: parts.iter().map(|p| p.run_time).sum(),
+        batch_rows: parts.iter().map(|p| p.batch_rows).max().unwrap_or_default(),
+    })
+}
+
+struct Entry {
+    queue: Queue<Reply>,
+    runner: Arc<dyn Runner>,
+    metrics: QueueMetrics,
+    /// Its handle was dropped: remove once drained.
+    closing: bool,
+}
+
+#[derive(Default)]
+struct State {
+    queues: BTreeMap<u64, Entry>,
+    next_id: u64,
+    /// The queue served last, for round-robin fairness.
+    cursor: u64,
+    shutdown: bool,
+}
+
+/// A batch taken off a queue, with what is needed to run it.
+struct Work {
+    batch: Batch<Reply>,
+    runner: Arc<dyn Runner>,
+    metrics: QueueMetrics,
+    params: BatchParams,
+    merge: bool,
+}
+
+impl State {
+    fn take_ready(&mut self, now: Instant) -> Option<Work> {
+        let cursor = self.cursor;
+        let order: Vec<u64> = self
+            .queues
+            .range(cursor + 1..)
+            .chain(self.queues.range(..=cursor))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in order {
+            let entry = self.queues.get_mut(&id)?;
+            if let Some(batch) = entry.queue.pop_ready(now) {
+                self.cursor = id;
+                entry.metrics.depth.set(entry.queue.depth() as i64);
+                return Some(Work {
+                    batch,
+                    runner: entry.runner.clone(),
+                    metrics: entry.metrics.clone(),
+                    params: entry.queue.params().clone(),
+                    merge: entry.queue.merges(),
+                });
+            }
+        }
+        None
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.queues.values().filter_map(|e| e.queue.deadline()).min()
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The shared batch-thread pool and the queues it serves.
+pub struct Batcher {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Batcher {
+    pub fn new(num_batch_threads: usize) -> std::io::Result<Arc<Batcher>> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+        });
+        let threads = (0..num_batch_threads.max(1))
+            .map(|i| {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("tfserve-batch-{i}"))
+                    .spawn(move || worker(&shared))
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Arc::new(Batcher {
+            shared,
+            threads: Mutex::new(threads),
+        }))
+    }
+
+    /// Adds a queue. `merge` false runs every request alone (batching off).
+    /// `name` describes the queue in error messages.
+    pub fn add_queue(
+        &self,
+        name: String,
+        params: BatchParams,
+        merge: bool,
+        runner: Arc<dyn Runner>,
+        metrics: QueueMetrics,
+    ) -> QueueHandle {
+        let mut state = self.shared.lock();
+        state.next_id += 1;
+        let id = state.next_id;
+        let queue = Queue::new(params.clone(), merge);
+        state.queues.insert(
+            id,
+            Entry {
+                queue,
+                runner,
+                metrics: metrics.clone(),
+                closing: false,
+            },
+        );
+        QueueHandle {
+            id,
+            name,
+            params,
+            merge,
+            shared: self.shared.clone(),
+            metrics,
+        }
+    }
+
+    /// Stops taking requests, lets queued batches run, and joins the threads.
+    pub fn shutdown(&self) {
+        self.shared.lock().shutdown = true;
+        self.shared.wake.notify_all();
+        let threads: Vec<_> = self
+            .threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        for thread in threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn worker(shared: &Shared) {
+    loop {
+        let work = {
+            let mut state = shared.lock();
+            loop {
+                let now = Instant::now();
+                if let Some(work) = state.take_ready(now) {
+                    break Some(work);
+                }
+                state.queues.retain(|_, e| !(e.closing && e.queue.is_empty()));
+                if state.shutdown && state.queues.values().all(|e| e.queue.is_empty()) {
+                    break None;
+                }
+                state = match state.next_deadline() {
+                    Some(deadline) => {
+                        shared
+                            .wake
+                            .wait_timeout(state, queue::until(deadline, now))
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0
+                    }
+                    None => shared.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
+                };
+            }
+        };
+        match work {
+            Some(work) => process(work),
+            None => {
+                // Let the other threads see the shutdown too.
+                shared.wake.notify_all();
+                return;
+            }
+        }
+    }
+}
+
+/// Runs one batch: drop abandoned requests, assemble, run, split, reply.
+fn process(work: Work) {
+    let Work {
+        batch,
+        runner,
+        metrics,
+        params,
+        merge,
+    } = work;
+    let started = Instant::now();
+    let (mut live, gone): (Vec<Task<Reply>>, Vec<Task<Reply>>) =
+        batch.tasks.into_iter().partition(|t| !t.reply.is_closed());
+    metrics.dropped.inc_by(gone.len() as u64);
+    if live.is_empty() {
+        return;
+    }
+    let rows: usize = live.iter().map(|t| t.rows).sum();
+    metrics.batch_rows.observe(rows as f64);
+    for task in &live {
+        metrics
+            .queue_wait
+            .observe(started.duration_since(task.enqueued).as_secs_f64());
+    }
+    let run_rows = if merge { params.padded_size(rows) } else { rows };
+    metrics.padding_rows.inc_by((run_rows - rows) as u64);
+    let inputs = match assemble_inputs(&mut live, &params, run_rows) {
+        Ok(inputs) => inputs,
+        Err(message) => return reply_all(live, Err(BatchError::Inputs(message))),
+    };
+    let run_started = Instant::now();
+    let result = runner.run(inputs);
+    let run_time = run_started.elapsed();
+    metrics.run.observe(run_time.as_secs_f64());
+    let outputs = match result {
+        Ok(outputs) => outputs,
+        Err(error) => return reply_all(live, Err(BatchError::Run(error))),
+    };
+    if live.len() == 1 && run_rows == rows {
+        let task = live.pop().expect("one task");
+        let queue_time = run_started.duration_since(task.enqueued);
+        return task.reply.send(Ok(BatchOutput {
+            outputs,
+            queue_time,
+            run_time,
+            batch_rows: rows,
+        }));
+    }
+    if let Some(bad) = outputs.iter().find(|o| o.shape.first() != Some(&run_rows)) {
+        let message = format!(
+            "the model returned an output of shape {:?} for a batch of {run_rows} rows; outputs without the batch \
+             dimension cannot be split between batched requests (turn batching off for this model)",
+            bad.shape
+        );
+        return reply_all(live, Err(BatchError::Split(message)));
+    }
+    let mut offset = 0;
+    for task in live {
+        let pieces = outputs
+            .iter()
+            .map(|o| assemble::slice_rows(o, offset, offset + task.rows))
+            .collect();
+        offset += task.rows;
+        let queue_time = run_started.duration_since(task.enqueued);
+        task.reply.send(Ok(BatchOutput {
+            outputs: pieces,
+            queue_time,
+            run_time,
+            batch_rows: rows,
+        }));
+    }
+}
+
+fn reply_all(tasks: Vec<Task<Reply>>, result: ReplyResult) {
+    for task in tasks {
+        task.reply.send(result.clone());
+    }
+}
+
+/// One tensor per input, the tasks' rows concatenated (padded when allowed)
+/// and extended to `run_rows`.
+fn assemble_inputs(tasks: &mut [Task<Reply>], params: &BatchParams, run_rows: usize) -> Result<Vec<Tensor>, String> {
+    let inputs = tasks[0].inputs.len();
+    let mut assembled = Vec::with_capacity(inputs);
+    for i in 0..inputs {
+        let mut parts: Vec<Tensor> = tasks
+            .iter_mut()
+            .map(|t| std::mem::replace(&mut t.inputs[i], empty()))
+            .collect();
+        if params.pad_variable_length_inputs && parts.iter().any(|p| p.shape[1..] != parts[0].shape[1..]) {
+            let rank = parts[0].shape.len();
+            let target: Vec<usize> = (0..rank)
+                .map(|d| {
+                    parts
+                        .iter()
+                        .map(|p| p.shape.get(d).copied().unwrap_or(0))
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            parts = parts
+                .iter()
+                .map(|p| assemble::pad_inner(p, &target))
+                .collect::<Result<_, _>>()?;
+        }
+        let mut tensor = if parts.len() == 1 {
+            parts.pop().expect("one part")
+        } else {
+            assemble::concat(&parts)?
+        };
+        if tensor.shape.first().is_some_and(|&r| r < run_rows) {
+            assemble::pad_rows(&mut tensor, run_rows);
+        }
+        assembled.push(tensor);
+    }
+    Ok(assembled)
+}
+
+fn empty() -> Tensor {
+    Tensor::new(vec![0], crate::tensor::TensorData::Bool(Vec::new()))
+}
+
+/// A handle on one queue; dropping it lets the queue drain and disappear.
+pub struct QueueHandle {
+    id: u64,
+    name: String,
+    params: BatchParams,
+    merge: bool,
+    shared: Arc<Shared>,
+    metrics: QueueMetrics,
+}
+
+impl QueueHandle {
+    pub fn params(&self) -> Option<&BatchParams> {
+        self.merge.then_some(&self.params)
+    }
+
+    /// Queues a request. `input_names` label the tensors in error messages.
+    pub fn submit(&self, inputs: Vec<Tensor>, input_names: &[&str]) -> Result<Pending, BatchError> {
+        let rows = if self.merge {
+            batch_rows(&inputs, input_names)?
+        } else {
+            1
+        };
+        let (sender, receiver) = oneshot::channel();
+        let enqueued = Instant::now();
+        let splitting = self.merge && rows > self.params.max_batch_size && self.params.enable_large_batch_splitting;
+        let tasks = if splitting {
+            // Slicing happens outside the lock; if the open batch fills meanwhile,
+            // the first piece simply opens a new batch.
+            let room = self
+                .shared
+                .lock()
+                .queues
+                .get(&self.id)
+                .map(|e| e.queue.room_for(&inputs))
+                .unwrap_or(0);
+            let sizes = queue::chunk_sizes(rows, room, self.params.max_batch_size);
+            let gather = Arc::new(Gather {
+                state: Mutex::new(GatherState {
+                    sender: Some(sender),
+                    parts: vec![None; sizes.len()],
+                    remaining: sizes.len(),
+                }),
+            });
+            queue::split_inputs(&inputs, &sizes)
+                .into_iter()
+                .zip(&sizes)
+                .enumerate()
+                .map(|(index, (inputs, &rows))| Task {
+                    inputs,
+                    rows,
+                    enqueued,
+                    reply: Reply::Part {
+                        gather: gather.clone(),
+                        index,
+                    },
+                })
+                .collect()
+        } else {
+            vec![Task {
+                inputs,
+                rows,
+                enqueued,
+                reply: Reply::Whole(sender),
+            }]
+        };
+        {
+            let mut state = self.shared.lock();
+            if state.shutdown {
+                return Err(BatchError::ShuttingDown);
+            }
+            let entry = state.queues.get_mut(&self.id).ok_or(BatchError::ShuttingDown)?;
+            match entry.queue.enqueue(tasks) {
+                Ok(()) => entry.metrics.depth.set(entry.queue.depth() as i64),
+                Err((EnqueueError::Full { batches }, _)) => {
+                    self.metrics.rejected_full.inc();
+                    return Err(BatchError::QueueFull {
+                        queue: self.name.clone(),
+                        batches,
+                    });
+                }
+                Err((EnqueueError::TooLarge { rows, max }, _)) => {
+                    self.metrics.rejected_too_large.inc();
+                    return Err(BatchError::TooLarge {
+                        queue: self.name.clone(),
+                        rows,
+                        max,
+                    });
+                }
+            }
+        }
+        self.shared.wake.notify_one();
+        Ok(receiver)
+    }
+}
+
+/// The shared 0th dimension of a request's inputs.
+fn batch_rows(inputs: &[Tensor], names: &[&str]) -> Result<usize, BatchError> {
+    let name = |i: usize| names.get(i).copied().unwrap_or("?");
+    let mut rows = None;
+    for (i, input) in inputs.iter().enumerate() {
+        let Some(&n) = input.shape.first() else {
+            return Err(BatchError::Inputs(format!(
+                "input '{}' is a scalar, but batching needs a batch (0th) dimension on every input",
+                name(i)
+            )));
+        };
+        match rows {
+            None => rows = Some((i, n)),
+            Some((first, m)) if m != n => {
+                return Err(BatchError::Inputs(format!(
+                    "inputs disagree on the batch (0th) dimension: '{}' has {m} rows, '{}' has {n}",
+                    name(first),
+                    name(i)
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(rows.map(|r| r.1).unwrap_or(0))
+}
+
+impl Drop for QueueHandle {
+    fn drop(&mut self) {
+        if let Some(entry) = self.shared.lock().queues.get_mut(&self.id) {
+            entry.closing = true;
+        }
+        self.shared.wake.notify_all();
+    }
+}

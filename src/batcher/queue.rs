@@ -1,0 +1,326 @@
+//! One batching queue's policy, free of threads and TensorFlow: which requests
+//! share a batch, when a batch is ready, and when the queue is full.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::params::BatchParams;
+use crate::tensor::Tensor;
+
+/// A request (or a piece of a split one) waiting to run.
+pub struct Task<R> {
+    pub inputs: Vec<Tensor>,
+    pub rows: usize,
+    pub enqueued: Instant,
+    pub reply: R,
+}
+
+/// What must agree for tasks to share one tensor: per input, the non-batch
+/// dimensions, or only the rank when variable-length padding is on.
+type ShapeKey = Vec<Vec<usize>>;
+
+pub struct Batch<R> {
+    pub tasks: Vec<Task<R>>,
+    pub rows: usize,
+    pub opened: Instant,
+    key: ShapeKey,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum EnqueueError {
+    TooLarge { rows: usize, max: usize },
+    Full { batches: usize },
+}
+
+pub struct Queue<R> {
+    params: BatchParams,
+    /// Off: every request is a batch of its own and runs as soon as a thread is free.
+    merge: bool,
+    batches: VecDeque<Batch<R>>,
+    tasks: usize,
+}
+
+impl<R> Queue<R> {
+    pub fn new(params: BatchParams, merge: bool) -> Self {
+        Queue {
+            params,
+            merge,
+            batches: VecDeque::new(),
+            tasks: 0,
+        }
+    }
+
+    pub fn params(&self) -> &BatchParams {
+        &self.params
+    }
+
+    pub fn merges(&self) -> bool {
+        self.merge
+    }
+
+    /// Requests (or request pieces) waiting.
+    pub fn depth(&self) -> usize {
+        self.tasks
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    fn key(&self, inputs: &[Tensor]) -> ShapeKey {
+        inputs
+            .iter()
+            .map(|t| {
+                if self.params.pad_variable_length_inputs {
+                    vec![t.shape.len()]
+                } else {
+                    t.shape[1..].to_vec()
+                }
+            })
+            .collect()
+    }
+
+    /// Rows the open batch can still take from a request with these inputs.
+    pub fn room_for(&self, inputs: &[Tensor]) -> usize {
+        match self.batches.back() {
+            Some(open) if self.merge && open.key == self.key(inputs) => self.params.max_batch_size - open.rows,
+            _ => 0,
+        }
+    }
+
+    /// Batches that `tasks`, added in order, would open.
+    fn new_batches_needed(&self, tasks: &[Task<R>]) -> usize {
+        if !self.merge {
+            return tasks.len();
+        }
+        let mut open = self.batches.back().map(|b| (b.key.clone(), b.rows));
+        let mut opened = 0;
+        for task in tasks {
+            let key = self.key(&task.inputs);
+            match &mut open {
+                Some((k, rows)) if *k == key && *rows + task.rows <= self.params.max_batch_size => *rows += task.rows,
+                _ => {
+                    opened += 1;
+                    open = Some((key, task.rows));
+                }
+            }
+        }
+        opened
+    }
+
+    /// Adds tasks all together or not at all.
+    pub fn enqueue(&mut self, tasks: Vec<Task<R>>) -> Result<(), (EnqueueError, Vec<Task<R>>)> {
+        if self.merge {
+            if let Some(big) = tasks.iter().find(|t| t.rows > self.params.max_batch_size) {
+                let error = EnqueueError::TooLarge {
+                    rows: big.rows,
+                    max: self.params.max_batch_size,
+                };
+                return Err((error, tasks));
+            }
+        }
+        if self.batches.len() + self.new_batches_needed(&tasks) > self.params.max_enqueued_batches {
+            return Err((
+                EnqueueError::Full {
+                    batches: self.params.max_enqueued_batches,
+                },
+                tasks,
+            ));
+        }
+        for task in tasks {
+            self.push(task);
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, task: Task<R>) {
+        let key = self.key(&task.inputs);
+        self.tasks += 1;
+        if self.merge {
+            if let Some(open) = self.batches.back_mut() {
+                if open.key == key && open.rows + task.rows <= self.params.max_batch_size {
+                    open.rows += task.rows;
+                    open.tasks.push(task);
+                    return;
+                }
+            }
+        }
+        let opened = task.enqueued;
+        self.batches.push_back(Batch {
+            rows: task.rows,
+            tasks: vec![task],
+            opened,
+            key,
+        });
+    }
+
+    /// The front batch if it may run now: it is closed (a later batch exists),
+    /// full, or its first request has waited `batch_timeout_micros`.
+    pub fn pop_ready(&mut self, now: Instant) -> Option<Batch<R>> {
+        let front = self.batches.front()?;
+        let ready = !self.merge
+            || self.batches.len() > 1
+            || front.rows >= self.params.max_batch_size
+            || now >= front.opened + self.params.timeout();
+        if !ready {
+            return None;
+        }
+        let batch = self.batches.pop_front()?;
+        self.tasks -= batch.tasks.len();
+        Some(batch)
+    }
+
+    /// When the front batch times out, if it is waiting on its timeout.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.batches.front().map(|b| b.opened + self.params.timeout())
+    }
+}
+
+/// Splits a task's inputs into row chunks of the given sizes.
+pub fn split_inputs(inputs: &[Tensor], sizes: &[usize]) -> Vec<Vec<Tensor>> {
+    let mut start = 0;
+    sizes
+        .iter()
+        .map(|&n| {
+            let chunk = inputs
+                .iter()
+                .map(|t| super::assemble::slice_rows(t, start, start + n))
+                .collect();
+            start += n;
+            chunk
+        })
+        .collect()
+}
+
+/// Chunk sizes for a large request: first whatever fits the open batch, then
+/// full batches.
+pub fn chunk_sizes(rows: usize, room: usize, max: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut left = rows;
+    if room > 0 {
+        let first = room.min(left);
+        sizes.push(first);
+        left -= first;
+    }
+    while left > 0 {
+        let n = left.min(max);
+        sizes.push(n);
+        left -= n;
+    }
+    sizes
+}
+
+/// How long until `deadline`, for condition-variable waits.
+pub fn until(deadline: Instant, now: Instant) -> Duration {
+    deadline.saturating_duration_since(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::TensorData;
+
+    fn task(rows: usize, width: usize, at: Instant) -> Task<usize> {
+        let inputs = vec![Tensor::new(
+            vec![rows, width],
+            TensorData::Float(vec![0.0; rows * width]),
+        )];
+        Task {
+            inputs,
+            rows,
+            enqueued: at,
+            reply: rows,
+        }
+    }
+
+    fn params(max: usize, timeout_us: u64, batches: usize) -> BatchParams {
+        BatchParams {
+            max_batch_size: max,
+            batch_timeout_micros: timeout_us,
+            max_enqueued_batches: batches,
+            ..BatchParams::default()
+        }
+    }
+
+    #[test]
+    fn merges_until_full_then_opens_a_new_batch() {
+        let now = Instant::now();
+        let mut queue = Queue::new(params(4, 1_000_000, 10), true);
+        for rows in [1, 2, 1, 3] {
+            queue.enqueue(vec![task(rows, 2, now)]).map_err(|e| e.0).unwrap();
+        }
+        let first = queue.pop_ready(now).expect("full batch is ready");
+        assert_eq!((first.rows, first.tasks.len()), (4, 3));
+        assert!(queue.pop_ready(now).is_none(), "the open batch waits for its timeout");
+        let second = queue.pop_ready(now + Duration::from_secs(1)).expect("timed out");
+        assert_eq!(second.rows, 3);
+    }
+
+    #[test]
+    fn different_inner_shapes_never_share_a_batch() {
+        let now = Instant::now();
+        let mut queue = Queue::new(params(8, 0, 10), true);
+        queue.enqueue(vec![task(1, 2, now)]).map_err(|e| e.0).unwrap();
+        queue.enqueue(vec![task(1, 3, now)]).map_err(|e| e.0).unwrap();
+        assert_eq!(queue.pop_ready(now).unwrap().tasks.len(), 1);
+        assert_eq!(queue.pop_ready(now).unwrap().tasks.len(), 1);
+        let mut padded = Queue::new(
+            BatchParams {
+                pad_variable_length_inputs: true,
+                ..params(8, 0, 10)
+            },
+            true,
+        );
+        padded.enqueue(vec![task(1, 2, now)]).map_err(|e| e.0).unwrap();
+        padded.enqueue(vec![task(1, 3, now)]).map_err(|e| e.0).unwrap();
+        assert_eq!(padded.pop_ready(now).unwrap().tasks.len(), 2);
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let now = Instant::now();
+        let mut queue = Queue::new(params(4, 0, 2), true);
+        let (error, _) = queue.enqueue(vec![task(5, 1, now)]).unwrap_err();
+        assert_eq!(error, EnqueueError::TooLarge { rows: 5, max: 4 });
+        queue.enqueue(vec![task(4, 1, now)]).map_err(|e| e.0).unwrap();
+        queue.enqueue(vec![task(4, 1, now)]).map_err(|e| e.0).unwrap();
+        let (error, returned) = queue.enqueue(vec![task(1, 1, now)]).unwrap_err();
+        assert_eq!(error, EnqueueError::Full { batches: 2 });
+        assert_eq!(returned.len(), 1);
+        assert_eq!(queue.depth(), 2);
+    }
+
+    #[test]
+    fn without_merging_every_request_runs_alone_at_once() {
+        let now = Instant::now();
+        let mut queue = Queue::new(params(2, 1_000_000, 10), false);
+        queue.enqueue(vec![task(1, 1, now)]).map_err(|e| e.0).unwrap();
+        queue.enqueue(vec![task(9, 1, now)]).map_err(|e| e.0).unwrap();
+        assert_eq!(queue.pop_ready(now).unwrap().rows, 1);
+        assert_eq!(queue.pop_ready(now).unwrap().rows, 9);
+    }
+
+    #[test]
+    fn large_requests_split_into_the_open_batch_then_full_batches() {
+        assert_eq!(chunk_sizes(10, 3, 4), vec![3, 4, 3]);
+        assert_eq!(chunk_sizes(8, 0, 4), vec![4, 4]);
+        let now = Instant::now();
+        let mut queue = Queue::new(params(4, 0, 10), true);
+        queue.enqueue(vec![task(1, 1, now)]).map_err(|e| e.0).unwrap();
+        let big = task(6, 1, now);
+        let sizes = chunk_sizes(big.rows, queue.room_for(&big.inputs), 4);
+        let parts: Vec<Task<usize>> = split_inputs(&big.inputs, &sizes)
+            .into_iter()
+            .zip(&sizes)
+            .map(|(inputs, &rows)| Task {
+                inputs,
+                rows,
+                enqueued: now,
+                reply: rows,
+            })
+            .collect();
+        queue.enqueue(parts).map_err(|e| e.0).unwrap();
+        assert_eq!(queue.pop_ready(now).unwrap().rows, 4);
+        assert_eq!(queue.pop_ready(now).unwrap().rows, 3);
+    }
+}

@@ -1,0 +1,158 @@
+//! Every metric tfserve exports, registered once and rendered as Prometheus text.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0];
+const QUEUE_LABELS: &[&str] = &["model", "version", "signature"];
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: IntCounterVec,
+    pub request_seconds: HistogramVec,
+    batch_rows: HistogramVec,
+    batch_padding: IntCounterVec,
+    queue_wait_seconds: HistogramVec,
+    run_seconds: HistogramVec,
+    queue_depth: IntGaugeVec,
+    rejected: IntCounterVec,
+    dropped: IntCounterVec,
+}
+
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("metric registered once");
+    metric
+}
+
+fn histogram(registry: &Registry, name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
+    let metric =
+        HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), labels).expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("metric registered once");
+    metric
+}
+
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    let registry = Registry::new();
+    let request_labels = &["model", "version", "signature", "api", "status"];
+    Metrics {
+        requests: counter(
+            &registry,
+            "tfserve_requests_total",
+            "Requests answered, by outcome.",
+            request_labels,
+        ),
+        request_seconds: histogram(
+            &registry,
+            "tfserve_request_duration_seconds",
+            "Time from a request's arrival to its answer.",
+            &["model", "version", "signature", "api"],
+            LATENCY_BUCKETS,
+        ),
+        batch_rows: histogram(
+            &registry,
+            "tfserve_batch_size",
+            "Rows in each batch formed, before padding to an allowed size.",
+            QUEUE_LABELS,
+            BATCH_BUCKETS,
+        ),
+        batch_padding: counter(
+            &registry,
+            "tfserve_batch_padding_rows_total",
+            "Rows added to reach an allowed batch size.",
+            QUEUE_LABELS,
+        ),
+        queue_wait_seconds: histogram(
+            &registry,
+            "tfserve_queue_wait_seconds",
+            "Time a request waited in its batching queue.",
+            QUEUE_LABELS,
+            LATENCY_BUCKETS,
+        ),
+        run_seconds: histogram(
+            &registry,
+            "tfserve_run_seconds",
+            "Time of each TensorFlow session run (one batch).",
+            QUEUE_LABELS,
+            LATENCY_BUCKETS,
+        ),
+        queue_depth: {
+            let gauge = IntGaugeVec::new(
+                Opts::new("tfserve_queue_depth", "Requests waiting in a batching queue."),
+                QUEUE_LABELS,
+            )
+            .expect("valid metric");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        },
+        rejected: counter(
+            &registry,
+            "tfserve_rejected_total",
+            "Requests refused by a batching queue (queue full, or too large without splitting).",
+            &["model", "version", "signature", "reason"],
+        ),
+        dropped: counter(
+            &registry,
+            "tfserve_dropped_total",
+            "Queued requests dropped before running because their client had gone.",
+            QUEUE_LABELS,
+        ),
+        registry,
+    }
+});
+
+impl Metrics {
+    /// Prometheus text exposition of every metric.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed metrics.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+}
+
+/// One queue's metric handles, resolved once so the hot path does no label lookups.
+#[derive(Clone)]
+pub struct QueueMetrics {
+    pub batch_rows: Histogram,
+    pub padding_rows: IntCounter,
+    pub queue_wait: Histogram,
+    pub run: Histogram,
+    pub depth: IntGauge,
+    pub rejected_full: IntCounter,
+    pub rejected_too_large: IntCounter,
+    pub dropped: IntCounter,
+}
+
+impl QueueMetrics {
+    pub fn new(model: &str, version: i64, signature: &str) -> QueueMetrics {
+        let version = version.to_string();
+        let labels = [model, version.as_str(), signature];
+        let m = &*METRICS;
+        QueueMetrics {
+            batch_rows: m.batch_rows.with_label_values(&labels),
+            padding_rows: m.batch_padding.with_label_values(&labels),
+            queue_wait: m.queue_wait_seconds.with_label_values(&labels),
+            run: m.run_seconds.with_label_values(&labels),
+            depth: m.queue_depth.with_label_values(&labels),
+            rejected_full: m
+                .rejected
+                .with_label_values(&[model, &version, signature, "queue_full"]),
+            rejected_too_large: m.rejected.with_label_values(&[model, &version, signature, "too_large"]),
+            dropped: m.dropped.with_label_values(&labels),
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Warm-up: the first run at each batch size is slow (graph specialisation),
+//! so every size a queue can emit runs once on synthetic inputs before the
+//! version takes traffic.
+
+use std::time::Instant;
+
+use crate::runtime::LoadedModel;
+use crate::signature::SignatureSpec;
+use crate::tensor::{Tensor, TensorData};
+
+/// Zero-valued inputs with `rows` rows; unknown inner dimensions become 1.
+/// `None` when an input has an unknown rank or a dtype JSON cannot carry.
+pub fn synthetic_inputs(signature: &SignatureSpec, rows: usize) -> Option<Vec<Tensor>> {
+    signature
+        .inputs
+        .iter()
+        .map(|spec| {
+            let dims = spec.shape.as_ref()?;
+            let shape: Vec<usize> = dims
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| {
+                    if i == 0 {
+                        rows
+                    } else if d < 0 {
+                        1
+                    } else {
+                        d as usize
+                    }
+                })
+                .collect();
+            let count: usize = shape.iter().product();
+            let data = match TensorData::empty(spec.dtype)? {
+                TensorData::Float(_) => TensorData::Float(vec![0.0; count]),
+                TensorData::Double(_) => TensorData::Double(vec![0.0; count]),
+                TensorData::Int8(_) => TensorData::Int8(vec![0; count]),
+                TensorData::Int16(_) => TensorData::Int16(vec![0; count]),
+                TensorData::Int32(_) => TensorData::Int32(vec![0; count]),
+                TensorData::Int64(_) => TensorData::Int64(vec![0; count]),
+                TensorData::UInt8(_) => TensorData::UInt8(vec![0; count]),
+                TensorData::UInt16(_) => TensorData::UInt16(vec![0; count]),
+                TensorData::UInt32(_) => TensorData::UInt32(vec![0; count]),
+                TensorData::UInt64(_) => TensorData::UInt64(vec![0; count]),
+                TensorData::Bool(_) => TensorData::Bool(vec![false; count]),
+                TensorData::String(_) => TensorData::String(vec![Vec::new(); count]),
+            };
+            Some(Tensor::new(shape, data))
+        })
+        .collect()
+}
+
+/// Runs each signature once at each size. Failures (e.g. a model that decodes
+/// images from its string input cannot run on empty strings) are logged and
+/// do not stop the load.
+pub fn warm_up(model: &str, version: i64, runtime: &LoadedModel, sizes_for: impl Fn(&str) -> Vec<usize>) {
+    let started = Instant::now();
+    let mut runs = 0;
+    for signature in runtime.signatures() {
+        for rows in sizes_for(&signature.name) {
+            let Some(inputs) = synthetic_inputs(signature, rows) else {
+                log::debug!(
+                    "model {model} version {version}: no synthetic inputs for signature {}",
+                    signature.name
+                );
+                break;
+            };
+            match runtime.run(&signature.name, inputs) {
+                Ok(_) => runs += 1,
+                Err(err) => {
+                    log::debug!(
+                        "model {model} version {version}: warm-up of {} at {rows} rows: {err}",
+                        signature.name
+                    );
+                    break;
+                }
+            }
+        }
+    }
+    log::info!(
+        "model {model} version {version}: {runs} warm-up run(s) in {:.0} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::TensorSpec;
+    use crate::tensor::DType;
+
+    #[test]
+    fn builds_inputs_of_the_requested_rows() {
+        let spec = |key: &str, dtype, shape: Option<Vec<i64>>| TensorSpec {
+            key: key.into(),
+            tensor_name: format!("{key}:0"),
+            dtype,
+            shape,
+        };
+        let signature = SignatureSpec {
+            name: "s".into(),
+            method_name: String::new(),
+            inputs: vec![
+                spec("a", DType::Float, Some(vec![-1, 3])),
+                spec("b", DType::String, Some(vec![-1, -1])),
+            ],
+            outputs: vec![],
+        };
+        let inputs = synthetic_inputs(&signature, 4).unwrap();
+        assert_eq!(inputs[0].shape, vec![4, 3]);
+        assert_eq!(inputs[1].shape, vec![4, 1]);
+        let unknown = SignatureSpec {
+            inputs: vec![spec("c", DType::Float, None)],
+            ..signature.clone()
+        };
+        assert!(synthetic_inputs(&unknown, 1).is_none());
+        let scalar = SignatureSpec {
+            inputs: vec![spec("k", DType::Int32, Some(vec![]))],
+            ..signature
+        };
+        assert_eq!(
+            synthetic_inputs(&scalar, 8).unwrap()[0],
+            Tensor::new(vec![], TensorData::Int32(vec![0]))
+        );
+    }
+}
