@@ -54,7 +54,10 @@ pub struct Servable {
 
 impl std::fmt::Debug for Servable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Servable").field("model", &self.model).field("version", &self.version).finish()
+        f.debug_struct("Servable")
+            .field("model", &self.model)
+            .field("version", &self.version)
+            .finish()
     }
 }
 

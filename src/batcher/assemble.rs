@@ -108,16 +108,15 @@ pub fn pad_inner(tensor: &Tensor, dims: &[usize]) -> Result<Tensor, String> {
     }
     let mut target = dims.to_vec();
     target[0] = tensor.shape[0];
-    let total: usize = target.iter().product();
-    let strides_out = strides(&target);
-    let strides_in = strides(&tensor.shape);
-    let data = with_tensor_data!(&tensor.data, v => {
-        let fill = v[0].clone();
-        let mut out = vec![fill; total];
-        copy_block(v, &mut out, &tensor.shape, &strides_in, &strides_out, 0, 0, 0);
-        wrap(out)
-    });
+    let data = with_tensor_data!(&tensor.data, v => wrap(pad_vec(v, &tensor.shape, &target)));
     Ok(Tensor::new(target, data))
+}
+
+/// `src` (of `shape`) laid into a buffer of `target`, the gaps filled with `src[0]`.
+fn pad_vec<T: Clone>(src: &[T], shape: &[usize], target: &[usize]) -> Vec<T> {
+    let mut out = vec![src[0].clone(); target.iter().product()];
+    copy_block(src, &mut out, shape, &strides(shape), &strides(target), 0, 0, 0);
+    out
 }
 
 fn strides(shape: &[usize]) -> Vec<usize> {
