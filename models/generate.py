@@ -178,6 +178,18 @@ def half_precision(tf):
     tf.saved_model.save(module, fresh("half_precision", 1), signatures={"serving_default": module.serve})
 
 
+def first_token(tf):
+    """A variable-length input, for padding requests of different lengths into one batch."""
+    class FirstToken(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="tokens")])
+        def serve(self, tokens):
+            rows = tf.shape(tokens)[0]
+            return {"first": tokens[:, 0], "width": tf.fill([rows], tf.shape(tokens)[1])}
+
+    module = FirstToken()
+    tf.saved_model.save(module, fresh("first_token", 1), signatures={"serving_default": module.serve})
+
+
 def test_fixtures(tf):
     """Images for the tests, and the outputs TensorFlow itself gives for them,
     so that tfserve's answers are checked against an independent run."""
@@ -204,7 +216,7 @@ def test_fixtures(tf):
 
 
 BUILDERS = (half_plus_three, adder, multi_io, tf1_half_plus_two, image_classifier, mnist_cnn, half_precision,
-            test_fixtures)
+            first_token, test_fixtures)
 
 
 def main() -> None:

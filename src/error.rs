@@ -30,6 +30,8 @@ pub enum ApiError {
     PayloadTooLarge { limit: usize, got: Option<usize> },
     #[error("request timed out after {0} ms (rest_api_timeout_in_ms)")]
     Timeout(u64),
+    #[error("the client closed the connection before the answer was ready")]
+    ClientGone,
 }
 
 impl ApiError {
@@ -52,6 +54,8 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            // nginx's "client closed request"; nobody reads it, but logs and metrics do.
+            ApiError::ClientGone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
         }
     }
 }

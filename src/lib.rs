@@ -107,6 +107,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     });
     let addr = format!("{}:{}", settings.host, settings.http_port());
     let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http::configure))
+        .on_connect(http::on_connect)
         .workers(settings.rest_api_num_threads)
         .shutdown_timeout(30)
         .bind(&addr)

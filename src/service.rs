@@ -20,9 +20,14 @@ pub struct Service {
     timeout: Duration,
 }
 
-/// What a request resolved to and where its time went, for metrics and headers.
-#[derive(Debug, Default)]
+/// Tells whether a request's client has gone away.
+pub type ClientGone = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// What a request carries through the service (how to tell its client has
+/// gone) and what it collects (what it resolved to, where its time went).
+#[derive(Default)]
 pub struct Trace {
+    pub client_gone: Option<ClientGone>,
     pub version: Option<i64>,
     pub signature: Option<String>,
     pub queue_time: Option<Duration>,
@@ -72,10 +77,15 @@ impl Service {
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
         let pending = queue.submit(inputs, &names)?;
-        let output = match tokio::time::timeout(self.timeout, pending).await {
-            Ok(Ok(result)) => result?,
-            Ok(Err(_)) => return Err(BatchError::ShuttingDown.into()),
-            Err(_) => return Err(ApiError::Timeout(self.timeout.as_millis() as u64)),
+        let client_gone = trace.client_gone.take();
+        // Returning early drops `pending`, which marks the queued request as abandoned.
+        let output = tokio::select! {
+            answer = tokio::time::timeout(self.timeout, pending) => match answer {
+                Ok(Ok(result)) => result?,
+                Ok(Err(_)) => return Err(BatchError::ShuttingDown.into()),
+                Err(_) => return Err(ApiError::Timeout(self.timeout.as_millis() as u64)),
+            },
+            () = watch_client(client_gone) => return Err(ApiError::ClientGone),
         };
         trace.ran(&output);
         Ok(output.outputs)
@@ -215,6 +225,24 @@ impl Service {
         }))
     }
 }
+
+/// Resolves once the client has gone; never, when that cannot be told.
+async fn watch_client(client_gone: Option<ClientGone>) {
+    let Some(gone) = client_gone else {
+        return std::future::pending().await;
+    };
+    let mut interval = tokio::time::interval(CLIENT_CHECK_INTERVAL);
+    interval.tick().await;
+    loop {
+        interval.tick().await;
+        if gone() {
+            return;
+        }
+    }
+}
+
+/// How often a waiting request checks that its client is still connected.
+const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
 fn tensor_map(specs: &[TensorSpec]) -> Value {
     let mut map = Map::new();

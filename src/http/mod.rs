@@ -4,7 +4,12 @@
 mod tfs;
 
 use actix_web::dev::Decompress;
+use std::any::Any;
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::time::Instant;
+
+use actix_web::dev::Extensions;
 
 use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
 use actix_web::http::StatusCode;
@@ -19,6 +24,42 @@ use crate::service::{Service, Trace};
 pub struct AppState {
     pub service: Service,
     pub max_request_bytes: usize,
+}
+
+/// The connection's socket, recorded when it is accepted, so a request can
+/// tell whether its client is still there.
+#[derive(Clone, Copy)]
+pub struct PeerSocket(RawFd);
+
+/// `HttpServer::on_connect` hook.
+pub fn on_connect(connection: &dyn Any, extensions: &mut Extensions) {
+    if let Some(stream) = connection.downcast_ref::<actix_web::rt::net::TcpStream>() {
+        extensions.insert(PeerSocket(stream.as_raw_fd()));
+    }
+}
+
+impl PeerSocket {
+    /// Whether the client closed or reset the connection. Called only while
+    /// the request's handler runs, so the connection (and the descriptor) is open.
+    pub fn closed(self) -> bool {
+        // SAFETY: the descriptor stays owned by the connection; ManuallyDrop
+        // keeps this borrowed view from closing it. The socket is non-blocking.
+        let stream = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(self.0) });
+        match stream.peek(&mut [0u8; 1]) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ),
+        }
+    }
+}
+
+/// A check for the request's client having gone, when the connection is known.
+pub fn client_gone(req: &HttpRequest) -> Option<Box<dyn Fn() -> bool + Send + Sync>> {
+    let peer = req.conn_data::<PeerSocket>().copied()?;
+    Some(Box::new(move || peer.closed()))
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

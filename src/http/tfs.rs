@@ -106,7 +106,10 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) 
     match parse_route(req.method(), req.path())? {
         Route::Infer { model, selector, verb } => {
             let started = Instant::now();
-            let mut trace = Trace::default();
+            let mut trace = Trace {
+                client_gone: super::client_gone(req),
+                ..Trace::default()
+            };
             let result = async {
                 let body = read_body(req, payload, state.max_request_bytes).await?;
                 match verb {

@@ -1,0 +1,265 @@
+//! The dynamic batcher end to end: many concurrent clients get exactly their
+//! own rows back through merging, padding and splitting; the batch timeout,
+//! the queue limit, abandoned requests and the metrics behave as specified.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{assert_close, repo_path, spawn_server};
+use serde_json::{json, Value};
+use tfserve::batcher::ParamsOverride;
+use tfserve::settings::Settings;
+
+/// One server; each model name is a differently configured alias of a committed model.
+fn base_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        let aliases = [
+            ("split", "half_plus_three"),
+            ("strict", "half_plus_three"),
+            ("lone", "half_plus_three"),
+            ("full", "half_plus_three"),
+            ("drop", "half_plus_three"),
+            ("strings", "multi_io"),
+            ("tokens", "first_token"),
+            ("tokens_nopad", "first_token"),
+        ];
+        let configs: String = aliases
+            .iter()
+            .map(|(name, model)| {
+                format!(
+                    "config {{ name: '{name}' base_path: '{}' }}\n",
+                    repo_path(&format!("models/{model}")).display()
+                )
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("tfserve-batching-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config_path = dir.join("models.config");
+        std::fs::write(&config_path, format!("model_config_list {{\n{configs}}}")).unwrap();
+
+        let mut overrides = BTreeMap::new();
+        let timeout = |micros: u64, max: usize| ParamsOverride {
+            batch_timeout_micros: Some(micros),
+            max_batch_size: Some(max),
+            ..ParamsOverride::default()
+        };
+        overrides.insert(
+            "split".to_string(),
+            ParamsOverride {
+                allowed_batch_sizes: Some(vec![2, 4, 8]),
+                enable_large_batch_splitting: Some(true),
+                max_enqueued_batches: Some(1000),
+                ..timeout(2_000, 8)
+            },
+        );
+        overrides.insert("strict".to_string(), timeout(0, 4));
+        overrides.insert("lone".to_string(), timeout(150_000, 8));
+        overrides.insert(
+            "full".to_string(),
+            ParamsOverride {
+                max_enqueued_batches: Some(1),
+                ..timeout(3_000_000, 2)
+            },
+        );
+        overrides.insert("drop".to_string(), timeout(1_500_000, 8));
+        overrides.insert(
+            "strings".to_string(),
+            ParamsOverride {
+                max_enqueued_batches: Some(1000),
+                ..timeout(2_000, 16)
+            },
+        );
+        overrides.insert(
+            "tokens".to_string(),
+            ParamsOverride {
+                pad_variable_length_inputs: Some(true),
+                ..timeout(400_000, 8)
+            },
+        );
+        overrides.insert("tokens_nopad".to_string(), timeout(400_000, 8));
+        let settings = Settings {
+            host: "127.0.0.1".into(),
+            rest_api_port: Some(0),
+            model_config_file: Some(config_path),
+            enable_batching: true,
+            model_batching: overrides,
+            ..Settings::default()
+        };
+        format!("http://{}", spawn_server(settings))
+    })
+}
+
+fn post(model: &str, body: Value) -> (u16, Value, reqwest::header::HeaderMap) {
+    let response = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/models/{model}:predict", base_url()))
+        .json(&body)
+        .send()
+        .expect("request is answered");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, response.json().expect("JSON answer"), headers)
+}
+
+/// The value of a metric line with all the given label fragments.
+fn metric(name: &str, labels: &[&str]) -> f64 {
+    let text = reqwest::blocking::get(format!("{}/metrics", base_url()))
+        .unwrap()
+        .text()
+        .unwrap();
+    text.lines()
+        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with(['{', ' ']))
+        .filter(|line| labels.iter().all(|l| line.contains(l)))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn concurrent_clients_get_exactly_their_own_rows() {
+    let clients: Vec<_> = (0..64)
+        .map(|client| {
+            std::thread::spawn(move || {
+                for request in 0..3 {
+                    // 1 to 12 rows: some fit a batch, some are split across batches.
+                    let rows = (client * 3 + request) % 12 + 1;
+                    let xs: Vec<f64> = (0..rows).map(|j| (client * 1000 + request * 100 + j) as f64).collect();
+                    let (status, body, _) = post("split", json!({"instances": xs}));
+                    assert_eq!(status, 200, "{body}");
+                    let want: Vec<f64> = xs.iter().map(|x| 0.5 * x + 3.0).collect();
+                    assert_close(&body["predictions"], &want, 1e-3);
+
+                    let labels: Vec<String> = (0..rows % 4 + 1).map(|j| format!("c{client}-{request}-{j}")).collect();
+                    let instances: Vec<Value> = labels
+                        .iter()
+                        .enumerate()
+                        .map(|(j, label)| {
+                            json!({"features": [client as f64, j as f64, 1.0], "count": client * 10 + j,
+                                   "label": label, "flag": j % 2 == 0})
+                        })
+                        .collect();
+                    let (status, body, _) = post("strings", json!({"instances": instances}));
+                    assert_eq!(status, 200, "{body}");
+                    for (j, row) in body["predictions"].as_array().unwrap().iter().enumerate() {
+                        assert_eq!(row["greeting"], json!(format!("hello {}", labels[j])));
+                        assert_eq!(row["count_plus_one"], json!(client * 10 + j + 1));
+                        assert_eq!(row["flag_not"], json!(j % 2 != 0));
+                        assert_close(&row["total"], &[(client + j) as f64 + 1.0], 1e-3);
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    // Requests were really merged: batches averaged more than one row.
+    let rows = metric("tfserve_batch_size_sum", &["model=\"split\""]);
+    let batches = metric("tfserve_batch_size_count", &["model=\"split\""]);
+    assert!(batches > 0.0 && rows / batches > 1.0, "mean batch {rows}/{batches}");
+    assert!(metric("tfserve_batch_padding_rows_total", &["model=\"split\""]) >= 0.0);
+    let ok = metric(
+        "tfserve_requests_total",
+        &["model=\"split\"", "status=\"200\"", "api=\"predict\""],
+    );
+    assert!(ok >= 192.0, "{ok}");
+}
+
+#[test]
+fn variable_lengths_are_padded_only_when_allowed() {
+    let send = |model: &'static str, delay_ms: u64, tokens: Value| {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            post(model, json!({"instances": tokens})).1
+        })
+    };
+    let short = send("tokens", 0, json!([[1, 2], [3, 4]]));
+    let long = send("tokens", 50, json!([[5, 6, 7, 8, 9]]));
+    let (short, long) = (short.join().unwrap(), long.join().unwrap());
+    assert_eq!(
+        short["predictions"],
+        json!([{"first": 1, "width": 5}, {"first": 3, "width": 5}])
+    );
+    assert_eq!(long["predictions"], json!([{"first": 5, "width": 5}]));
+
+    let short = send("tokens_nopad", 0, json!([[1, 2]]));
+    let long = send("tokens_nopad", 50, json!([[5, 6, 7]]));
+    assert_eq!(short.join().unwrap()["predictions"], json!([{"first": 1, "width": 2}]));
+    assert_eq!(long.join().unwrap()["predictions"], json!([{"first": 5, "width": 3}]));
+}
+
+#[test]
+fn a_lone_request_runs_when_the_timeout_fires() {
+    let started = Instant::now();
+    let (status, body, headers) = post("lone", json!({"instances": [2.0]}));
+    assert_eq!(status, 200);
+    assert_eq!(body, json!({"predictions": [4.0]}));
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    let queued: f64 = headers["x-queue-time-ms"].to_str().unwrap().parse().unwrap();
+    assert!(queued >= 145.0, "queued {queued} ms");
+    assert_eq!(headers["x-batch-size"], "1");
+    assert!(headers.contains_key("x-inference-time-ms"));
+}
+
+#[test]
+fn a_full_queue_answers_503() {
+    // One row opens a batch that waits 3 s; two more rows need a second batch,
+    // but the queue holds one.
+    let waiting = std::thread::spawn(|| post("full", json!({"instances": [1.0]})));
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, body, headers) = post("full", json!({"instances": [1.0, 2.0]}));
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(headers["retry-after"], "1");
+    let message = body["error"].as_str().unwrap();
+    assert!(
+        message.contains("max_enqueued_batches") && message.contains("model full"),
+        "{message}"
+    );
+    let (status, body, _) = waiting.join().unwrap();
+    assert_eq!((status, body), (200, json!({"predictions": [3.5]})));
+    assert!(metric("tfserve_rejected_total", &["model=\"full\"", "reason=\"queue_full\""]) >= 1.0);
+}
+
+#[test]
+fn requests_over_max_batch_size_need_splitting() {
+    let (status, body, _) = post("strict", json!({"instances": [1.0, 2.0, 3.0, 4.0, 5.0]}));
+    assert_eq!(status, 400);
+    let message = body["error"].as_str().unwrap();
+    assert!(
+        message.contains("5 rows") && message.contains("max_batch_size 4"),
+        "{message}"
+    );
+    let (status, body, _) = post(
+        "split",
+        json!({"instances": (0..20).map(f64::from).collect::<Vec<_>>()}),
+    );
+    assert_eq!(status, 200);
+    assert_close(
+        &body["predictions"],
+        &(0..20).map(|x| 0.5 * x as f64 + 3.0).collect::<Vec<_>>(),
+        1e-4,
+    );
+}
+
+#[test]
+fn abandoned_requests_are_dropped_before_running() {
+    let before_runs = metric("tfserve_batch_size_count", &["model=\"drop\""]);
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let result = client
+        .post(format!("{}/v1/models/drop:predict", base_url()))
+        .json(&json!({"instances": [1.0]}))
+        .send();
+    assert!(result.is_err(), "the client gives up before the 1.5 s batch timeout");
+    std::thread::sleep(Duration::from_millis(2_000));
+    assert_eq!(metric("tfserve_dropped_total", &["model=\"drop\""]), 1.0);
+    assert_eq!(
+        metric("tfserve_batch_size_count", &["model=\"drop\""]),
+        before_runs,
+        "nothing ran"
+    );
+}
