@@ -11,31 +11,11 @@ Every model is deterministic and well under 1 MB; the outputs are committed.
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 
-TF_PIN = "tensorflow-cpu==2.21.0"
 HERE = pathlib.Path(__file__).resolve().parent
-
-
-def cache_root() -> pathlib.Path:
-    if os.environ.get("TFSERVE_CACHE_DIR"):
-        return pathlib.Path(os.environ["TFSERVE_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
-    return pathlib.Path(xdg) / "tfserve"
-
-
-def ensure_venv() -> None:
-    venv = cache_root() / "gen-venv"
-    python = venv / "bin" / "python"
-    if pathlib.Path(sys.prefix).resolve() == venv.resolve():
-        return
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    wheels = cache_root() / "wheels"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "--find-links", str(wheels), TF_PIN], check=True)
-    os.execv(str(python), [str(python), __file__, *sys.argv[1:]])
+sys.path.insert(0, str(HERE.parent / "scripts"))
+import tfvenv  # noqa: E402
 
 
 def fresh(name: str, version: int) -> str:
@@ -221,7 +201,7 @@ BUILDERS = (half_plus_three, adder, multi_io, tf1_half_plus_two, image_classifie
 
 def main() -> None:
     """Writes every model, or only those named on the command line."""
-    ensure_venv()
+    tfvenv.ensure(__file__)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 

@@ -38,15 +38,10 @@ WHEELS = {
 PIP_SELECTORS = ["--python-version", "3.11", "--platform", "manylinux_2_27_x86_64",
                  "--only-binary=:all:", "--implementation", "cp", "--abi", "cp311"]
 
+from tfvenv import cache_root  # noqa: E402  (scripts/ is on sys.path when run as a script)
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 LINK = REPO / ".libtensorflow"
-
-
-def cache_root() -> pathlib.Path:
-    if os.environ.get("TFSERVE_CACHE_DIR"):
-        return pathlib.Path(os.environ["TFSERVE_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
-    return pathlib.Path(xdg) / "tfserve"
 
 
 def log(msg: str) -> None:

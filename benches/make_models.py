@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Writes the benchmark's larger models into the tfserve cache (never into git):
+an MLP (784 → 512 → 512 → 10) and a ResNet-50 (random weights), both exported
+the way the C API loads Keras models.
+
+    python3 benches/make_models.py   # prints the directory holding them
+"""
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
+import tfvenv  # noqa: E402
+
+
+def export(tf, keras, model, name, input_shape, out):
+    path = out / name / "1"
+    if (path / "saved_model.pb").exists():
+        return
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(
+        name="serving_default",
+        fn=lambda x: {"probabilities": model(x)},
+        input_signature=[tf.TensorSpec([None, *input_shape], tf.float32, name="x")],
+    )
+    archive.write_out(str(path))
+
+
+def main():
+    tfvenv.ensure(__file__)
+    import os
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import tensorflow as tf
+
+    out = tfvenv.cache_root() / "bench-models"
+    keras.utils.set_random_seed(3)
+    inputs = keras.Input(shape=(784,))
+    hidden = keras.layers.Dense(512, activation="relu")(inputs)
+    hidden = keras.layers.Dense(512, activation="relu")(hidden)
+    mlp = keras.Model(inputs, keras.layers.Dense(10, activation="softmax")(hidden))
+    export(tf, keras, mlp, "mlp", [784], out)
+    resnet = keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000)
+    export(tf, keras, resnet, "resnet50", [224, 224, 3], out)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()

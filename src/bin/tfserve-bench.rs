@@ -1,0 +1,108 @@
+//! Benchmark helpers driven by `benches/bench.py`:
+//! `raw` measures a model through the same C API path tfserve uses, with no
+//! HTTP; `ceiling` serves a fixed answer on the same actix-web stack, the
+//! upper bound for any model server on this machine.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use actix_web::{web, App, HttpResponse, HttpServer};
+use clap::{Parser, Subcommand};
+use tfserve::runtime::{LoadedModel, SessionConfig};
+use tfserve::signature::DEFAULT_SIGNATURE;
+use tfserve::warmup::synthetic_inputs;
+
+#[derive(Parser)]
+#[command(about = "tfserve benchmark helpers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Session runs in a loop at each batch size; prints one JSON line per size.
+    Raw {
+        #[arg(long)]
+        model_dir: PathBuf,
+        #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
+        batches: Vec<usize>,
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 0)]
+        intra_op: i32,
+        #[arg(long, default_value_t = 0)]
+        inter_op: i32,
+    },
+    /// Answers every request with a fixed JSON body after reading it.
+    Ceiling {
+        #[arg(long, default_value_t = 8600)]
+        port: u16,
+        #[arg(long, default_value_t = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))]
+        workers: usize,
+    },
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    match Cli::parse().command {
+        Command::Raw {
+            model_dir,
+            batches,
+            seconds,
+            intra_op,
+            inter_op,
+        } => {
+            let config = SessionConfig {
+                intra_op_parallelism: intra_op,
+                inter_op_parallelism: inter_op,
+                ..Default::default()
+            };
+            let model = LoadedModel::load(&model_dir, &["serve".to_string()], &config)?;
+            let signature = model
+                .signatures()
+                .find(|s| s.name == DEFAULT_SIGNATURE)
+                .ok_or("no serving_default signature")?
+                .clone();
+            for batch in batches {
+                let inputs = synthetic_inputs(&signature, batch).ok_or("cannot build inputs for this signature")?;
+                // The first runs at a new size are slow (graph specialisation).
+                for _ in 0..3 {
+                    model.run(&signature.name, inputs.clone())?;
+                }
+                let mut latencies = Vec::new();
+                let started = Instant::now();
+                while started.elapsed() < Duration::from_secs_f64(seconds) || latencies.len() < 3 {
+                    let inputs = inputs.clone();
+                    let call = Instant::now();
+                    model.run(&signature.name, inputs)?;
+                    latencies.push(call.elapsed().as_secs_f64());
+                }
+                let wall = started.elapsed().as_secs_f64();
+                latencies.sort_by(|a, b| a.total_cmp(b));
+                println!(
+                    "{{\"batch\": {batch}, \"calls\": {}, \"samples_per_s\": {:.1}, \"p50_ms\": {:.3}}}",
+                    latencies.len(),
+                    (batch * latencies.len()) as f64 / wall,
+                    latencies[latencies.len() / 2] * 1000.0
+                );
+            }
+            Ok(())
+        }
+        Command::Ceiling { port, workers } => {
+            actix_web::rt::System::new().block_on(async move {
+                HttpServer::new(|| {
+                    App::new().default_service(web::to(|_body: web::Bytes| async {
+                        HttpResponse::Ok()
+                            .content_type("application/json")
+                            .body(r#"{"predictions":[3.5]}"#)
+                    }))
+                })
+                .workers(workers)
+                .bind(("127.0.0.1", port))?
+                .run()
+                .await
+            })?;
+            Ok(())
+        }
+    }
+}
