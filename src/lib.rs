@@ -81,11 +81,12 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let registry = Arc::new(Registry::default());
     let (batching, params, threads) = settings.batching(&|name| std::env::var(name).ok())?;
     let batcher = Batcher::new(threads).map_err(StartError::Threads)?;
+    let (intra, inter) = settings.session_threads(threads);
     let options = LoadOptions {
         tags: settings.tags(),
         session: SessionConfig {
-            intra_op_parallelism: settings.tensorflow_intra_op_parallelism,
-            inter_op_parallelism: settings.tensorflow_inter_op_parallelism,
+            intra_op_parallelism: intra,
+            inter_op_parallelism: inter,
             ..SessionConfig::default()
         },
         batcher: batcher.clone(),
@@ -96,9 +97,14 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
             unbatched_queue: settings.max_queued_runs,
         },
     };
-    if batching {
-        log::info!("batching on: {:?}, {threads} batch thread(s)", options.batching.params);
-    }
+    log::info!(
+        "{threads} batch thread(s), TensorFlow intra-op {intra} / inter-op {inter} threads; batching {}",
+        if batching {
+            format!("on: {:?}", options.batching.params)
+        } else {
+            "off".to_string()
+        }
+    );
     registry.load(&model_sources(settings)?, &options)?;
     let service = Service::new(registry.clone(), Duration::from_millis(settings.rest_api_timeout_in_ms));
     let state = web::Data::new(http::AppState {

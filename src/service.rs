@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use crate::batcher::{BatchError, BatchOutput};
+use crate::batcher::{BatchError, BatchOutput, Pending};
 use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
 use crate::codec::PredictEnvelope;
@@ -77,18 +77,37 @@ impl Service {
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
         let pending = queue.submit(inputs, &names)?;
-        let client_gone = trace.client_gone.take();
-        // Returning early drops `pending`, which marks the queued request as abandoned.
-        let output = tokio::select! {
-            answer = tokio::time::timeout(self.timeout, pending) => match answer {
-                Ok(Ok(result)) => result?,
-                Ok(Err(_)) => return Err(BatchError::ShuttingDown.into()),
-                Err(_) => return Err(ApiError::Timeout(self.timeout.as_millis() as u64)),
-            },
-            () = watch_client(client_gone) => return Err(ApiError::ClientGone),
-        };
+        let output = self.wait(pending, trace.client_gone.take()).await?;
         trace.ran(&output);
         Ok(output.outputs)
+    }
+
+    /// Waits for a queued request's answer, until the request timeout, checking
+    /// now and then that the client is still there. Returning early drops
+    /// `pending`, which marks the queued request as abandoned. One timer per
+    /// wait keeps fast requests cheap.
+    async fn wait(&self, mut pending: Pending, client_gone: Option<ClientGone>) -> Result<BatchOutput, ApiError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let wake_at = match &client_gone {
+                Some(_) => deadline.min(tokio::time::Instant::now() + CLIENT_CHECK_INTERVAL),
+                None => deadline,
+            };
+            tokio::select! {
+                answer = &mut pending => return match answer {
+                    Ok(result) => Ok(result?),
+                    Err(_) => Err(BatchError::ShuttingDown.into()),
+                },
+                () = tokio::time::sleep_until(wake_at) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(ApiError::Timeout(self.timeout.as_millis() as u64));
+                    }
+                    if client_gone.as_ref().is_some_and(|gone| gone()) {
+                        return Err(ApiError::ClientGone);
+                    }
+                }
+            }
+        }
     }
 
     /// TF Serving's `:predict`, with the response in the request's layout.
@@ -223,21 +242,6 @@ impl Service {
             "model_spec": { "name": model, "signature_name": "", "version": servable.version.to_string() },
             "metadata": { "signature_def": { "signature_def": defs } }
         }))
-    }
-}
-
-/// Resolves once the client has gone; never, when that cannot be told.
-async fn watch_client(client_gone: Option<ClientGone>) {
-    let Some(gone) = client_gone else {
-        return std::future::pending().await;
-    };
-    let mut interval = tokio::time::interval(CLIENT_CHECK_INTERVAL);
-    interval.tick().await;
-    loop {
-        interval.tick().await;
-        if gone() {
-            return;
-        }
     }
 }
 

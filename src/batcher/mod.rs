@@ -155,6 +155,8 @@ struct State {
     next_id: u64,
     /// The queue served last, for round-robin fairness.
     cursor: u64,
+    /// Batch threads waiting for work: only then does a new request need to wake one.
+    idle: usize,
     shutdown: bool,
 }
 
@@ -303,6 +305,7 @@ fn worker(shared: &Shared) {
                 if state.shutdown && state.queues.values().all(|e| e.queue.is_empty()) {
                     break None;
                 }
+                state.idle += 1;
                 state = match state.next_deadline() {
                     Some(deadline) => {
                         shared
@@ -313,6 +316,7 @@ fn worker(shared: &Shared) {
                     }
                     None => shared.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
                 };
+                state.idle -= 1;
             }
         };
         match work {
@@ -512,7 +516,7 @@ impl QueueHandle {
                 reply: Reply::Whole(sender),
             }]
         };
-        {
+        let wake = {
             let mut state = self.shared.lock();
             if state.shutdown {
                 return Err(BatchError::ShuttingDown);
@@ -536,8 +540,12 @@ impl QueueHandle {
                     });
                 }
             }
+            state.idle > 0
+        };
+        // A busy thread looks at the queues again when its batch is done.
+        if wake {
+            self.shared.wake.notify_one();
         }
-        self.shared.wake.notify_one();
         Ok(receiver)
     }
 }

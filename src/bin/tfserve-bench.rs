@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use actix_web::{web, App, HttpResponse, HttpServer};
 use clap::{Parser, Subcommand};
+use tfserve::registry::discover_versions;
 use tfserve::runtime::{LoadedModel, SessionConfig};
 use tfserve::signature::DEFAULT_SIGNATURE;
 use tfserve::warmup::synthetic_inputs;
@@ -23,6 +24,7 @@ struct Cli {
 enum Command {
     /// Session runs in a loop at each batch size; prints one JSON line per size.
     Raw {
+        /// A SavedModel directory, or a base path whose latest version is used.
         #[arg(long)]
         model_dir: PathBuf,
         #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
@@ -57,7 +59,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 inter_op_parallelism: inter_op,
                 ..Default::default()
             };
-            let model = LoadedModel::load(&model_dir, &["serve".to_string()], &config)?;
+            // A base path with version directories means its latest version.
+            let version_dir = discover_versions(&model_dir)?
+                .pop()
+                .map(|(_, path)| path)
+                .unwrap_or(model_dir);
+            let model = LoadedModel::load(&version_dir, &["serve".to_string()], &config)?;
             let signature = model
                 .signatures()
                 .find(|s| s.name == DEFAULT_SIGNATURE)
