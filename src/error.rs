@@ -32,6 +32,12 @@ pub enum ApiError {
     Timeout(u64),
     #[error("the client closed the connection before the answer was ready")]
     ClientGone,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    InsufficientStorage(String),
 }
 
 impl ApiError {
@@ -45,7 +51,12 @@ impl ApiError {
             ApiError::Registry(RegistryError::BadBasePath { .. } | RegistryError::LabelTarget { .. }) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
+            ApiError::Registry(RegistryError::AlreadyLoaded(_)) => StatusCode::CONFLICT,
+            ApiError::Registry(RegistryError::LoadFailed { .. }) => StatusCode::BAD_REQUEST,
             ApiError::Registry(_) => StatusCode::NOT_FOUND,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Batch(BatchError::QueueFull { .. } | BatchError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Batch(BatchError::TooLarge { .. } | BatchError::Inputs(_)) => StatusCode::BAD_REQUEST,
             ApiError::Batch(BatchError::Run(RuntimeError::Run { code, .. })) => tf_status(*code),

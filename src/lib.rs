@@ -6,7 +6,9 @@
 //! - `service`: the request path shared by every dialect.
 //! - `codec`: JSON ⇄ typed tensors, `tf.Example` building.
 //! - `registry`: models, versions and their states.
-//! - `executor`: the bounded session-run thread pool.
+//! - `batcher`: per-signature queues drained by the batch threads.
+//! - `metrics`: Prometheus metrics; `warmup`: first runs before serving.
+//! - `model_config`, `textproto`: model config files.
 //! - `runtime`: everything that touches TensorFlow.
 //! - `tensor`, `signature`: TensorFlow-free data types.
 
@@ -78,7 +80,6 @@ pub struct Running {
 /// Must be called inside an actix (tokio) runtime.
 pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let started = Instant::now();
-    let registry = Arc::new(Registry::default());
     let (batching, params, threads) = settings.batching(&|name| std::env::var(name).ok())?;
     let batcher = Batcher::new(threads).map_err(StartError::Threads)?;
     let (intra, inter) = settings.session_threads(threads);
@@ -96,6 +97,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
             overrides: settings.model_batching.clone(),
             unbatched_queue: settings.max_queued_runs,
         },
+        swap: settings.swap_policy,
     };
     log::info!(
         "{threads} batch thread(s), TensorFlow intra-op {intra} / inter-op {inter} threads; batching {}",
@@ -105,11 +107,26 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
             "off".to_string()
         }
     );
-    registry.load(&model_sources(settings)?, &options)?;
+    let registry = Arc::new(Registry::new(options));
+    registry.sync(&model_sources(settings)?);
+    registry.check_labels()?;
+    let fs_poll = u64::try_from(settings.file_system_poll_wait_seconds)
+        .ok()
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs);
+    let config_poll = settings
+        .model_config_file
+        .clone()
+        .filter(|_| settings.model_config_file_poll_wait_seconds > 0)
+        .map(|path| (path, Duration::from_secs(settings.model_config_file_poll_wait_seconds)));
+    registry::spawn_poller(registry.clone(), fs_poll, config_poll).map_err(StartError::Threads)?;
     let service = Service::new(registry.clone(), Duration::from_millis(settings.rest_api_timeout_in_ms));
     let state = web::Data::new(http::AppState {
         service,
         max_request_bytes: settings.max_request_bytes,
+        config_file: settings.model_config_file.clone(),
+        model_roots: settings.roots(),
+        max_models: settings.max_models,
     });
     let addr = format!("{}:{}", settings.host, settings.http_port());
     let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http::configure))

@@ -178,7 +178,9 @@ fn from_json(root: &Json) -> Result<Vec<ModelSource>, String> {
     configs.iter().map(json_source).collect()
 }
 
-fn json_source(config: &Json) -> Result<ModelSource, String> {
+/// One model from its JSON description (TF Serving's JSON mapping or Simple
+/// TensorFlow Serving's keys).
+pub fn json_source(config: &Json) -> Result<ModelSource, String> {
     let text = |key: &str| config.get(key).and_then(Json::as_str);
     let name = text("name").ok_or("a config has no name")?.to_string();
     let base_path = text("base_path").ok_or(format!("model '{name}' has no base_path"))?;

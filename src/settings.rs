@@ -8,6 +8,7 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 
 use crate::batcher::{BatchParams, ParamsOverride};
+use crate::registry::SwapPolicy;
 
 /// Command-line flags. Every flag is also accepted with dashes
 /// (`--rest-api-port`), as `--flag=value` or `--flag value`.
@@ -53,6 +54,41 @@ pub struct Cli {
     #[arg(long = "model_config_file", alias = "model-config-file")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_config_file: Option<PathBuf>,
+
+    /// Seconds between scans of each base path for new and removed versions
+    /// (TF Serving's flag). 0: scan once at start; negative: never. Default 1.
+    #[arg(
+        long = "file_system_poll_wait_seconds",
+        alias = "file-system-poll-wait-seconds",
+        allow_hyphen_values = true
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_system_poll_wait_seconds: Option<i64>,
+
+    /// Seconds between re-reads of --model_config_file; 0 (default): read once.
+    #[arg(
+        long = "model_config_file_poll_wait_seconds",
+        alias = "model-config-file-poll-wait-seconds"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_config_file_poll_wait_seconds: Option<u64>,
+
+    /// Version swaps: availability_preserving (new version serves before the
+    /// old unloads; default) or resource_preserving (unload first).
+    #[arg(long = "swap_policy", alias = "swap-policy")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_policy: Option<String>,
+
+    /// Comma-separated directories that models loaded over HTTP must live in.
+    /// Default: --models_dir.
+    #[arg(long = "model_roots", alias = "model-roots", value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_roots: Option<Vec<PathBuf>>,
+
+    /// Most models loaded at once; loads over HTTP beyond it answer 507. 0: no limit.
+    #[arg(long = "max_models", alias = "max-models")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_models: Option<usize>,
 
     /// Directory whose subdirectories are models (each holding numeric version
     /// directories). Used when --model_base_path is not given. Default "models".
@@ -125,6 +161,11 @@ pub struct Settings {
     pub model_name: String,
     pub model_base_path: Option<PathBuf>,
     pub model_config_file: Option<PathBuf>,
+    pub file_system_poll_wait_seconds: i64,
+    pub model_config_file_poll_wait_seconds: u64,
+    pub swap_policy: SwapPolicy,
+    pub model_roots: Vec<PathBuf>,
+    pub max_models: usize,
     pub models_dir: PathBuf,
     pub rest_api_num_threads: usize,
     pub enable_batching: bool,
@@ -153,6 +194,11 @@ impl Default for Settings {
             model_name: "default".into(),
             model_base_path: None,
             model_config_file: None,
+            file_system_poll_wait_seconds: 1,
+            model_config_file_poll_wait_seconds: 0,
+            swap_policy: SwapPolicy::default(),
+            model_roots: Vec::new(),
+            max_models: 0,
             models_dir: "models".into(),
             rest_api_num_threads: cores(),
             enable_batching: false,
@@ -343,6 +389,15 @@ impl Settings {
         Ok((enabled, params, threads))
     }
 
+    /// Directories models loaded over HTTP must live in.
+    pub fn roots(&self) -> Vec<PathBuf> {
+        if self.model_roots.is_empty() {
+            vec![self.models_dir.clone()]
+        } else {
+            self.model_roots.clone()
+        }
+    }
+
     pub fn tags(&self) -> Vec<String> {
         self.saved_model_tags
             .split(',')
@@ -393,6 +448,23 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(settings.model_name, "from_file");
         assert_eq!(settings.http_port(), 7001);
+    }
+
+    #[test]
+    fn per_model_batching_in_the_settings_file() {
+        let path = std::env::temp_dir().join(format!("tfserve-batching-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "enable_batching = true\n[model_batching.resnet]\nmax_batch_size = 16\n",
+        )
+        .unwrap();
+        let cli = Cli::try_parse_from(["tfserve", "--config", path.to_str().unwrap()]).unwrap();
+        let settings = Settings::load(&cli).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(settings.enable_batching);
+        assert_eq!(settings.model_batching["resnet"].max_batch_size, Some(16));
+        let (_, params, _) = settings.batching(&|_| None).unwrap();
+        assert_eq!(settings.model_batching["resnet"].apply(&params).max_batch_size, 16);
     }
 
     #[test]

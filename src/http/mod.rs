@@ -1,6 +1,7 @@
 //! The HTTP front end: one port, every dialect. Routing lives here; handlers
 //! stay thin and call into `service`.
 
+mod manage;
 mod tfs;
 
 use actix_web::dev::Decompress;
@@ -24,6 +25,19 @@ use crate::service::{Service, Trace};
 pub struct AppState {
     pub service: Service,
     pub max_request_bytes: usize,
+    /// The model config file, for reloads over HTTP.
+    pub config_file: Option<std::path::PathBuf>,
+    /// Directories models loaded over HTTP must live in.
+    pub model_roots: Vec<std::path::PathBuf>,
+    /// Most models loaded at once (0: no limit).
+    pub max_models: usize,
+}
+
+/// A URL path segment, percent-decoded.
+pub fn decode_segment(segment: &str) -> String {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// The connection's socket, recorded when it is accepted, so a request can
@@ -74,8 +88,15 @@ async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppS
             .content_type("text/plain; version=0.0.4")
             .body(METRICS.render());
     }
+    if let Some(response) = manage::health(path, &state) {
+        return response;
+    }
     let result = if path.len() >= 4 && path[..4].eq_ignore_ascii_case("/v1/") || path.eq_ignore_ascii_case("/v1") {
         tfs::handle(&req, payload, &state).await
+    } else if path.starts_with("/tfserve/") {
+        manage::tfserve_api(&req, payload, &state).await
+    } else if path == "/models" || path.starts_with("/models/") {
+        manage::sagemaker_models(&req, payload, &state).await
     } else {
         Err(ApiError::NotFound(format!("Not found: {} {}", req.method(), path)))
     };

@@ -1,11 +1,14 @@
 //! Warm-up: the first run at each batch size is slow (graph specialisation),
-//! so every size a queue can emit runs once on synthetic inputs before the
-//! version takes traffic.
+//! so a version runs its shipped warm-up requests, or every batch size its
+//! queues can emit on synthetic inputs, before it takes traffic.
 
+pub mod records;
+
+use std::path::Path;
 use std::time::Instant;
 
-use crate::runtime::LoadedModel;
-use crate::signature::SignatureSpec;
+use crate::runtime::{LoadedModel, RuntimeError};
+use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
 use crate::tensor::{Tensor, TensorData};
 
 /// Zero-valued inputs with `rows` rows; unknown inner dimensions become 1.
@@ -49,14 +52,75 @@ pub fn synthetic_inputs(signature: &SignatureSpec, rows: usize) -> Option<Vec<Te
         .collect()
 }
 
-/// Runs each signature once at each size. Failures (e.g. a model that decodes
-/// images from its string input cannot run on empty strings) are logged and
-/// do not stop the load.
-pub fn warm_up(model: &str, version: i64, runtime: &LoadedModel, sizes_for: impl Fn(&str) -> Vec<usize>) {
+/// Where TF Serving models ship their warm-up requests.
+pub const WARMUP_FILE: &str = "assets.extra/tf_serving_warmup_requests";
+
+/// Warms a freshly loaded version. A shipped warm-up file is replayed and
+/// must succeed (a failure fails the load, as in TF Serving); otherwise each
+/// signature runs once at each of `sizes` on synthetic inputs, and failures
+/// (e.g. an image model cannot decode empty strings) are only logged.
+pub fn warm_up(
+    model: &str,
+    version: i64,
+    dir: &Path,
+    runtime: &LoadedModel,
+    sizes: &[usize],
+) -> Result<(), RuntimeError> {
     let started = Instant::now();
+    let file = dir.join(WARMUP_FILE);
+    let runs = if file.exists() {
+        replay(&file, runtime)?
+    } else {
+        synthetic(model, version, runtime, sizes)
+    };
+    log::info!(
+        "model {model} version {version}: {runs} warm-up run(s) in {:.0} ms{}",
+        started.elapsed().as_secs_f64() * 1000.0,
+        if file.exists() { " from assets.extra" } else { "" }
+    );
+    Ok(())
+}
+
+fn replay(file: &Path, runtime: &LoadedModel) -> Result<usize, RuntimeError> {
+    let fail = |message: String| RuntimeError::Load {
+        path: file.display().to_string(),
+        message,
+    };
+    let data = std::fs::read(file).map_err(|e| fail(e.to_string()))?;
+    let requests = records::parse(&data).map_err(fail)?;
+    for (i, request) in requests.iter().enumerate() {
+        let name = request.signature.as_deref().unwrap_or(DEFAULT_SIGNATURE);
+        let signature = runtime
+            .signatures()
+            .find(|s| s.name == name)
+            .ok_or_else(|| fail(format!("record {i}: no signature '{name}'")))?;
+        let inputs = signature
+            .inputs
+            .iter()
+            .map(|spec| {
+                request
+                    .inputs
+                    .get(&spec.key)
+                    .or_else(|| {
+                        (signature.inputs.len() == 1 && request.inputs.len() == 1)
+                            .then(|| request.inputs.values().next())
+                            .flatten()
+                    })
+                    .cloned()
+                    .ok_or_else(|| fail(format!("record {i}: no input '{}'", spec.key)))
+            })
+            .collect::<Result<Vec<Tensor>, _>>()?;
+        runtime
+            .run(name, inputs)
+            .map_err(|e| fail(format!("record {i}: {e}")))?;
+    }
+    Ok(requests.len())
+}
+
+fn synthetic(model: &str, version: i64, runtime: &LoadedModel, sizes: &[usize]) -> usize {
     let mut runs = 0;
     for signature in runtime.signatures() {
-        for rows in sizes_for(&signature.name) {
+        for &rows in sizes {
             let Some(inputs) = synthetic_inputs(signature, rows) else {
                 log::debug!(
                     "model {model} version {version}: no synthetic inputs for signature {}",
@@ -76,10 +140,7 @@ pub fn warm_up(model: &str, version: i64, runtime: &LoadedModel, sizes_for: impl
             }
         }
     }
-    log::info!(
-        "model {model} version {version}: {runs} warm-up run(s) in {:.0} ms",
-        started.elapsed().as_secs_f64() * 1000.0
-    );
+    runs
 }
 
 #[cfg(test)]

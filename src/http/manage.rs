@@ -1,0 +1,237 @@
+//! Model management over HTTP: tfserve's own API (`/tfserve/...`), SageMaker's
+//! multi-model routes (`/models...`), and the health endpoints.
+
+use std::path::{Component, Path, PathBuf};
+
+use actix_web::http::{Method, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+
+use super::{read_body, AppState};
+use crate::error::ApiError;
+use crate::model_config::{self, ModelSource, VersionPolicy};
+use crate::registry::{ModelInfo, RegistryError, VersionSelector};
+use crate::service::Trace;
+
+fn json(status: StatusCode, value: Value) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .body(value.to_string())
+}
+
+/// `/v1/health/{live,ready}` and KServe's `/v2/health/{live,ready}`.
+pub fn health(path: &str, state: &AppState) -> Option<HttpResponse> {
+    match path {
+        "/v1/health/live" | "/v2/health/live" => Some(json(StatusCode::OK, json!({"status": "live"}))),
+        "/v1/health/ready" | "/v2/health/ready" => Some(match state.service.registry.ready() {
+            Ok(()) => json(StatusCode::OK, json!({"status": "ready"})),
+            Err(reason) => json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": format!("not ready: {reason}")}),
+            ),
+        }),
+        _ => None,
+    }
+}
+
+fn versions_json(info: &ModelInfo) -> Value {
+    info.versions
+        .iter()
+        .map(|v| json!({"version": v.version.to_string(), "state": v.state.as_str(), "error": v.error.clone().unwrap_or_default()}))
+        .collect()
+}
+
+/// Resolves a path given over HTTP inside the configured model roots: no
+/// `..`, and after following symlinks still under a root.
+pub fn confine(path: &str, roots: &[PathBuf], model: &str) -> Result<PathBuf, ApiError> {
+    let requested = Path::new(path);
+    if requested.components().any(|c| c == Component::ParentDir) {
+        return Err(ApiError::Forbidden(format!("path {path} may not contain '..'")));
+    }
+    let real = requested
+        .canonicalize()
+        .map_err(|_| ApiError::NotFound(format!("Could not find valid base path {path} for servable {model}")))?;
+    if roots
+        .iter()
+        .filter_map(|r| r.canonicalize().ok())
+        .any(|root| real.starts_with(root))
+    {
+        return Ok(real);
+    }
+    let roots: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    Err(ApiError::Forbidden(format!(
+        "path {path} is outside the model roots ({}; model_roots)",
+        roots.join(", ")
+    )))
+}
+
+/// Loads a model on a blocking thread (loading and warm-up take long).
+async fn add_model(state: &AppState, source: ModelSource) -> Result<(), ApiError> {
+    if state.max_models > 0 && state.service.registry.model_names().len() >= state.max_models {
+        return Err(ApiError::InsufficientStorage(format!(
+            "cannot load model {}: {} models are loaded, the limit (max_models) is {}",
+            source.name,
+            state.service.registry.model_names().len(),
+            state.max_models
+        )));
+    }
+    let registry = state.service.registry.clone();
+    web::block(move || registry.add_model(source))
+        .await
+        .map_err(|e| ApiError::BadRequest(e.to_string()))??;
+    Ok(())
+}
+
+async fn remove_model(state: &AppState, name: String) -> Result<(), ApiError> {
+    let registry = state.service.registry.clone();
+    web::block(move || registry.remove_model(&name))
+        .await
+        .map_err(|e| ApiError::BadRequest(e.to_string()))??;
+    Ok(())
+}
+
+fn body_json(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("JSON Parse error: {e}")))
+}
+
+/// tfserve's management API.
+pub async fn tfserve_api(req: &HttpRequest, payload: web::Payload, state: &AppState) -> Result<HttpResponse, ApiError> {
+    let path = req.path().trim_end_matches('/');
+    let method = req.method();
+    if path == "/tfserve/models" && method == Method::GET {
+        let models: Vec<Value> = state
+            .service
+            .registry
+            .list()
+            .iter()
+            .map(|m| json!({"name": m.name, "base_path": m.base_path, "versions": versions_json(m)}))
+            .collect();
+        return Ok(json(StatusCode::OK, json!({"models": models})));
+    }
+    if path == "/tfserve/models" && method == Method::POST {
+        let body = body_json(&read_body(req, payload, state.max_request_bytes).await?)?;
+        let mut source = model_config::json_source(&body).map_err(ApiError::BadRequest)?;
+        if body.get("model_version_policy").is_none() {
+            source.policy = VersionPolicy::All;
+        }
+        source.base_path = confine(
+            &source.base_path.display().to_string(),
+            &state.model_roots,
+            &source.name,
+        )?;
+        let name = source.name.clone();
+        add_model(state, source).await?;
+        let info = state.service.registry.list().into_iter().find(|m| m.name == name);
+        let versions = info.as_ref().map(versions_json).unwrap_or(Value::Null);
+        return Ok(json(StatusCode::CREATED, json!({"name": name, "versions": versions})));
+    }
+    if let Some(name) = path.strip_prefix("/tfserve/models/").filter(|n| !n.contains('/')) {
+        if method == Method::DELETE {
+            let name = super::decode_segment(name);
+            remove_model(state, name.clone()).await?;
+            return Ok(json(StatusCode::OK, json!({"unloaded": name})));
+        }
+    }
+    if path == "/tfserve/config:reload" && method == Method::POST {
+        let file = state
+            .config_file
+            .clone()
+            .ok_or_else(|| ApiError::BadRequest("no --model_config_file to reload".into()))?;
+        let sources = model_config::load(&file).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let registry = state.service.registry.clone();
+        web::block(move || registry.sync(&sources))
+            .await
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let names = state.service.registry.model_names();
+        return Ok(json(StatusCode::OK, json!({"models": names})));
+    }
+    Err(ApiError::NotFound(format!("Not found: {method} {path}")))
+}
+
+/// SageMaker's multi-model endpoint routes.
+pub async fn sagemaker_models(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+) -> Result<HttpResponse, ApiError> {
+    let path = req.path().trim_end_matches('/');
+    let method = req.method().clone();
+    let rest = path.strip_prefix("/models").unwrap_or_default();
+    let not_loaded = |name: &str| ApiError::NotFound(format!("Model {name} is not loaded yet."));
+    let info = |name: &str| state.service.registry.list().into_iter().find(|m| m.name == name);
+    match (
+        method.as_str(),
+        rest.trim_start_matches('/').split('/').collect::<Vec<_>>().as_slice(),
+    ) {
+        ("GET", [""]) => {
+            let models: Vec<Value> = state
+                .service
+                .registry
+                .list()
+                .iter()
+                .map(|m| json!({"modelName": m.name, "modelUrl": m.base_path}))
+                .collect();
+            Ok(json(StatusCode::OK, json!({"models": models})))
+        }
+        ("POST", [""]) => {
+            let body = body_json(&read_body(req, payload, state.max_request_bytes).await?)?;
+            let field = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
+            let name =
+                field("model_name").ok_or_else(|| ApiError::BadRequest("missing 'model_name' in the body".into()))?;
+            let url = field("url").ok_or_else(|| ApiError::BadRequest("missing 'url' in the body".into()))?;
+            if info(&name).is_some() {
+                return Err(ApiError::Conflict(format!("Model {name} is already loaded.")));
+            }
+            let base_path = confine(&url, &state.model_roots, &name)?;
+            add_model(state, ModelSource::all_versions(name.clone(), base_path))
+                .await
+                .map_err(|e| match e {
+                    ApiError::Registry(RegistryError::AlreadyLoaded(_)) => {
+                        ApiError::Conflict(format!("Model {name} is already loaded."))
+                    }
+                    other => other,
+                })?;
+            Ok(json(
+                StatusCode::OK,
+                json!({"success": format!("Successfully loaded model {name}")}),
+            ))
+        }
+        ("GET", [name]) => {
+            let name = super::decode_segment(name);
+            let m = info(&name).ok_or_else(|| not_loaded(&name))?;
+            Ok(json(
+                StatusCode::OK,
+                json!({"modelName": m.name, "modelUrl": m.base_path, "versions": versions_json(&m)}),
+            ))
+        }
+        ("DELETE", [name]) => {
+            let name = super::decode_segment(name);
+            remove_model(state, name.clone()).await.map_err(|_| not_loaded(&name))?;
+            Ok(json(
+                StatusCode::OK,
+                json!({"success": format!("Successfully unloaded model {name}.")}),
+            ))
+        }
+        ("POST", [name, "invoke"]) => {
+            let name = super::decode_segment(name);
+            if info(&name).is_none() {
+                return Err(not_loaded(&name));
+            }
+            let started = std::time::Instant::now();
+            let mut trace = Trace {
+                client_gone: super::client_gone(req),
+                ..Trace::default()
+            };
+            let result = async {
+                let body = read_body(req, payload, state.max_request_bytes).await?;
+                state
+                    .service
+                    .predict(&name, &VersionSelector::Latest, &body, &mut trace)
+                    .await
+            }
+            .await;
+            Ok(super::answer(result, &name, "invoke", &trace, started))
+        }
+        _ => Err(ApiError::NotFound(format!("Not found: {method} {path}"))),
+    }
+}

@@ -1,0 +1,66 @@
+//! Finding models and versions on disk.
+
+use std::path::{Path, PathBuf};
+
+use super::RegistryError;
+use crate::model_config::ModelSource;
+
+/// Numeric child directories of `base_path`, as (version, path), ascending.
+pub fn discover_versions(base_path: &Path) -> Result<Vec<(i64, PathBuf)>, RegistryError> {
+    let entries = std::fs::read_dir(base_path).map_err(|e| RegistryError::BadBasePath {
+        path: base_path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let mut versions: Vec<(i64, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let version = name
+                .parse::<i64>()
+                .ok()
+                .filter(|v| *v >= 0 && name.bytes().all(|b| b.is_ascii_digit()))?;
+            Some((version, e.path()))
+        })
+        .collect();
+    versions.sort();
+    Ok(versions)
+}
+
+/// Each subdirectory of `root` holding numeric version directories is a model.
+pub fn discover_models(root: &Path) -> Result<Vec<ModelSource>, RegistryError> {
+    let entries = std::fs::read_dir(root).map_err(|e| RegistryError::BadBasePath {
+        path: root.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let mut models: Vec<ModelSource> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .filter(|e| discover_versions(&e.path()).map(|v| !v.is_empty()).unwrap_or(false))
+        .filter_map(|e| Some(ModelSource::all_versions(e.file_name().to_str()?, e.path())))
+        .collect();
+    models.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(models)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovers_numeric_versions_only() {
+        let dir = std::env::temp_dir().join(format!("tfserve-discover-{}", std::process::id()));
+        for sub in ["m/1", "m/10", "m/2", "m/tmp", "m/3a", "empty/x"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let versions: Vec<i64> = discover_versions(&dir.join("m"))
+            .unwrap()
+            .into_iter()
+            .map(|v| v.0)
+            .collect();
+        assert_eq!(versions, vec![1, 2, 10]);
+        let models: Vec<String> = discover_models(&dir).unwrap().into_iter().map(|m| m.name).collect();
+        assert_eq!(models, vec!["m"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,387 @@
+//! The model repository live: versions swapped under steady traffic with no
+//! failed request, config reloads in all three dialects, the management and
+//! SageMaker multi-model routes with their errors, and readiness.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{repo_path, spawn_server};
+use serde_json::{json, Value};
+use tfserve::settings::Settings;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tfserve-repo-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Copies a version in under a temporary name, then renames it into place,
+/// so a poll never sees half a model.
+fn publish_version(from: &Path, base: &Path, version: u32) {
+    let staging = base.join(format!(".staging-{version}"));
+    copy_dir(from, &staging);
+    std::fs::rename(&staging, base.join(version.to_string())).unwrap();
+}
+
+fn call(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, Value) {
+    let client = reqwest::blocking::Client::new();
+    let mut request = client.request(method, url);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().expect("request is answered");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn server(settings: Settings) -> String {
+    format!(
+        "http://{}",
+        spawn_server(Settings {
+            host: "127.0.0.1".into(),
+            rest_api_port: Some(0),
+            ..settings
+        })
+    )
+}
+
+#[test]
+fn versions_swap_under_traffic_without_a_failed_request() {
+    let base = temp_dir("swap").join("adder");
+    publish_version(&repo_path("models/adder/1"), &base, 1);
+    let url = server(Settings {
+        model_name: "adder".into(),
+        model_base_path: Some(base.clone()),
+        ..Settings::default()
+    });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = {
+        let (stop, url) = (stop.clone(), url.clone());
+        std::thread::spawn(move || {
+            let mut answers = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let (status, body) = call(
+                    reqwest::Method::POST,
+                    &format!("{url}/v1/models/adder:predict"),
+                    Some(json!({"instances": [1.0]})),
+                );
+                answers.push((status, body["predictions"][0].as_f64()));
+            }
+            answers
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    publish_version(&repo_path("models/adder/2"), &base, 2);
+    let status = |url: &str| call(reqwest::Method::GET, &format!("{url}/v1/models/adder"), None).1;
+    wait_for("version 2 to serve", || {
+        status(&url)["model_version_status"]
+            .to_string()
+            .contains(r#""version":"2""#)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_dir_all(base.join("1")).unwrap();
+    wait_for("version 1 to unload", || {
+        let versions = status(&url)["model_version_status"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        versions.len() == 1 && versions[0]["version"] == "2"
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let answers = client.join().unwrap();
+
+    assert!(answers.len() > 20, "only {} requests", answers.len());
+    assert!(
+        answers.iter().all(|(status, _)| *status == 200),
+        "a request failed: {:?}",
+        answers.iter().find(|a| a.0 != 200)
+    );
+    // Every answer comes from the version that served it: v1 (2.0) until v2 (3.0) takes over, never back.
+    let first_v2 = answers
+        .iter()
+        .position(|a| a.1 == Some(3.0))
+        .expect("version 2 answered");
+    assert!(answers[..first_v2].iter().all(|a| a.1 == Some(2.0)));
+    assert!(answers[first_v2..].iter().all(|a| a.1 == Some(3.0)));
+}
+
+#[test]
+fn config_reloads_in_every_dialect() {
+    let dir = temp_dir("dialects");
+    let config = dir.join("models.config");
+    let adder = repo_path("models/adder");
+    std::fs::write(
+        &config,
+        format!(
+            "model_config_list {{ config {{ name: 'adder' base_path: '{}' model_version_policy {{ specific {{ versions: 1 }} }} version_labels {{ key: 'stable' value: 1 }} }} }}",
+            adder.display()
+        ),
+    )
+    .unwrap();
+    let url = server(Settings {
+        model_config_file: Some(config.clone()),
+        ..Settings::default()
+    });
+    let predict = |path: &str| {
+        call(
+            reqwest::Method::POST,
+            &format!("{url}{path}"),
+            Some(json!({"instances": [1.0]})),
+        )
+    };
+    assert_eq!(
+        predict("/v1/models/adder/labels/stable:predict").1,
+        json!({"predictions": [2.0]})
+    );
+    assert_eq!(
+        predict("/v1/models/adder/versions/2:predict").0,
+        404,
+        "policy serves version 1 only"
+    );
+
+    // TF Serving's JSON mapping: all versions, the label moved to version 2.
+    let tfs_json = json!({"model_config_list": {"config": [{"name": "adder", "base_path": adder,
+        "model_version_policy": {"all": {}}, "version_labels": {"stable": 2}}]}});
+    std::fs::write(&config, tfs_json.to_string()).unwrap();
+    let (status, body) = call(reqwest::Method::POST, &format!("{url}/tfserve/config:reload"), None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        predict("/v1/models/adder/labels/stable:predict").1,
+        json!({"predictions": [3.0]})
+    );
+    assert_eq!(
+        predict("/v1/models/adder/versions/1:predict").1,
+        json!({"predictions": [2.0]})
+    );
+
+    // Simple TensorFlow Serving's list: a full replacement, so `adder` goes away.
+    let stfs = json!({"model_config_list": [{"name": "half", "base_path": repo_path("models/half_plus_three"), "platform": "tensorflow"}]});
+    std::fs::write(&config, stfs.to_string()).unwrap();
+    assert_eq!(
+        call(reqwest::Method::POST, &format!("{url}/tfserve/config:reload"), None).0,
+        200
+    );
+    assert_eq!(predict("/v1/models/half:predict").1, json!({"predictions": [3.5]}));
+    assert_eq!(predict("/v1/models/adder:predict").0, 404);
+
+    std::fs::write(&config, "model_config_list { config { name: 'x' } }").unwrap();
+    let (status, body) = call(reqwest::Method::POST, &format!("{url}/tfserve/config:reload"), None);
+    assert_eq!(status, 400);
+    assert!(body["error"].as_str().unwrap().contains("base_path"), "{body}");
+    assert_eq!(
+        predict("/v1/models/half:predict").0,
+        200,
+        "a bad config changes nothing"
+    );
+}
+
+#[test]
+fn management_api_loads_and_unloads_within_the_roots() {
+    let root = temp_dir("roots");
+    copy_dir(&repo_path("models/half_plus_three"), &root.join("half"));
+    let outside = temp_dir("outside");
+    copy_dir(&repo_path("models/adder"), &outside.join("adder"));
+    std::os::unix::fs::symlink(outside.join("adder"), root.join("escape")).unwrap();
+    let url = server(Settings {
+        models_dir: temp_dir("empty-models"),
+        model_roots: vec![root.clone()],
+        max_models: 2,
+        ..Settings::default()
+    });
+    let api = |method: reqwest::Method, path: &str, body: Option<Value>| call(method, &format!("{url}{path}"), body);
+    use reqwest::Method;
+
+    let half = root.join("half").display().to_string();
+    let (status, body) = api(
+        Method::POST,
+        "/tfserve/models",
+        Some(json!({"name": "half", "base_path": half})),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["versions"][0]["state"], "AVAILABLE");
+    assert_eq!(
+        api(
+            Method::POST,
+            "/v1/models/half:predict",
+            Some(json!({"instances": [2.0]}))
+        )
+        .1,
+        json!({"predictions": [4.0]})
+    );
+    let (status, body) = api(
+        Method::POST,
+        "/tfserve/models",
+        Some(json!({"name": "half", "base_path": half})),
+    );
+    assert_eq!(status, 409, "{body}");
+
+    let forbidden = [
+        outside.join("adder").display().to_string(),
+        format!(
+            "{}/../{}/adder",
+            root.display(),
+            outside.file_name().unwrap().to_str().unwrap()
+        ),
+        root.join("escape").display().to_string(),
+    ];
+    for path in forbidden {
+        let (status, body) = api(
+            Method::POST,
+            "/tfserve/models",
+            Some(json!({"name": "x", "base_path": path})),
+        );
+        assert_eq!(status, 403, "{path}: {body}");
+    }
+    let (status, _) = api(
+        Method::POST,
+        "/tfserve/models",
+        Some(json!({"name": "x", "base_path": root.join("nope")})),
+    );
+    assert_eq!(status, 404);
+
+    // SageMaker's multi-model routes.
+    copy_dir(&repo_path("models/adder"), &root.join("adder"));
+    let (status, body) = api(
+        Method::POST,
+        "/models",
+        Some(json!({"model_name": "adder", "url": root.join("adder")})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["success"], "Successfully loaded model adder");
+    let (status, _) = api(
+        Method::POST,
+        "/models",
+        Some(json!({"model_name": "adder", "url": root.join("adder")})),
+    );
+    assert_eq!(status, 409);
+    let (_, body) = api(Method::GET, "/models", None);
+    let names: Vec<&str> = body["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["modelName"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["adder", "half"]);
+    let (status, body) = api(Method::POST, "/models/adder/invoke", Some(json!({"instances": [1.0]})));
+    assert_eq!((status, body), (200, json!({"predictions": [3.0]})));
+    assert_eq!(api(Method::GET, "/models/adder", None).1["modelName"], "adder");
+    assert_eq!(api(Method::GET, "/models/nope", None).0, 404);
+    // The limit of two models is reached.
+    copy_dir(&repo_path("models/multi_io"), &root.join("multi"));
+    let (status, body) = api(
+        Method::POST,
+        "/models",
+        Some(json!({"model_name": "multi", "url": root.join("multi")})),
+    );
+    assert_eq!(status, 507, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("max_models"));
+
+    let (status, body) = api(Method::DELETE, "/models/adder", None);
+    assert_eq!(
+        (status, body["success"].as_str()),
+        (200, Some("Successfully unloaded model adder."))
+    );
+    assert_eq!(api(Method::DELETE, "/models/adder", None).0, 404);
+    assert_eq!(
+        api(Method::POST, "/models/adder/invoke", Some(json!({"instances": [1.0]}))).0,
+        404
+    );
+    assert_eq!(api(Method::DELETE, "/tfserve/models/half", None).0, 200);
+    assert_eq!(api(Method::DELETE, "/tfserve/models/half", None).0, 404);
+    assert_eq!(
+        api(
+            Method::POST,
+            "/v1/models/half:predict",
+            Some(json!({"instances": [1.0]}))
+        )
+        .0,
+        404
+    );
+    let (_, body) = api(Method::GET, "/tfserve/models", None);
+    assert_eq!(body, json!({"models": []}));
+}
+
+#[test]
+fn readiness_follows_the_configured_models() {
+    let base = temp_dir("ready").join("broken");
+    std::fs::create_dir_all(base.join("1")).unwrap();
+    std::fs::write(base.join("1/saved_model.pb"), b"garbage").unwrap();
+    let url = server(Settings {
+        model_name: "broken".into(),
+        model_base_path: Some(base.clone()),
+        ..Settings::default()
+    });
+    assert_eq!(
+        call(reqwest::Method::GET, &format!("{url}/v1/health/live"), None).0,
+        200
+    );
+    let (status, body) = call(reqwest::Method::GET, &format!("{url}/v1/health/ready"), None);
+    assert_eq!(status, 503);
+    assert!(body["error"].as_str().unwrap().contains("broken"), "{body}");
+
+    // A good version appears: the model becomes ready without a restart.
+    publish_version(&repo_path("models/half_plus_three/1"), &base, 2);
+    wait_for("readiness", || {
+        call(reqwest::Method::GET, &format!("{url}/v2/health/ready"), None).0 == 200
+    });
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn unloading_gives_memory_back() {
+    let root = temp_dir("rss");
+    copy_dir(&repo_path("models/mnist_cnn"), &root.join("cnn"));
+    let url = server(Settings {
+        models_dir: temp_dir("rss-empty"),
+        model_roots: vec![root.clone()],
+        ..Settings::default()
+    });
+    let api = |method: reqwest::Method, path: &str, body: Option<Value>| call(method, &format!("{url}{path}"), body);
+    // A first load and unload initialise TensorFlow's process-wide state.
+    let body = json!({"name": "cnn", "base_path": root.join("cnn")});
+    assert_eq!(api(reqwest::Method::POST, "/tfserve/models", Some(body.clone())).0, 201);
+    assert_eq!(api(reqwest::Method::DELETE, "/tfserve/models/cnn", None).0, 200);
+    let before = rss_kib();
+    assert_eq!(api(reqwest::Method::POST, "/tfserve/models", Some(body)).0, 201);
+    let loaded = rss_kib();
+    assert_eq!(api(reqwest::Method::DELETE, "/tfserve/models/cnn", None).0, 200);
+    let after = rss_kib();
+    println!("RSS before load {before} KiB, loaded {loaded} KiB, after unload {after} KiB");
+    assert!(
+        after as f64 <= before as f64 * 1.10,
+        "RSS {before} KiB before, {after} KiB after unloading"
+    );
+}
