@@ -577,10 +577,22 @@ fn batch_rows(inputs: &[Tensor], names: &[&str]) -> Result<usize, BatchError> {
 }
 
 impl Drop for QueueHandle {
+    /// An empty queue goes at once (its runner, and so the model, with it);
+    /// one still holding requests drains first and is removed by a batch thread.
     fn drop(&mut self) {
-        if let Some(entry) = self.shared.lock().queues.get_mut(&self.id) {
-            entry.closing = true;
-        }
+        let removed = {
+            let mut state = self.shared.lock();
+            match state.queues.get_mut(&self.id) {
+                Some(entry) if entry.queue.is_empty() => state.queues.remove(&self.id),
+                Some(entry) => {
+                    entry.closing = true;
+                    None
+                }
+                None => None,
+            }
+        };
+        // Outside the lock: dropping the last runner closes a TensorFlow session.
+        drop(removed);
         self.shared.wake.notify_all();
     }
 }

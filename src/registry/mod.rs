@@ -414,7 +414,13 @@ impl Registry {
             while Arc::strong_count(&servable) > 1 && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
             }
+            // A batch thread may still hold the session for a moment after the
+            // last reply; wait for it, so the memory is free when it is trimmed.
+            let session = Arc::downgrade(&servable.runtime);
             drop(servable);
+            while session.strong_count() > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             log::info!("model {model} version {version} unloaded");
         }
         self.set_slot(model, version, VersionState::End, None, None);
