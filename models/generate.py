@@ -36,6 +36,27 @@ def half_plus_three(tf):
     tf.saved_model.save(module, fresh("half_plus_three", 1), signatures={"serving_default": module.serve})
 
 
+def warmup_requests(tf):
+    """half_plus_three ships TF Serving's warm-up file, written with TF Serving's
+    own protos (tensorflow-serving-api, installed without its dependencies)."""
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+                    "tensorflow-serving-api==2.21.0"], check=True)
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    path = HERE / "half_plus_three" / "1" / "assets.extra" / "tf_serving_warmup_requests"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for batch in ([1.0], [1.0, 2.0, 3.0]):
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name="half_plus_three", signature_name="serving_default"),
+                inputs={"x": tf.make_tensor_proto(batch, dtype=tf.float32)},
+            )
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+
+
 def adder(tf):
     """Two versions of one model that differ in their output, for version routing."""
     for version in (1, 2):
@@ -195,7 +216,7 @@ def test_fixtures(tf):
     (data / "expected.json").write_text(json.dumps(expected))
 
 
-BUILDERS = (half_plus_three, adder, multi_io, tf1_half_plus_two, image_classifier, mnist_cnn, half_precision,
+BUILDERS = (half_plus_three, warmup_requests, adder, multi_io, tf1_half_plus_two, image_classifier, mnist_cnn, half_precision,
             first_token, test_fixtures)
 
 

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 struct Server {
     child: Child,
     url: String,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Server {
@@ -38,12 +39,15 @@ fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         .expect("binary starts");
     let stderr = child.stderr.take().expect("stderr is piped");
     let (sender, receiver) = std::sync::mpsc::channel();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lines = log.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Some(rest) = line.split(" on http://").nth(1) {
                 let addr = rest.split_whitespace().next().unwrap_or_default().to_string();
                 let _ = sender.send(addr);
             }
+            lines.lock().unwrap().push(line);
         }
     });
     let addr = receiver
@@ -52,6 +56,7 @@ fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
     Server {
         child,
         url: format!("http://{addr}"),
+        log,
     }
 }
 
@@ -81,6 +86,21 @@ fn model_config_file_policies_labels_and_failed_loads() {
     let dir = temp_dir("config");
     std::fs::create_dir_all(dir.join("broken/3")).unwrap();
     std::fs::write(dir.join("broken/3/saved_model.pb"), b"not a protobuf").unwrap();
+    // A model whose shipped warm-up file is corrupt does not become available.
+    let badwarm = dir.join("badwarm/1");
+    std::fs::create_dir_all(badwarm.join("variables")).unwrap();
+    std::fs::create_dir_all(badwarm.join("assets.extra")).unwrap();
+    let half_v1 = repo_path("models/half_plus_three/1");
+    for file in [
+        "saved_model.pb",
+        "variables/variables.index",
+        "variables/variables.data-00000-of-00001",
+    ] {
+        std::fs::copy(half_v1.join(file), badwarm.join(file)).unwrap();
+    }
+    let mut warmup = std::fs::read(half_v1.join("assets.extra/tf_serving_warmup_requests")).unwrap();
+    warmup[30] ^= 0xff;
+    std::fs::write(badwarm.join("assets.extra/tf_serving_warmup_requests"), warmup).unwrap();
     let config = format!(
         r#"
         # TF Serving's text format
@@ -95,6 +115,7 @@ fn model_config_file_policies_labels_and_failed_loads() {
           }}
           config {{ name: "half" base_path: "{half}" }}
           config {{ name: "broken" base_path: "broken" }}
+          config {{ name: "badwarm" base_path: "badwarm" }}
         }}"#,
         adder = repo_path("models/adder").display(),
         half = repo_path("models/half_plus_three").display(),
@@ -136,6 +157,23 @@ fn model_config_file_policies_labels_and_failed_loads() {
     assert!(!broken["status"]["error_message"].as_str().unwrap().is_empty());
     let (status, _) = post(&server, "/v1/models/broken:predict", one);
     assert_eq!(status, 404);
+
+    // half_plus_three ships TF Serving's warm-up file (written with TF Serving's protos): replayed before serving.
+    let log = server.log.lock().unwrap().join("\n");
+    assert!(
+        log.contains("model half version 1: 2 warm-up run(s)") && log.contains("from assets.extra"),
+        "{log}"
+    );
+    let (_, body) = get(&server, "/v1/models/badwarm");
+    let badwarm = &body["model_version_status"][0];
+    assert_eq!(badwarm["state"], "END");
+    assert!(
+        badwarm["status"]["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("tf_serving_warmup_requests"),
+        "{body}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
