@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
+use crate::runtime::SessionConfig;
 use crate::textproto::{self, Message};
 
 /// Which versions on disk are served.
@@ -35,6 +36,81 @@ pub struct ModelSource {
     pub base_path: PathBuf,
     pub policy: VersionPolicy,
     pub labels: BTreeMap<String, i64>,
+    /// Simple TensorFlow Serving's per-model `session_config`.
+    pub session: SessionOverrides,
+}
+
+/// Per-model session options; unset fields keep the server-wide values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionOverrides {
+    pub intra_op_parallelism: Option<i32>,
+    pub inter_op_parallelism: Option<i32>,
+    pub per_process_gpu_memory_fraction: Option<f64>,
+    pub gpu_allow_growth: Option<bool>,
+}
+
+impl SessionOverrides {
+    pub fn apply(&self, base: &SessionConfig) -> SessionConfig {
+        SessionConfig {
+            intra_op_parallelism: self.intra_op_parallelism.unwrap_or(base.intra_op_parallelism),
+            inter_op_parallelism: self.inter_op_parallelism.unwrap_or(base.inter_op_parallelism),
+            per_process_gpu_memory_fraction: self
+                .per_process_gpu_memory_fraction
+                .unwrap_or(base.per_process_gpu_memory_fraction),
+            gpu_allow_growth: self.gpu_allow_growth.unwrap_or(base.gpu_allow_growth),
+        }
+    }
+
+    /// Reads Simple TensorFlow Serving's `session_config` object.
+    fn from_json(model: &str, config: &Json) -> Result<SessionOverrides, String> {
+        let Some(object) = config.as_object() else {
+            return Err(format!("model '{model}': session_config must be an object"));
+        };
+        let known = [
+            "intra_op_parallelism_threads",
+            "inter_op_parallelism_threads",
+            "per_process_gpu_memory_fraction",
+            "allow_growth",
+            "allow_soft_placement",
+            "log_device_placement",
+        ];
+        if let Some(unknown) = object.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(format!(
+                "model '{model}': unknown session_config key '{unknown}' (known: {})",
+                known.join(", ")
+            ));
+        }
+        let int = |key: &str| -> Result<Option<i32>, String> {
+            object
+                .get(key)
+                .map(|v| {
+                    v.as_i64()
+                        .and_then(|n| i32::try_from(n).ok())
+                        .ok_or(format!("model '{model}': session_config.{key} must be an integer"))
+                })
+                .transpose()
+        };
+        Ok(SessionOverrides {
+            intra_op_parallelism: int("intra_op_parallelism_threads")?,
+            inter_op_parallelism: int("inter_op_parallelism_threads")?,
+            per_process_gpu_memory_fraction: object
+                .get("per_process_gpu_memory_fraction")
+                .map(|v| {
+                    v.as_f64().ok_or(format!(
+                        "model '{model}': session_config.per_process_gpu_memory_fraction must be a number"
+                    ))
+                })
+                .transpose()?,
+            gpu_allow_growth: object
+                .get("allow_growth")
+                .map(|v| {
+                    v.as_bool().ok_or(format!(
+                        "model '{model}': session_config.allow_growth must be true or false"
+                    ))
+                })
+                .transpose()?,
+        })
+    }
 }
 
 impl ModelSource {
@@ -44,6 +120,7 @@ impl ModelSource {
             base_path: base_path.into(),
             policy: VersionPolicy::All,
             labels: BTreeMap::new(),
+            session: SessionOverrides::default(),
         }
     }
 }
@@ -154,6 +231,7 @@ fn from_textproto(root: &Message) -> Result<Vec<ModelSource>, String> {
                 base_path: base_path.into(),
                 policy,
                 labels,
+                session: SessionOverrides::default(),
             })
         })
         .collect()
@@ -218,11 +296,16 @@ pub fn json_source(config: &Json) -> Result<ModelSource, String> {
             labels.insert(key.clone(), version(value)?);
         }
     }
+    let session = match config.get("session_config") {
+        Some(session) => SessionOverrides::from_json(&name, session)?,
+        None => SessionOverrides::default(),
+    };
     Ok(ModelSource {
         name,
         base_path: base_path.into(),
         policy,
         labels,
+        session,
     })
 }
 
@@ -256,8 +339,25 @@ mod tests {
         let sources = parse(tfs).unwrap();
         assert_eq!(sources[0].policy, VersionPolicy::All);
         assert_eq!(sources[0].labels["stable"], 3);
-        let stfs = r#"{"model_config_list": [{"name": "b", "base_path": "./b", "platform": "tensorflow"}]}"#;
-        assert_eq!(parse(stfs).unwrap()[0].policy, VersionPolicy::All);
+        let stfs = r#"{"model_config_list": [{"name": "b", "base_path": "./b", "platform": "tensorflow",
+                        "session_config": {"intra_op_parallelism_threads": 1, "allow_growth": true}}]}"#;
+        let source = &parse(stfs).unwrap()[0];
+        assert_eq!(source.policy, VersionPolicy::All);
+        let session = source.session.apply(&SessionConfig {
+            intra_op_parallelism: 4,
+            inter_op_parallelism: -1,
+            ..Default::default()
+        });
+        assert_eq!(
+            (
+                session.intra_op_parallelism,
+                session.inter_op_parallelism,
+                session.gpu_allow_growth
+            ),
+            (1, -1, true)
+        );
+        let typo = r#"{"model_config_list": [{"name": "b", "base_path": "./b", "session_config": {"intra_op": 1}}]}"#;
+        assert!(parse(typo).unwrap_err().contains("intra_op"));
     }
 
     #[test]

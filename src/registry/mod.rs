@@ -337,7 +337,7 @@ impl Registry {
             to_unload.iter().for_each(|&v| self.unload(name, v));
         }
         for (version, path) in &to_load {
-            self.load(name, *version, path);
+            self.load(name, *version, path, &source);
         }
         if self.options.swap == SwapPolicy::AvailabilityPreserving {
             to_unload.iter().for_each(|&v| self.unload(name, v));
@@ -377,10 +377,11 @@ impl Registry {
         }
     }
 
-    fn load(&self, model: &str, version: i64, path: &std::path::Path) {
+    fn load(&self, model: &str, version: i64, path: &std::path::Path, source: &ModelSource) {
         self.set_slot(model, version, VersionState::Loading, None, None);
         let started = Instant::now();
-        match servable::build(model, version, path, &self.options) {
+        let session = source.session.apply(&self.options.session);
+        match servable::build(model, version, path, &session, &self.options) {
             Ok(servable) => {
                 let signatures: Vec<String> = servable.runtime.signatures().map(|s| s.name.clone()).collect();
                 log::info!(

@@ -100,8 +100,14 @@ pub struct LoadOptions {
 
 /// Loads, warms up (the shipped warm-up requests, else every batch size on
 /// synthetic inputs) and queues a version. Only returns once it can serve.
-pub fn build(model: &str, version: i64, path: &Path, options: &LoadOptions) -> Result<Servable, RuntimeError> {
-    let runtime = Arc::new(LoadedModel::load(path, &options.tags, &options.session)?);
+pub fn build(
+    model: &str,
+    version: i64,
+    path: &Path,
+    session: &SessionConfig,
+    options: &LoadOptions,
+) -> Result<Servable, RuntimeError> {
+    let runtime = Arc::new(LoadedModel::load(path, &options.tags, session)?);
     let (params, merge) = options.batching.for_model(model);
     let sizes = if merge { params.warmup_sizes() } else { vec![1] };
     crate::warmup::warm_up(model, version, path, &runtime, &sizes)?;
