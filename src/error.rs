@@ -8,6 +8,7 @@ use crate::batcher::BatchError;
 use crate::codec::CodecError;
 use crate::registry::RegistryError;
 use crate::runtime::{RuntimeError, StatusCode as TfCode};
+use crate::sagemaker::convert::ConvertError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -38,6 +39,8 @@ pub enum ApiError {
     Conflict(String),
     #[error("{0}")]
     InsufficientStorage(String),
+    #[error(transparent)]
+    Convert(#[from] crate::sagemaker::convert::ConvertError),
 }
 
 impl ApiError {
@@ -57,6 +60,8 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
+            ApiError::Convert(ConvertError::UnsupportedMediaType(_)) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Convert(ConvertError::Invalid(_)) => StatusCode::BAD_REQUEST,
             ApiError::Batch(BatchError::QueueFull { .. } | BatchError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Batch(BatchError::TooLarge { .. } | BatchError::Inputs(_)) => StatusCode::BAD_REQUEST,
             ApiError::Batch(BatchError::Run(RuntimeError::Run { code, .. })) => tf_status(*code),

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod model_config;
 pub mod registry;
 pub mod runtime;
+pub mod sagemaker;
 pub mod service;
 pub mod settings;
 pub mod signature;
@@ -53,19 +54,41 @@ pub enum StartError {
     Settings(#[from] SettingsError),
 }
 
-/// The models the settings name: a `--model_config_file`, else one
-/// `--model_base_path` (every version), else every model under `models_dir`.
+/// The models the settings name: none in multi-model mode, a
+/// `--model_config_file`, one `--model_base_path` (every version), or the
+/// models under `models_dir`.
 pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError> {
     if let Some(path) = &settings.model_config_file {
         return Ok(model_config::load(path)?);
     }
-    Ok(match &settings.model_base_path {
-        Some(base_path) => vec![ModelSource::all_versions(
+    if settings.multi_model {
+        return Ok(Vec::new());
+    }
+    if let Some(base_path) = &settings.model_base_path {
+        return Ok(vec![ModelSource::all_versions(
             settings.model_name.clone(),
             base_path.clone(),
-        )],
-        None => discover_models(&settings.models_dir)?,
-    })
+        )]);
+    }
+    // Version directories straight inside the models directory (a SageMaker
+    // model archive) make one model, named by $SAGEMAKER_TFS_DEFAULT_MODEL_NAME or the directory.
+    if !registry::discover_versions(&settings.models_dir)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        let name = std::env::var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME")
+            .ok()
+            .filter(|n| !n.is_empty() && n != "None")
+            .or_else(|| {
+                settings
+                    .models_dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| settings.model_name.clone());
+        return Ok(vec![ModelSource::all_versions(name, settings.models_dir.clone())]);
+    }
+    Ok(discover_models(&settings.models_dir)?)
 }
 
 /// A started server: its address and the future that runs it until shutdown.

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::batcher::{BatchError, BatchOutput, Pending};
 use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
-use crate::codec::PredictEnvelope;
+use crate::codec::{PredictEnvelope, RequestFormat};
 use crate::error::ApiError;
 use crate::registry::{Registry, Servable, VersionSelector};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
@@ -121,10 +121,34 @@ impl Service {
         let servable = self.registry.resolve(model, selector)?;
         let envelope = PredictEnvelope::parse(body)?;
         let signature = Self::signature(&servable, envelope.signature_name.as_deref())?;
-        let format = envelope.format()?;
         trace.resolved(&servable, &signature);
+        let format = envelope.format()?;
         let inputs = envelope.decode(&signature)?;
-        let outputs = self.run(&servable, &signature, inputs, trace).await?;
+        self.predict_inputs(&servable, &signature, inputs, format, trace).await
+    }
+
+    /// The servable and signature a request addresses.
+    pub fn resolve(
+        &self,
+        model: &str,
+        selector: &VersionSelector,
+        signature: Option<&str>,
+    ) -> Result<(Arc<Servable>, Arc<SignatureSpec>), ApiError> {
+        let servable = self.registry.resolve(model, selector)?;
+        let signature = Self::signature(&servable, signature)?;
+        Ok((servable, signature))
+    }
+
+    /// Runs inputs already decoded into tensors and encodes the outputs.
+    pub async fn predict_inputs(
+        &self,
+        servable: &Servable,
+        signature: &SignatureSpec,
+        inputs: Vec<Tensor>,
+        format: RequestFormat,
+        trace: &mut Trace,
+    ) -> Result<Vec<u8>, ApiError> {
+        let outputs = self.run(servable, signature, inputs, trace).await?;
         let named: Vec<NamedOutput<'_>> = signature
             .outputs
             .iter()

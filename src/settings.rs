@@ -19,39 +19,43 @@ use crate::registry::SwapPolicy;
     about = "Serves TensorFlow SavedModels over the TF Serving REST API"
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    #[serde(skip)]
+    pub command: Option<Command>,
+
     /// Settings file (TOML, YAML or JSON); keys are the flag names.
-    #[arg(long)]
+    #[arg(long, global = true)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
 
     /// HTTP port for every API (TF Serving's REST port). Default 8501.
-    #[arg(long = "rest_api_port", alias = "rest-api-port")]
+    #[arg(long = "rest_api_port", alias = "rest-api-port", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rest_api_port: Option<u16>,
 
     /// TF Serving's gRPC port. tfserve has no gRPC API: given alone, it sets the HTTP port.
-    #[arg(long)]
+    #[arg(long, global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
 
     /// Address to bind. Default 0.0.0.0.
-    #[arg(long)]
+    #[arg(long, global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
 
     /// Name of the model given by --model_base_path. Default "default".
-    #[arg(long = "model_name", alias = "model-name")]
+    #[arg(long = "model_name", alias = "model-name", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_name: Option<String>,
 
     /// Directory whose numeric subdirectories are versions of one model.
-    #[arg(long = "model_base_path", alias = "model-base-path")]
+    #[arg(long = "model_base_path", alias = "model-base-path", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_base_path: Option<PathBuf>,
 
     /// TF Serving model config (protobuf text format or JSON, or Simple
     /// TensorFlow Serving's JSON list); takes precedence over --model_base_path.
-    #[arg(long = "model_config_file", alias = "model-config-file")]
+    #[arg(long = "model_config_file", alias = "model-config-file", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_config_file: Option<PathBuf>,
 
@@ -75,81 +79,97 @@ pub struct Cli {
 
     /// Version swaps: availability_preserving (new version serves before the
     /// old unloads; default) or resource_preserving (unload first).
-    #[arg(long = "swap_policy", alias = "swap-policy")]
+    #[arg(long = "swap_policy", alias = "swap-policy", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swap_policy: Option<String>,
 
     /// Comma-separated directories that models loaded over HTTP must live in.
     /// Default: --models_dir.
-    #[arg(long = "model_roots", alias = "model-roots", value_delimiter = ',')]
+    #[arg(long = "model_roots", alias = "model-roots", value_delimiter = ',', global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_roots: Option<Vec<PathBuf>>,
 
     /// Most models loaded at once; loads over HTTP beyond it answer 507. 0: no limit.
-    #[arg(long = "max_models", alias = "max-models")]
+    #[arg(long = "max_models", alias = "max-models", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_models: Option<usize>,
 
     /// Directory whose subdirectories are models (each holding numeric version
     /// directories). Used when --model_base_path is not given. Default "models".
-    #[arg(long = "models_dir", alias = "models-dir")]
+    #[arg(long = "models_dir", alias = "models-dir", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub models_dir: Option<PathBuf>,
 
     /// HTTP worker threads. Default: number of cores.
-    #[arg(long = "rest_api_num_threads", alias = "rest-api-num-threads")]
+    #[arg(long = "rest_api_num_threads", alias = "rest-api-num-threads", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rest_api_num_threads: Option<usize>,
 
     /// Merge concurrent requests into batches (TF Serving's flag).
-    #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_batching: Option<bool>,
 
     /// TF Serving's BatchingParameters in protobuf text format (needs --enable_batching).
-    #[arg(long = "batching_parameters_file", alias = "batching-parameters-file")]
+    #[arg(long = "batching_parameters_file", alias = "batching-parameters-file", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batching_parameters_file: Option<PathBuf>,
 
     /// Threads that run batches (TensorFlow sessions). Default: the parameters
     /// file's num_batch_threads, else the number of cores.
-    #[arg(long = "num_batch_threads", alias = "num-batch-threads")]
+    #[arg(long = "num_batch_threads", alias = "num-batch-threads", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub num_batch_threads: Option<usize>,
 
     /// With batching off: requests that may wait for a batch thread before 503. Default 1024.
-    #[arg(long = "max_queued_runs", alias = "max-queued-runs")]
+    #[arg(long = "max_queued_runs", alias = "max-queued-runs", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_queued_runs: Option<usize>,
 
     /// Per-request deadline in milliseconds; expiry answers 504. Default 30000.
-    #[arg(long = "rest_api_timeout_in_ms", alias = "rest-api-timeout-in-ms")]
+    #[arg(long = "rest_api_timeout_in_ms", alias = "rest-api-timeout-in-ms", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rest_api_timeout_in_ms: Option<u64>,
 
     /// Largest accepted request body in bytes; larger ones answer 413. Default 256 MiB.
-    #[arg(long = "max_request_bytes", alias = "max-request-bytes")]
+    #[arg(long = "max_request_bytes", alias = "max-request-bytes", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_request_bytes: Option<usize>,
 
     /// Threads one op (a matmul, a convolution) may use; 0 lets TensorFlow
     /// choose. Default: cores / num_batch_threads, so concurrent batches don't
     /// oversubscribe the cores.
-    #[arg(long = "tensorflow_intra_op_parallelism", alias = "tensorflow-intra-op-parallelism")]
+    #[arg(
+        long = "tensorflow_intra_op_parallelism",
+        alias = "tensorflow-intra-op-parallelism",
+        global = true
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensorflow_intra_op_parallelism: Option<i32>,
 
     /// Threads running independent ops of one run concurrently; 0 lets
     /// TensorFlow choose. Default -1: ops run on the batch thread itself,
     /// which saves a thread handoff per run.
-    #[arg(long = "tensorflow_inter_op_parallelism", alias = "tensorflow-inter-op-parallelism")]
+    #[arg(
+        long = "tensorflow_inter_op_parallelism",
+        alias = "tensorflow-inter-op-parallelism",
+        global = true
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensorflow_inter_op_parallelism: Option<i32>,
 
     /// Comma-separated SavedModel tags to load. Default "serve".
-    #[arg(long = "saved_model_tags", alias = "saved-model-tags")]
+    #[arg(long = "saved_model_tags", alias = "saved-model-tags", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub saved_model_tags: Option<String>,
+}
+
+#[derive(clap::Subcommand, Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Run as the SageMaker TensorFlow Serving container does (`docker run IMAGE serve`):
+    /// port $SAGEMAKER_BIND_TO_PORT (8080), models from /opt/ml/model, or loaded
+    /// into /opt/ml/models over HTTP with SAGEMAKER_MULTI_MODEL=true.
+    Serve,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -167,6 +187,8 @@ pub struct Settings {
     pub model_roots: Vec<PathBuf>,
     pub max_models: usize,
     pub models_dir: PathBuf,
+    /// Start with no models; they are loaded over HTTP (SageMaker's multi-model endpoint).
+    pub multi_model: bool,
     pub rest_api_num_threads: usize,
     pub enable_batching: bool,
     pub batching_parameters_file: Option<PathBuf>,
@@ -200,6 +222,7 @@ impl Default for Settings {
             model_roots: Vec::new(),
             max_models: 0,
             models_dir: "models".into(),
+            multi_model: false,
             rest_api_num_threads: cores(),
             enable_batching: false,
             batching_parameters_file: None,
@@ -235,6 +258,62 @@ pub enum SettingsError {
     },
 }
 
+/// The SageMaker container's defaults, from its environment variables; a
+/// settings file, `TFSERVE_*` variables and flags still override them.
+fn sagemaker_defaults(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
+    use serde_json::json;
+    let number = |name: &'static str| -> Result<Option<i64>, SettingsError> {
+        env(name)
+            .map(|v| {
+                v.trim().parse::<i64>().map_err(|_| SettingsError::Invalid {
+                    name,
+                    value: v,
+                    reason: "must be an integer",
+                })
+            })
+            .transpose()
+    };
+    let multi_model = match env("SAGEMAKER_MULTI_MODEL").map(|v| v.to_ascii_lowercase()) {
+        None => false,
+        Some(v) if v == "true" => true,
+        Some(v) if v == "false" || v.is_empty() => false,
+        Some(v) => {
+            return Err(SettingsError::Invalid {
+                name: "SAGEMAKER_MULTI_MODEL",
+                value: v,
+                reason: "must be true or false",
+            })
+        }
+    };
+    let mut map = serde_json::Map::new();
+    map.insert(
+        "rest_api_port".into(),
+        json!(number("SAGEMAKER_BIND_TO_PORT")?.unwrap_or(8080)),
+    );
+    map.insert(
+        "models_dir".into(),
+        json!(if multi_model { "/opt/ml/models" } else { "/opt/ml/model" }),
+    );
+    map.insert(
+        "model_roots".into(),
+        json!([if multi_model { "/opt/ml/models" } else { "/opt/ml/model" }]),
+    );
+    map.insert("multi_model".into(), json!(multi_model));
+    let timeout = number("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS")?.unwrap_or(60);
+    map.insert("rest_api_timeout_in_ms".into(), json!(timeout.max(1) * 1000));
+    for (var, key) in [
+        ("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", "tensorflow_intra_op_parallelism"),
+        ("SAGEMAKER_TFS_INTER_OP_PARALLELISM", "tensorflow_inter_op_parallelism"),
+    ] {
+        if let Some(threads) = number(var)?.filter(|n| *n != 0) {
+            map.insert(key.into(), json!(threads));
+        }
+    }
+    Ok(map)
+}
+
 /// `TFSERVE_<SETTING>` variables that name a setting. Others with the prefix
 /// (such as `TFSERVE_CACHE_DIR`, read by the set-up scripts) are not settings.
 fn settings_from_env() -> Result<HashMap<String, String>, SettingsError> {
@@ -255,6 +334,11 @@ impl Settings {
     /// Merges defaults, the `--config` file, `TFSERVE_*` variables and the flags.
     pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
         let mut builder = config::Config::builder().add_source(config::Config::try_from(&Settings::default())?);
+        if cli.command == Some(Command::Serve) {
+            builder = builder.add_source(config::Config::try_from(&sagemaker_defaults(&|name| {
+                std::env::var(name).ok()
+            })?)?);
+        }
         if let Some(path) = &cli.config {
             builder = builder.add_source(config::File::from(path.as_path()));
         }
@@ -465,6 +549,31 @@ mod tests {
         assert_eq!(settings.model_batching["resnet"].max_batch_size, Some(16));
         let (_, params, _) = settings.batching(&|_| None).unwrap();
         assert_eq!(settings.model_batching["resnet"].apply(&params).max_batch_size, 16);
+    }
+
+    #[test]
+    fn serve_takes_the_sagemaker_defaults() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let map = sagemaker_defaults(&env(&[
+            ("SAGEMAKER_BIND_TO_PORT", "9090"),
+            ("SAGEMAKER_MULTI_MODEL", "true"),
+        ]))
+        .unwrap();
+        assert_eq!(map["rest_api_port"], 9090);
+        assert_eq!(map["models_dir"], "/opt/ml/models");
+        assert_eq!(map["multi_model"], true);
+        assert_eq!(map["rest_api_timeout_in_ms"], 60_000);
+        let map = sagemaker_defaults(&env(&[])).unwrap();
+        assert_eq!(
+            (map["rest_api_port"].as_i64(), map["models_dir"].as_str()),
+            (Some(8080), Some("/opt/ml/model"))
+        );
+        assert!(sagemaker_defaults(&env(&[("SAGEMAKER_BIND_TO_PORT", "x")])).is_err());
+        let cli = Cli::try_parse_from(["tfserve", "serve", "--models_dir", "models"]).unwrap();
+        assert_eq!(cli.command, Some(Command::Serve));
+        assert_eq!(Settings::load(&cli).unwrap().models_dir, PathBuf::from("models"));
     }
 
     #[test]

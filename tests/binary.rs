@@ -230,3 +230,66 @@ fn bad_settings_fail_at_start_naming_the_setting() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("rest_api_num_threads"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn post_raw(server: &Server, path: &str, content_type: &str, body: &str) -> (u16, Value) {
+    let response = reqwest::blocking::Client::new()
+        .post(format!("{}{path}", server.url))
+        .header("Content-Type", content_type)
+        .body(body.to_string())
+        .send()
+        .expect("request is answered");
+    (response.status().as_u16(), response.json().unwrap_or(Value::Null))
+}
+
+#[test]
+fn serve_speaks_the_sagemaker_container_contract() {
+    // A model archive with version directories directly inside, as in /opt/ml/model.
+    let dir = temp_dir("sagemaker").join("model");
+    std::fs::create_dir_all(&dir).unwrap();
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(repo_path("models/half_plus_three/1"))
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let server = start_with_env(
+        &["serve", "--host", "127.0.0.1", "--models_dir", dir.to_str().unwrap()],
+        &[("SAGEMAKER_BIND_TO_PORT", "0")],
+    );
+    let ping = reqwest::blocking::get(format!("{}/ping", server.url)).unwrap();
+    assert_eq!(ping.status().as_u16(), 200);
+    let (status, body) = post_raw(&server, "/invocations", "text/csv", "1.0,2.0,5.0");
+    assert_eq!((status, body), (200, json!({"predictions": [3.5, 4.0, 5.5]})));
+    let (_, body) = get(&server, "/v1/models/model");
+    assert_eq!(body["model_version_status"][0]["state"], "AVAILABLE");
+}
+
+#[test]
+fn serve_in_multi_model_mode_starts_empty_and_loads_over_http() {
+    let root = temp_dir("mme");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(repo_path("models/adder"))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let server = start_with_env(
+        &["serve", "--host", "127.0.0.1", "--model_roots", root.to_str().unwrap()],
+        &[("SAGEMAKER_BIND_TO_PORT", "0"), ("SAGEMAKER_MULTI_MODEL", "true")],
+    );
+    assert_eq!(
+        reqwest::blocking::get(format!("{}/ping", server.url))
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    assert_eq!(get(&server, "/models").1, json!({"models": []}));
+    let url = root.join("adder").display().to_string();
+    let (status, body) = post(&server, "/models", json!({"model_name": "adder", "url": url}));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post_raw(&server, "/models/adder/invoke", "text/csv", "1.0\n2.0");
+    assert_eq!((status, body), (200, json!({"predictions": [3.0, 4.0]})));
+}

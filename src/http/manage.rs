@@ -10,8 +10,7 @@ use serde_json::{json, Value};
 use super::{read_body, AppState};
 use crate::error::ApiError;
 use crate::model_config::{self, ModelSource, VersionPolicy};
-use crate::registry::{ModelInfo, RegistryError, VersionSelector};
-use crate::service::Trace;
+use crate::registry::{ModelInfo, RegistryError};
 
 fn json(status: StatusCode, value: Value) -> HttpResponse {
     HttpResponse::build(status)
@@ -217,20 +216,7 @@ pub async fn sagemaker_models(
             if info(&name).is_none() {
                 return Err(not_loaded(&name));
             }
-            let started = std::time::Instant::now();
-            let mut trace = Trace {
-                client_gone: super::client_gone(req),
-                ..Trace::default()
-            };
-            let result = async {
-                let body = read_body(req, payload, state.max_request_bytes).await?;
-                state
-                    .service
-                    .predict(&name, &VersionSelector::Latest, &body, &mut trace)
-                    .await
-            }
-            .await;
-            Ok(super::answer(result, &name, "invoke", &trace, started))
+            Ok(super::sagemaker::invocations(req, payload, state, Some(name)).await)
         }
         _ => Err(ApiError::NotFound(format!("Not found: {method} {path}"))),
     }

@@ -2,6 +2,7 @@
 //! stay thin and call into `service`.
 
 mod manage;
+mod sagemaker;
 mod tfs;
 
 use actix_web::dev::Decompress;
@@ -90,6 +91,17 @@ async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppS
     }
     if let Some(response) = manage::health(path, &state) {
         return response;
+    }
+    if path == "/ping"
+        && matches!(
+            *req.method(),
+            actix_web::http::Method::GET | actix_web::http::Method::HEAD
+        )
+    {
+        return sagemaker::ping(&state);
+    }
+    if path == "/invocations" && req.method() == actix_web::http::Method::POST {
+        return sagemaker::invocations(&req, payload, &state, None).await;
     }
     let result = if path.len() >= 4 && path[..4].eq_ignore_ascii_case("/v1/") || path.eq_ignore_ascii_case("/v1") {
         tfs::handle(&req, payload, &state).await

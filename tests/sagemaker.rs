@@ -1,0 +1,198 @@
+//! The SageMaker container contract over HTTP: /ping, /invocations in every
+//! content type, custom attributes, Accept, and the errors.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::{assert_close, floats, repo_path, spawn_server};
+use serde_json::{json, Value};
+use tfserve::settings::Settings;
+
+fn base_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        // Read per request by /ping and /invocations; set before any request is made.
+        std::env::set_var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "half_plus_three");
+        let settings = Settings {
+            host: "127.0.0.1".into(),
+            rest_api_port: Some(0),
+            models_dir: repo_path("models"),
+            ..Settings::default()
+        };
+        format!("http://{}", spawn_server(settings))
+    })
+}
+
+fn invoke(
+    content_type: Option<&str>,
+    attributes: Option<&str>,
+    accept: Option<&str>,
+    body: impl Into<reqwest::blocking::Body>,
+) -> (u16, String, Value) {
+    let mut request = reqwest::blocking::Client::new()
+        .post(format!("{}/invocations", base_url()))
+        .body(body);
+    if let Some(content_type) = content_type {
+        request = request.header("Content-Type", content_type);
+    }
+    if let Some(attributes) = attributes {
+        request = request.header("X-Amzn-SageMaker-Custom-Attributes", attributes);
+    }
+    if let Some(accept) = accept {
+        request = request.header("Accept", accept);
+    }
+    let response = request.send().expect("request is answered");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (status, content_type, response.json().unwrap_or(Value::Null))
+}
+
+#[test]
+fn ping_answers_when_the_default_model_is_available() {
+    let response = reqwest::blocking::get(format!("{}/ping", base_url())).unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+}
+
+#[test]
+fn every_content_type_reaches_the_default_model() {
+    let expected = json!({"predictions": [3.5, 4.0, 5.5]});
+    let cases: &[(&str, &str)] = &[
+        ("application/json", r#"{"instances": [1.0, 2.0, 5.0]}"#),
+        ("application/json", r#"{"inputs": [1.0, 2.0, 5.0]}"#),
+        ("text/csv", "1.0,2.0,5.0"),
+        ("text/csv", "1.0\n2.0\n5.0\n"),
+        ("text/csv; charset=utf-8", "1.0\r\n2.0\r\n5.0"),
+        ("application/jsonlines", "1.0\n2.0\n5.0"),
+        ("application/jsons", "1.0\n2.0\n5.0"),
+    ];
+    for (content_type, body) in cases {
+        let (status, _, answer) = invoke(Some(content_type), None, None, *body);
+        assert_eq!(status, 200, "{content_type}: {answer}");
+        let answer = if answer.get("outputs").is_some() {
+            json!({"predictions": answer["outputs"]})
+        } else {
+            answer
+        };
+        assert_eq!(answer, expected, "{content_type} {body:?}");
+    }
+    // A bare value is one instance.
+    let (_, _, answer) = invoke(Some("application/json"), None, None, "2.0");
+    assert_eq!(answer, json!({"predictions": [4.0]}));
+}
+
+#[test]
+fn custom_attributes_select_model_version_and_method() {
+    let (status, _, answer) = invoke(
+        Some("text/csv"),
+        Some("tfs-model-name=adder,tfs-model-version=1"),
+        None,
+        "1.0\n2.0",
+    );
+    assert_eq!((status, answer), (200, json!({"predictions": [2.0, 3.0]})));
+    let regress = r#"{"signature_name": "regress_x_to_y", "examples": [{"x": 1.0}, {"x": 3.0}]}"#;
+    let (status, _, answer) = invoke(
+        Some("application/json"),
+        Some("tfs-model-name=tf1_half_plus_two,tfs-method=regress"),
+        None,
+        regress,
+    );
+    assert_eq!((status, answer), (200, json!({"results": [2.5, 3.5]})));
+    let classify = r#"{"signature_name": "classify_x_to_y", "examples": [{"x": 1.0}]}"#;
+    let (_, _, answer) = invoke(
+        Some("application/json"),
+        Some("tfs-model-name=tf1_half_plus_two,tfs-method=classify"),
+        None,
+        classify,
+    );
+    assert_eq!(answer, json!({"results": [[["pos", 2.5], ["neg", -1.5]]]}));
+    // JSON Lines of objects for a model with several inputs.
+    let lines = "{\"features\": [1, 2, 3], \"count\": 1, \"label\": \"a\", \"flag\": true}\n\
+                 {\"features\": [0, 0, 1], \"count\": 5, \"label\": \"b\", \"flag\": false}";
+    let (status, _, answer) = invoke(
+        Some("application/jsonlines"),
+        Some("tfs-model-name=multi_io"),
+        None,
+        lines,
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["predictions"][1]["count_plus_one"], json!(6));
+    assert_eq!(answer["predictions"][0]["greeting"], json!("hello a"));
+}
+
+#[test]
+fn images_go_to_string_and_float_inputs() {
+    let png = std::fs::read(repo_path("tests/data/gradient.png")).unwrap();
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
+    let (status, _, answer) = invoke(
+        Some("application/x-image"),
+        Some("tfs-model-name=image_classifier"),
+        None,
+        png.clone(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let want = &expected["image_classifier"]["png"];
+    assert_eq!(answer["predictions"][0]["classes"], want["classes"][0]);
+    assert_close(
+        &answer["predictions"][0]["probabilities"],
+        &floats(&want["probabilities"]),
+        1e-5,
+    );
+    // A float image input: decoded, resized to 28x28 grayscale, scaled to [0, 1].
+    let (status, _, answer) = invoke(Some("image/png"), Some("tfs-model-name=mnist_cnn"), None, png);
+    assert_eq!(status, 200, "{answer}");
+    let probabilities = floats(&answer["predictions"][0]);
+    assert_eq!(probabilities.len(), 10);
+    assert!((probabilities.iter().sum::<f64>() - 1.0).abs() < 1e-4);
+    let (status, _, answer) = invoke(
+        Some("image/jpeg"),
+        Some("tfs-model-name=mnist_cnn"),
+        None,
+        b"not an image".to_vec(),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        answer["error"].as_str().unwrap().contains("cannot decode the image"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn accept_sets_the_response_type() {
+    let (_, content_type, _) = invoke(Some("text/csv"), None, Some("application/jsonlines"), "1.0");
+    assert_eq!(content_type, "application/jsonlines");
+    let (_, content_type, _) = invoke(Some("text/csv"), None, Some("application/json"), "1.0");
+    assert_eq!(content_type, "application/json");
+}
+
+#[test]
+fn errors_are_json_with_the_right_status() {
+    let (status, _, answer) = invoke(Some("application/xml"), None, None, "<a/>");
+    assert_eq!(
+        (status, answer),
+        (415, json!({"error": "Unsupported Media Type: application/xml"}))
+    );
+    let (status, _, answer) = invoke(None, None, None, "1.0");
+    assert_eq!(
+        (status, answer),
+        (415, json!({"error": "Unsupported Media Type: Unknown"}))
+    );
+    let (status, _, answer) = invoke(Some("text/csv"), Some("tfs-model-name=nope"), None, "1.0");
+    assert_eq!(status, 404, "{answer}");
+    let (status, _, answer) = invoke(Some("text/csv"), Some("tfs-model-version=x"), None, "1.0");
+    assert_eq!(status, 400);
+    assert!(
+        answer["error"].as_str().unwrap().contains("tfs-model-version"),
+        "{answer}"
+    );
+    let (status, _, answer) = invoke(Some("text/csv"), Some("tfs-method=explain"), None, "1.0");
+    assert_eq!(status, 400);
+    assert!(answer["error"].as_str().unwrap().contains("tfs-method"), "{answer}");
+    let (status, _, answer) = invoke(Some("text/csv"), None, None, "1.0,abc");
+    assert_eq!(status, 400, "{answer}");
+}
