@@ -26,6 +26,7 @@ pub mod settings;
 pub mod signature;
 pub mod tensor;
 pub mod textproto;
+pub mod transform;
 pub mod warmup;
 
 use std::net::SocketAddr;
@@ -99,10 +100,8 @@ pub struct Running {
     pub batcher: Arc<Batcher>,
 }
 
-/// Loads the models, binds the port and returns the server, not yet awaited.
-/// Must be called inside an actix (tokio) runtime.
-pub fn start(settings: &Settings) -> Result<Running, StartError> {
-    let started = Instant::now();
+/// Loads the models and starts the batch threads: everything but HTTP.
+pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), StartError> {
     let (batching, params, threads) = settings.batching(&|name| std::env::var(name).ok())?;
     let batcher = Batcher::new(threads).map_err(StartError::Threads)?;
     let (intra, inter) = settings.session_threads(threads);
@@ -144,6 +143,15 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         .map(|path| (path, Duration::from_secs(settings.model_config_file_poll_wait_seconds)));
     registry::spawn_poller(registry.clone(), fs_poll, config_poll).map_err(StartError::Threads)?;
     let service = Service::new(registry.clone(), Duration::from_millis(settings.rest_api_timeout_in_ms));
+    Ok((service, batcher))
+}
+
+/// Loads the models, binds the port and returns the server, not yet awaited.
+/// Must be called inside an actix (tokio) runtime.
+pub fn start(settings: &Settings) -> Result<Running, StartError> {
+    let started = Instant::now();
+    let (service, batcher) = build_service(settings)?;
+    let registry = service.registry.clone();
     let state = web::Data::new(http::AppState {
         service,
         max_request_bytes: settings.max_request_bytes,

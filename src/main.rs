@@ -7,7 +7,7 @@ use clap::Parser;
 // than glibc's allocator (measured with benches/bench.py).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use tfserve::settings::{Cli, Settings};
+use tfserve::settings::{Cli, Command, Settings};
 
 fn main() -> std::process::ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
@@ -19,6 +19,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    if let Some(Command::Transform(args)) = &cli.command {
+        return transform(&settings, args);
+    }
     let result = actix_web::rt::System::new().block_on(async move {
         let running = tfserve::start(&settings)?;
         // actix stops accepting on SIGINT/SIGTERM and drains in-flight requests.
@@ -34,6 +37,21 @@ fn main() -> std::process::ExitCode {
         }
         Err(err) => {
             eprintln!("tfserve: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn transform(settings: &Settings, args: &tfserve::transform::TransformArgs) -> std::process::ExitCode {
+    let outcome = actix_web::rt::System::new().block_on(async {
+        let (service, _batcher) = tfserve::build_service(settings).map_err(|e| e.to_string())?;
+        tfserve::transform::run(&service, args).await.map_err(|e| e.to_string())
+    });
+    match outcome {
+        Ok(summary) if summary.records_failed == 0 => std::process::ExitCode::SUCCESS,
+        Ok(_) => std::process::ExitCode::from(1),
+        Err(err) => {
+            eprintln!("tfserve transform: {err}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -170,6 +170,9 @@ pub enum Command {
     /// port $SAGEMAKER_BIND_TO_PORT (8080), models from /opt/ml/model, or loaded
     /// into /opt/ml/models over HTTP with SAGEMAKER_MULTI_MODEL=true.
     Serve,
+    /// Batch transform, offline: run every record of the input files through
+    /// the /invocations path in process and write `<name>.out` files.
+    Transform(crate::transform::TransformArgs),
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

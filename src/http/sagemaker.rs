@@ -8,15 +8,10 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::{answer, read_body, AppState};
-use crate::codec::RequestFormat;
-use crate::error::{error_response, ApiError};
+use crate::error::error_response;
 use crate::registry::{VersionSelector, VersionState};
-use crate::sagemaker::convert::{image_input, is_image, media_type, takes_scalar_instances, to_tfs_json};
-use crate::sagemaker::{default_model, CustomAttributes};
+use crate::sagemaker::{default_model, Invocation, CUSTOM_ATTRIBUTES};
 use crate::service::Trace;
-use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
-
-const CUSTOM_ATTRIBUTES: &str = "x-amzn-sagemaker-custom-attributes";
 
 fn default_model_name(state: &AppState) -> Option<String> {
     default_model(
@@ -56,60 +51,18 @@ pub async fn invocations(
             .unwrap_or_default()
             .to_string()
     };
-    let attributes = CustomAttributes::parse(&header(CUSTOM_ATTRIBUTES));
-    let method = attributes.method.clone().unwrap_or_else(|| "predict".into());
-    let model = model
-        .or(attributes.model_name.clone())
-        .or_else(|| default_model_name(state))
-        .unwrap_or_default();
+    let invocation = Invocation {
+        model,
+        content_type: header(CONTENT_TYPE.as_str()),
+        custom_attributes: header(CUSTOM_ATTRIBUTES),
+    };
+    let model_label = invocation.model_name(&state.service);
     let result = async {
-        let selector =
-            match &attributes.model_version {
-                None => VersionSelector::Latest,
-                Some(v) => VersionSelector::Specific(v.parse().map_err(|_| {
-                    ApiError::BadRequest(format!("tfs-model-version must be a version number, got '{v}'"))
-                })?),
-            };
         let body = read_body(req, payload, state.max_request_bytes).await?;
-        let media = media_type(&header(CONTENT_TYPE.as_str()));
-        let service = &state.service;
-        if is_image(&media) {
-            if method != "predict" {
-                return Err(ApiError::BadRequest(format!(
-                    "image requests support tfs-method=predict only, got '{method}'"
-                )));
-            }
-            let (servable, signature) = service.resolve(&model, &selector, None)?;
-            trace.version = Some(servable.version);
-            let input = image_input(&body, &signature)?;
-            return service
-                .predict_inputs(&servable, &signature, vec![input], RequestFormat::Row, &mut trace)
-                .await;
-        }
-        let scalar_instances = media == "text/csv"
-            && service
-                .resolve(&model, &selector, None)
-                .is_ok_and(|(_, signature)| takes_scalar_instances(&signature));
-        let tfs_body = to_tfs_json(&media, &body, scalar_instances)?;
-        match method.as_str() {
-            "predict" => service.predict(&model, &selector, &tfs_body, &mut trace).await,
-            "classify" => {
-                service
-                    .classify_or_regress(&model, &selector, &tfs_body, CLASSIFY_METHOD, &mut trace)
-                    .await
-            }
-            "regress" => {
-                service
-                    .classify_or_regress(&model, &selector, &tfs_body, REGRESS_METHOD, &mut trace)
-                    .await
-            }
-            other => Err(ApiError::BadRequest(format!(
-                "tfs-method must be predict, classify or regress, got '{other}'"
-            ))),
-        }
+        invocation.run(&state.service, &body, &mut trace).await
     }
     .await;
-    let mut response = answer(result, &model, "invocations", &trace, started);
+    let mut response = answer(result, &model_label, "invocations", &trace, started);
     if response.status().is_success() {
         let content_type = accept_type(&header(ACCEPT.as_str()));
         response
@@ -121,7 +74,7 @@ pub async fn invocations(
 
 /// The first of `application/json` and `application/jsonlines` the client
 /// accepts; JSON otherwise. The body is one line either way.
-fn accept_type(accept: &str) -> &'static str {
+pub fn accept_type(accept: &str) -> &'static str {
     let json = accept
         .find("application/json")
         .filter(|&i| !accept[i..].starts_with("application/jsonlines"));

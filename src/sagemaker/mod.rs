@@ -8,6 +8,88 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+use crate::codec::RequestFormat;
+use crate::error::ApiError;
+use crate::registry::VersionSelector;
+use crate::service::{Service, Trace};
+use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
+use convert::{image_input, is_image, media_type, takes_scalar_instances, to_tfs_json};
+
+pub const CUSTOM_ATTRIBUTES: &str = "x-amzn-sagemaker-custom-attributes";
+
+/// One `/invocations` call, however it arrives (HTTP or `tfserve transform`).
+#[derive(Clone, Debug, Default)]
+pub struct Invocation {
+    /// The model a route names (`/models/{name}/invoke`); else the custom
+    /// attributes' `tfs-model-name`; else the default model.
+    pub model: Option<String>,
+    pub content_type: String,
+    pub custom_attributes: String,
+}
+
+impl Invocation {
+    pub fn model_name(&self, service: &Service) -> String {
+        self.model
+            .clone()
+            .or(CustomAttributes::parse(&self.custom_attributes).model_name)
+            .or_else(|| {
+                default_model(
+                    std::env::var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME").ok(),
+                    &service.registry.model_names(),
+                )
+            })
+            .unwrap_or_default()
+    }
+
+    /// Converts the body as the container does and runs it.
+    pub async fn run(&self, service: &Service, body: &[u8], trace: &mut Trace) -> Result<Vec<u8>, ApiError> {
+        let attributes = CustomAttributes::parse(&self.custom_attributes);
+        let method = attributes.method.clone().unwrap_or_else(|| "predict".into());
+        let model = self.model_name(service);
+        let selector =
+            match &attributes.model_version {
+                None => VersionSelector::Latest,
+                Some(v) => VersionSelector::Specific(v.parse().map_err(|_| {
+                    ApiError::BadRequest(format!("tfs-model-version must be a version number, got '{v}'"))
+                })?),
+            };
+        let media = media_type(&self.content_type);
+        if is_image(&media) {
+            if method != "predict" {
+                return Err(ApiError::BadRequest(format!(
+                    "image requests support tfs-method=predict only, got '{method}'"
+                )));
+            }
+            let (servable, signature) = service.resolve(&model, &selector, None)?;
+            let input = image_input(body, &signature)?;
+            return service
+                .predict_inputs(&servable, &signature, vec![input], RequestFormat::Row, trace)
+                .await;
+        }
+        let scalar_instances = media == "text/csv"
+            && service
+                .resolve(&model, &selector, None)
+                .is_ok_and(|(_, signature)| takes_scalar_instances(&signature));
+        let tfs_body = to_tfs_json(&media, body, scalar_instances)?;
+        match method.as_str() {
+            "predict" => service.predict(&model, &selector, &tfs_body, trace).await,
+            "classify" => {
+                service
+                    .classify_or_regress(&model, &selector, &tfs_body, CLASSIFY_METHOD, trace)
+                    .await
+            }
+            "regress" => {
+                service
+                    .classify_or_regress(&model, &selector, &tfs_body, REGRESS_METHOD, trace)
+                    .await
+            }
+            other => Err(ApiError::BadRequest(format!(
+                "tfs-method must be predict, classify or regress, got '{other}'"
+            ))),
+        }
+    }
+}
+
 /// What `X-Amzn-SageMaker-Custom-Attributes` selects: `tfs-model-name`,
 /// `tfs-model-version`, `tfs-method` (predict, classify or regress).
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -1,0 +1,309 @@
+//! `tfserve transform`: SageMaker batch transform without the cloud. Every
+//! record goes through the same conversion, batcher and encoding as
+//! `/invocations`, in process; each input file gets a `<name>.out`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::error::ApiError;
+use crate::sagemaker::Invocation;
+use crate::service::{Service, Trace};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SplitType {
+    /// A whole file is one record.
+    #[default]
+    None,
+    /// Every non-empty line is a record; outputs are joined with newlines.
+    Line,
+}
+
+#[derive(clap::Args, Clone, Debug, PartialEq)]
+pub struct TransformArgs {
+    /// A file, or a directory whose files (recursively) are all transformed.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Where `<input name>.out` files are written (same relative layout).
+    #[arg(long)]
+    pub output: PathBuf,
+    /// Content type of every record, as for /invocations.
+    #[arg(long = "content_type", alias = "content-type", default_value = "application/json")]
+    pub content_type: String,
+    /// Accept type (the output is JSON either way).
+    #[arg(long, default_value = "application/json")]
+    pub accept: String,
+    #[arg(long = "split_type", alias = "split-type", value_enum, default_value_t = SplitType::None)]
+    pub split_type: SplitType,
+    /// Records in flight at once; with --enable_batching they share batches.
+    #[arg(
+        long = "max_concurrent_transforms",
+        alias = "max-concurrent-transforms",
+        default_value_t = 16
+    )]
+    pub max_concurrent_transforms: usize,
+    /// A record larger than this fails (that record only).
+    #[arg(long = "max_payload_in_mb", alias = "max-payload-in-mb", default_value_t = 6.0)]
+    pub max_payload_in_mb: f64,
+    /// X-Amzn-SageMaker-Custom-Attributes for every record, e.g. `tfs-model-name=m`.
+    #[arg(long = "custom_attributes", alias = "custom-attributes")]
+    pub custom_attributes: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransformError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("--max_concurrent_transforms must be at least 1")]
+    Concurrency,
+}
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Summary {
+    pub records_ok: usize,
+    pub records_failed: usize,
+    pub files_written: usize,
+    pub files_skipped: usize,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TransformError + '_ {
+    move |source| TransformError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// `(input file, output file)` pairs, sorted, hidden files left out.
+fn files(input: &Path, output: &Path) -> Result<Vec<(PathBuf, PathBuf)>, TransformError> {
+    let out_name = |rel: &Path| {
+        let mut name = rel.as_os_str().to_owned();
+        name.push(".out");
+        output.join(name)
+    };
+    if input.is_file() {
+        let name = input
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("input"));
+        return Ok(vec![(input.to_path_buf(), out_name(&name))]);
+    }
+    let mut found = Vec::new();
+    let mut dirs = vec![input.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
+            let path = entry.map_err(io(&dir))?.path();
+            if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(rel) = path.strip_prefix(input) {
+                let out = out_name(rel);
+                found.push((path, out));
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+fn records(data: Vec<u8>, split: SplitType) -> Vec<Vec<u8>> {
+    match split {
+        SplitType::None => vec![data],
+        SplitType::Line => data
+            .split(|&b| b == b'\n')
+            .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+            .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+            .map(<[u8]>::to_vec)
+            .collect(),
+    }
+}
+
+/// One file's records as they complete.
+struct Pending {
+    output: PathBuf,
+    results: Vec<Option<Result<Vec<u8>, String>>>,
+    left: usize,
+}
+
+/// Writes `<output>.tmp` then renames it, so a crash never leaves a partial
+/// `.out` that a re-run would take as done.
+fn write_output(
+    path: &Path,
+    results: Vec<Option<Result<Vec<u8>, String>>>,
+    split: SplitType,
+) -> Result<(), TransformError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    let mut body = Vec::new();
+    for result in results.into_iter().flatten() {
+        match result {
+            Ok(bytes) => body.extend_from_slice(&bytes),
+            Err(error) => body.extend_from_slice(serde_json::json!({ "error": error }).to_string().as_bytes()),
+        }
+        if split == SplitType::Line {
+            body.push(b'\n');
+        }
+    }
+    let tmp = path.with_extension("out.tmp");
+    std::fs::write(&tmp, body).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, TransformError> {
+    if args.max_concurrent_transforms == 0 {
+        return Err(TransformError::Concurrency);
+    }
+    std::fs::create_dir_all(&args.output).map_err(io(&args.output))?;
+    let all = files(&args.input, &args.output)?;
+    let (done, todo): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, out)| out.exists());
+    let mut summary = Summary {
+        files_skipped: done.len(),
+        ..Summary::default()
+    };
+    let progress = ProgressBar::with_draw_target(Some(todo.len() as u64), ProgressDrawTarget::stderr());
+    progress.set_style(
+        ProgressStyle::with_template("{spinner} {bar:30} {pos}/{len} files  {per_sec}  ETA {eta}  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let limit = (args.max_payload_in_mb * 1024.0 * 1024.0) as usize;
+    let invocation = Invocation {
+        model: None,
+        content_type: args.content_type.clone(),
+        custom_attributes: args.custom_attributes.clone().unwrap_or_default(),
+    };
+    let mut pending: HashMap<usize, Pending> = HashMap::new();
+    let mut failures = Vec::new();
+    let started = Instant::now();
+    // Files are read lazily, one at a time, as records are pulled into flight.
+    let work = futures_util::stream::iter(todo.into_iter().enumerate())
+        .map(|(index, (input, output))| {
+            let data = std::fs::read(&input).map_err(|e| e.to_string());
+            (index, input, output, data)
+        })
+        .flat_map(|(index, input, output, data)| {
+            let items: Vec<_> = match data {
+                Ok(data) => {
+                    let records = records(data, args.split_type);
+                    let count = records.len();
+                    records
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, r)| (index, input.clone(), output.clone(), i, count, Ok(r)))
+                        .collect()
+                }
+                Err(error) => vec![(index, input, output, 0, 1, Err(error))],
+            };
+            futures_util::stream::iter(items)
+        })
+        .map(|(index, input, output, record, count, data)| {
+            let invocation = &invocation;
+            async move {
+                let result = match data {
+                    Err(error) => Err(error),
+                    Ok(data) if data.len() > limit => Err(format!(
+                        "record of {} bytes exceeds max_payload_in_mb ({} MB = {limit} bytes)",
+                        data.len(),
+                        args.max_payload_in_mb
+                    )),
+                    Ok(data) => invocation
+                        .run(service, &data, &mut Trace::default())
+                        .await
+                        .map_err(|e: ApiError| e.to_string()),
+                };
+                (index, input, output, record, count, result)
+            }
+        })
+        .buffer_unordered(args.max_concurrent_transforms);
+    futures_util::pin_mut!(work);
+    while let Some((index, input, output, record, count, result)) = work.next().await {
+        match &result {
+            Ok(_) => summary.records_ok += 1,
+            Err(error) => {
+                summary.records_failed += 1;
+                failures
+                    .push(serde_json::json!({"file": input.display().to_string(), "record": record, "error": error}));
+            }
+        }
+        let file = pending.entry(index).or_insert_with(|| Pending {
+            output,
+            results: vec![None; count],
+            left: count,
+        });
+        file.results[record] = Some(result);
+        file.left -= 1;
+        if file.left == 0 {
+            if let Some(file) = pending.remove(&index) {
+                write_output(&file.output, file.results, args.split_type)?;
+                summary.files_written += 1;
+                progress.inc(1);
+                let rate = (summary.records_ok + summary.records_failed) as f64 / started.elapsed().as_secs_f64();
+                progress.set_message(format!("{rate:.1} records/s, {} failed", summary.records_failed));
+            }
+        }
+    }
+    progress.finish_and_clear();
+    // Appended, so a resumed run keeps the failures of the files it skipped.
+    let report = args.output.join("_failures.jsonl");
+    if !failures.is_empty() {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&report)
+            .map_err(io(&report))?;
+        for failure in &failures {
+            writeln!(file, "{failure}").map_err(io(&report))?;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "transform: {} records ok, {} failed; {} files written, {} skipped (already done); {:.1} records/s{}",
+        summary.records_ok,
+        summary.records_failed,
+        summary.files_written,
+        summary.files_skipped,
+        (summary.records_ok + summary.records_failed) as f64 / elapsed.max(1e-9),
+        if failures.is_empty() {
+            String::new()
+        } else {
+            format!("; failures listed in {}", report.display())
+        }
+    );
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_lines_and_skips_blank_ones() {
+        let split = records(b"1.0\r\n\n2.0\n  \n3.0".to_vec(), SplitType::Line);
+        assert_eq!(split, vec![b"1.0".to_vec(), b"2.0".to_vec(), b"3.0".to_vec()]);
+        assert_eq!(records(b"a\nb".to_vec(), SplitType::None).len(), 1);
+    }
+
+    #[test]
+    fn outputs_mirror_the_input_tree() {
+        let dir = std::env::temp_dir().join(format!("tfserve-transform-files-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("in/sub")).unwrap();
+        for file in ["in/b.csv", "in/sub/a.csv", "in/.hidden"] {
+            std::fs::write(dir.join(file), "1").unwrap();
+        }
+        let found = files(&dir.join("in"), &dir.join("out")).unwrap();
+        let outputs: Vec<PathBuf> = found
+            .into_iter()
+            .map(|(_, out)| out.strip_prefix(&dir).unwrap().to_path_buf())
+            .collect();
+        assert_eq!(
+            outputs,
+            vec![PathBuf::from("out/b.csv.out"), PathBuf::from("out/sub/a.csv.out")]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
