@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use tfserve::registry::discover_versions;
 use tfserve::runtime::{LoadedModel, SessionConfig};
 use tfserve::signature::DEFAULT_SIGNATURE;
+use tfserve::tensor::TensorData;
 use tfserve::warmup::synthetic_inputs;
 
 #[derive(Parser)]
@@ -35,6 +36,9 @@ enum Command {
         intra_op: i32,
         #[arg(long, default_value_t = 0)]
         inter_op: i32,
+        /// Fill string inputs with this file's bytes (e.g. a JPEG for an image model).
+        #[arg(long)]
+        image: Option<PathBuf>,
     },
     /// Answers every request with a fixed JSON body after reading it.
     Ceiling {
@@ -53,7 +57,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             seconds,
             intra_op,
             inter_op,
+            image,
         } => {
+            let image = image.map(std::fs::read).transpose()?;
             let config = SessionConfig {
                 intra_op_parallelism: intra_op,
                 inter_op_parallelism: inter_op,
@@ -71,7 +77,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .ok_or("no serving_default signature")?
                 .clone();
             for batch in batches {
-                let inputs = synthetic_inputs(&signature, batch).ok_or("cannot build inputs for this signature")?;
+                let mut inputs = synthetic_inputs(&signature, batch).ok_or("cannot build inputs for this signature")?;
+                if let Some(bytes) = &image {
+                    for input in &mut inputs {
+                        if let TensorData::String(values) = &mut input.data {
+                            values.iter_mut().for_each(|v| *v = bytes.clone());
+                        }
+                    }
+                }
                 // The first runs at a new size are slow (graph specialisation).
                 for _ in 0..3 {
                     model.run(&signature.name, inputs.clone())?;
