@@ -179,16 +179,39 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
     let mut pending: HashMap<usize, Pending> = HashMap::new();
     let mut failures = Vec::new();
     let started = Instant::now();
-    // Files are read lazily, one at a time, as records are pulled into flight.
-    let work = futures_util::stream::iter(todo.into_iter().enumerate())
-        .map(|(index, (input, output))| {
-            let data = std::fs::read(&input).map_err(|e| e.to_string());
-            (index, input, output, data)
+    // File reads and writes run on their own threads, so that the loop feeding
+    // the batcher never waits on the file system.
+    let (to_loop, from_reader) = tokio::sync::mpsc::channel(256);
+    let split = args.split_type;
+    let reader = std::thread::Builder::new()
+        .name("tfserve-transform-read".into())
+        .spawn(move || {
+            for (index, (input, output)) in todo.into_iter().enumerate() {
+                let data = std::fs::read(&input).map_err(|e| e.to_string());
+                if to_loop.blocking_send((index, input, output, data)).is_err() {
+                    return;
+                }
+            }
+        });
+    reader.map_err(io(&args.input))?;
+    let (to_writer, from_loop) = std::sync::mpsc::sync_channel::<(PathBuf, Vec<Option<Result<Vec<u8>, String>>>)>(1024);
+    let writer = std::thread::Builder::new()
+        .name("tfserve-transform-write".into())
+        .spawn(move || -> Result<(), TransformError> {
+            for (path, results) in from_loop {
+                write_output(&path, results, split)?;
+            }
+            Ok(())
         })
+        .map_err(io(&args.output))?;
+    let files = futures_util::stream::unfold(from_reader, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    });
+    let work = files
         .flat_map(|(index, input, output, data)| {
             let items: Vec<_> = match data {
                 Ok(data) => {
-                    let records = records(data, args.split_type);
+                    let records = records(data, split);
                     let count = records.len();
                     records
                         .into_iter()
@@ -238,7 +261,9 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
         file.left -= 1;
         if file.left == 0 {
             if let Some(file) = pending.remove(&index) {
-                write_output(&file.output, file.results, args.split_type)?;
+                if to_writer.send((file.output, file.results)).is_err() {
+                    break;
+                }
                 summary.files_written += 1;
                 progress.inc(1);
                 let rate = (summary.records_ok + summary.records_failed) as f64 / started.elapsed().as_secs_f64();
@@ -246,6 +271,8 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
             }
         }
     }
+    drop(to_writer);
+    writer.join().unwrap_or_else(|_| Ok(()))?;
     progress.finish_and_clear();
     // Appended, so a resumed run keeps the failures of the files it skipped.
     let report = args.output.join("_failures.jsonl");
