@@ -59,6 +59,8 @@ pub enum TransformError {
     Io { path: String, source: std::io::Error },
     #[error("--max_concurrent_transforms must be at least 1")]
     Concurrency,
+    #[error("the output writer thread failed")]
+    Writer,
 }
 
 #[derive(Debug, Default, PartialEq)]
@@ -272,7 +274,7 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
         }
     }
     drop(to_writer);
-    writer.join().unwrap_or_else(|_| Ok(()))?;
+    writer.join().map_err(|_| TransformError::Writer)??;
     progress.finish_and_clear();
     // Appended, so a resumed run keeps the failures of the files it skipped.
     let report = args.output.join("_failures.jsonl");
