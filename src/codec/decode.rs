@@ -208,6 +208,19 @@ impl<'s> Column<'s> {
         }
     }
 
+    /// The rest of a `{"b64": "..."}` object whose key has been read: one
+    /// string value and no other key.
+    fn read_b64<'de, A: MapAccess<'de>>(&mut self, map: &mut A, depth: usize) -> Result<(), A::Error> {
+        let encoded: String = map
+            .next_value()
+            .map_err(|_| self.fail::<A::Error>("the value of 'b64' must be a string".to_string()))?;
+        if map.next_key::<String>()?.is_some() {
+            return Err(self.fail("a 'b64' object must have exactly one key".to_string()));
+        }
+        self.scalar(depth)?;
+        self.push_b64(&encoded)
+    }
+
     fn finish(self) -> Result<Tensor, CodecError> {
         let shape = self.shape.finish();
         check_shape(self.spec, &shape)?;
@@ -335,14 +348,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
         if key.as_deref() != Some("b64") {
             return Err(column.type_error(&"{...}", "Object"));
         }
-        let encoded: String = map
-            .next_value()
-            .map_err(|_| column.fail::<A::Error>("the value of 'b64' must be a string".to_string()))?;
-        if map.next_key::<String>()?.is_some() {
-            return Err(column.fail("a 'b64' object must have exactly one key".to_string()));
-        }
-        column.scalar(self.depth)?;
-        column.push_b64(&encoded)
+        column.read_b64(&mut map, self.depth)
     }
 }
 
@@ -516,15 +522,7 @@ impl<'de> Visitor<'de> for InstanceSeed<'_, '_> {
         while let Some(key) = map.next_key::<String>()? {
             if first && key == "b64" && self.columns.len() == 1 {
                 // A binary string value for the only input, not a named-input object.
-                let column = &mut self.columns[0];
-                let encoded: String = map
-                    .next_value()
-                    .map_err(|_| column.fail::<A::Error>("the value of 'b64' must be a string".to_string()))?;
-                if map.next_key::<String>()?.is_some() {
-                    return Err(column.fail("a 'b64' object must have exactly one key".to_string()));
-                }
-                column.scalar(1)?;
-                return column.push_b64(&encoded);
+                return self.columns[0].read_b64(&mut map, 1);
             }
             first = false;
             let Some(position) = self.signature.input_index(&key) else {
@@ -608,12 +606,7 @@ impl<'de> Visitor<'de> for InputsSeed<'_, '_> {
         while let Some(key) = map.next_key::<String>()? {
             if first && key == "b64" && self.columns.len() == 1 && self.columns[0].spec.key != "b64" {
                 self.seen[0] = true;
-                let column = &mut self.columns[0];
-                let encoded: String = map
-                    .next_value()
-                    .map_err(|_| column.fail::<A::Error>("the value of 'b64' must be a string".to_string()))?;
-                column.scalar(0)?;
-                return column.push_b64(&encoded);
+                return self.columns[0].read_b64(&mut map, 0);
             }
             first = false;
             let Some(position) = self.columns.iter().position(|c| c.spec.key == key) else {
