@@ -24,6 +24,7 @@ pub mod sagemaker;
 pub mod service;
 pub mod settings;
 pub mod signature;
+pub mod stfs;
 pub mod tensor;
 pub mod textproto;
 pub mod transform;

@@ -25,6 +25,8 @@ pub enum RequestFormat {
     Row,
     /// `inputs`: one value per named input, answered with `outputs`.
     Columnar,
+    /// Simple TensorFlow Serving's `data`: answered with an object of outputs, unwrapped.
+    Named,
 }
 
 /// A predict body with the tensor payload not yet decoded.
@@ -60,9 +62,16 @@ impl<'a> PredictEnvelope<'a> {
     pub fn decode(&self, signature: &SignatureSpec) -> Result<Vec<Tensor>, CodecError> {
         match self.format()? {
             RequestFormat::Row => decode_instances(self.instances.map(RawValue::get), signature),
-            RequestFormat::Columnar => decode_inputs(self.inputs.map(RawValue::get), signature),
+            // `format()` only yields the two TF Serving layouts.
+            RequestFormat::Columnar | RequestFormat::Named => decode_inputs(self.inputs.map(RawValue::get), signature),
         }
     }
+}
+
+/// Decodes an object keyed by input name (Simple TensorFlow Serving's
+/// `data`, TF Serving's columnar `inputs`) into one tensor per signature input.
+pub fn decode_named_inputs(raw: &str, signature: &SignatureSpec) -> Result<Vec<Tensor>, CodecError> {
+    decode_inputs(Some(raw), signature)
 }
 
 /// One signature input being filled.

@@ -20,21 +20,11 @@ pub fn predict_response(format: RequestFormat, outputs: &[NamedOutput<'_>]) -> R
             out.extend_from_slice(b"{\"outputs\":");
             match outputs {
                 [single] => write_tensor(&mut out, single),
-                _ => {
-                    out.push(b'{');
-                    for (i, output) in outputs.iter().enumerate() {
-                        if i > 0 {
-                            out.push(b',');
-                        }
-                        write_str(&mut out, output.key);
-                        out.push(b':');
-                        write_tensor(&mut out, output);
-                    }
-                    out.push(b'}');
-                }
+                _ => write_named(&mut out, outputs),
             }
             out.push(b'}');
         }
+        RequestFormat::Named => write_named(&mut out, outputs),
         RequestFormat::Row => {
             let rows = common_batch_size(outputs)?;
             out.extend_from_slice(b"{\"predictions\":[");
@@ -62,6 +52,20 @@ pub fn predict_response(format: RequestFormat, outputs: &[NamedOutput<'_>]) -> R
         }
     }
     Ok(out)
+}
+
+/// `{"name": value, ...}` for every output.
+fn write_named(out: &mut Vec<u8>, outputs: &[NamedOutput<'_>]) {
+    out.push(b'{');
+    for (i, output) in outputs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, output.key);
+        out.push(b':');
+        write_tensor(out, output);
+    }
+    out.push(b'}');
 }
 
 /// Row responses need every output to share its 0th dimension, as TF Serving requires.

@@ -3,6 +3,7 @@
 
 mod manage;
 mod sagemaker;
+mod stfs;
 mod tfs;
 
 use actix_web::dev::Decompress;
@@ -102,6 +103,21 @@ async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppS
     }
     if path == "/invocations" && req.method() == actix_web::http::Method::POST {
         return sagemaker::invocations(&req, payload, &state, None).await;
+    }
+    if path == "/" && req.method() == actix_web::http::Method::POST {
+        return stfs::infer(&req, payload, &state).await;
+    }
+    if path == "/health" && req.method() == actix_web::http::Method::GET {
+        return stfs::health();
+    }
+    if let Some(model) = path
+        .strip_prefix("/v1/models/")
+        .and_then(|rest| rest.strip_suffix("/gen_json"))
+    {
+        if req.method() == actix_web::http::Method::GET && !model.contains('/') {
+            let model = decode_segment(model);
+            return stfs::gen_json(&state, &model).unwrap_or_else(|err| error_response(err.status(), &err.to_string()));
+        }
     }
     let result = if path.len() >= 4 && path[..4].eq_ignore_ascii_case("/v1/") || path.eq_ignore_ascii_case("/v1") {
         tfs::handle(&req, payload, &state).await

@@ -1,0 +1,53 @@
+//! Simple TensorFlow Serving's routes: `POST /`, `GET /health`,
+//! `GET /v1/models/{m}/gen_json`.
+
+use std::time::Instant;
+
+use actix_web::http::header::CONTENT_TYPE;
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use super::{answer, json_response, read_body, AppState};
+use crate::error::ApiError;
+use crate::registry::VersionSelector;
+use crate::service::Trace;
+use crate::stfs;
+
+/// `POST /` with a JSON body.
+pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -> HttpResponse {
+    let started = Instant::now();
+    let mut trace = Trace {
+        client_gone: super::client_gone(req),
+        ..Trace::default()
+    };
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let media = crate::sagemaker::convert::media_type(content_type);
+    let result = async {
+        if !media.is_empty() && media != "application/json" {
+            return Err(ApiError::BadRequest(format!(
+                "Error, unsupported content type '{media}' for POST /; send application/json"
+            )));
+        }
+        let body = read_body(req, payload, state.max_request_bytes).await?;
+        stfs::infer(&state.service, &body, &mut trace).await
+    }
+    .await;
+    answer(result, "", "stfs", &trace, started)
+}
+
+/// `GET /v1/models/{model}/gen_json`: an example body for `POST /`.
+pub fn gen_json(state: &AppState, model: &str) -> Result<HttpResponse, ApiError> {
+    stfs::known_model(&state.service, model)?;
+    let (_, signature) = state.service.resolve(model, &VersionSelector::Latest, None)?;
+    let mut example = stfs::gen_json(&signature);
+    example["model_name"] = model.into();
+    Ok(json_response(example.to_string().into_bytes()))
+}
+
+/// Liveness, as STFS answers it.
+pub fn health() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain").body("healthy")
+}

@@ -1,0 +1,121 @@
+//! Simple TensorFlow Serving's `POST /` contract and `gen_json`, on the
+//! committed models.
+
+mod common;
+
+use base64::Engine;
+use common::*;
+use serde_json::{json, Value};
+
+#[test]
+fn post_root_runs_every_model() {
+    let png =
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(repo_path("tests/data/gradient.png")).unwrap());
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
+    let cases = [
+        (
+            json!({"model_name": "half_plus_three", "data": {"x": [1.0, 2.0, 5.0]}}),
+            json!({"y": [3.5, 4.0, 5.5]}),
+        ),
+        (
+            json!({"model_name": "adder", "model_version": 1, "data": {"x": [1.0]}}),
+            json!({"y": [2.0]}),
+        ),
+        (
+            json!({"model_name": "adder", "model_version": "2", "data": {"x": [1.0]}}),
+            json!({"y": [3.0]}),
+        ),
+        (
+            json!({"model_name": "adder", "data": {"x": [1.0]}}),
+            json!({"y": [3.0]}),
+        ),
+        (
+            json!({"model_name": "tf1_half_plus_two", "data": {"x": [2.0]}}),
+            json!({"y": [3.0]}),
+        ),
+        (
+            json!({"model_name": "first_token", "data": {"tokens": [[7, 8]]}}),
+            json!({"first": [7], "width": [2]}),
+        ),
+        (
+            json!({"model_name": "multi_io", "data": {"features": [[1, 2, 3]], "count": [4], "label": ["z"], "flag": [true]}}),
+            json!({"count_plus_one": [5], "flag_not": [false], "greeting": ["hello z"], "label_bytes": [{"b64": "eg=="}],
+                   "scaled": [[4.0, 8.0, 12.0]], "total": [6.0]}),
+        ),
+    ];
+    for (request, answer) in cases {
+        let (status, body) = post_json("/", &request);
+        assert_eq!((status, &body), (200, &answer), "{request}");
+    }
+    let (status, body) = post_json(
+        "/",
+        &json!({"model_name": "image_classifier", "data": {"image_bytes": [{"b64": png}]}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["classes"][0], expected["image_classifier"]["png"]["classes"][0]);
+    let cnn = &expected["mnist_cnn"];
+    let (status, body) = post_json(
+        "/",
+        &json!({"model_name": "mnist_cnn", "data": {"image": cnn["input"]}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_close(&body["probabilities"], &floats(&cnn["probabilities"]), 1e-5);
+    let (status, _) = post_json("/", &json!({"model_name": "half_precision", "data": {"x": [1.0]}}));
+    assert_eq!(status, 501);
+}
+
+#[test]
+fn post_root_errors() {
+    let message = error_of(post_json("/", &json!({"data": {"x": [1.0]}})), 404);
+    assert!(
+        message.starts_with("Invalid model name: default, available models: [adder,"),
+        "{message}"
+    );
+    let message = error_of(post_json("/", &json!({"model_name": "half_plus_three"})), 400);
+    assert!(message.contains("'data'"), "{message}");
+    let message = error_of(post("/", "not json"), 400);
+    assert!(message.starts_with("Invalid json data"), "{message}");
+    let message = error_of(
+        post_json("/", &json!({"model_name": "half_plus_three", "data": {"z": [1.0]}})),
+        400,
+    );
+    assert!(message.contains("'z'"), "{message}");
+    let message = error_of(
+        post_json(
+            "/",
+            &json!({"model_name": "adder", "model_version": "x", "data": {"x": [1]}}),
+        ),
+        400,
+    );
+    assert!(message.contains("model_version"), "{message}");
+    let response = client()
+        .post(format!("{}/", base_url()))
+        .header("Content-Type", "text/plain")
+        .body("1")
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+}
+
+#[test]
+fn gen_json_examples_post_back() {
+    for model in ["half_plus_three", "multi_io", "mnist_cnn", "first_token"] {
+        let (status, example) = get(&format!("/v1/models/{model}/gen_json"));
+        assert_eq!(status, 200, "{model}: {example}");
+        assert_eq!(example["model_name"], model);
+        let (status, body) = post_json("/", &example);
+        assert_eq!(status, 200, "{model}: {body}");
+    }
+    assert_eq!(get("/v1/models/nope/gen_json").0, 404);
+    // TF Serving's status route on the same prefix still answers.
+    assert_eq!(
+        get("/v1/models/half_plus_three").1["model_version_status"][0]["state"],
+        "AVAILABLE"
+    );
+    let health = client().get(format!("{}/health", base_url())).send().unwrap();
+    assert_eq!(
+        (health.status().as_u16(), health.text().unwrap()),
+        (200, "healthy".to_string())
+    );
+}
