@@ -207,8 +207,13 @@ fn a_lone_request_runs_when_the_timeout_fires() {
 fn a_full_queue_answers_503() {
     // One row opens a batch that waits 3 s; two more rows need a second batch,
     // but the queue holds one.
+    base_url();
     let waiting = std::thread::spawn(|| post("full", json!({"instances": [1.0]})));
-    std::thread::sleep(Duration::from_millis(300));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while metric("tfserve_queue_depth", &["model=\"full\""]) < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "the first request never queued");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let (status, body, headers) = post("full", json!({"instances": [1.0, 2.0]}));
     assert_eq!(status, 503, "{body}");
     assert_eq!(headers["retry-after"], "1");

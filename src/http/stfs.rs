@@ -12,7 +12,7 @@ use crate::registry::VersionSelector;
 use crate::service::Trace;
 use crate::stfs;
 
-/// `POST /` with a JSON body.
+/// `POST /` with a JSON body (any content type but multipart).
 pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -> HttpResponse {
     let started = Instant::now();
     let mut trace = Trace {
@@ -26,10 +26,14 @@ pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -
         .unwrap_or_default();
     let media = crate::sagemaker::convert::media_type(content_type);
     let result = async {
-        if !media.is_empty() && media != "application/json" {
-            return Err(ApiError::BadRequest(format!(
-                "Error, unsupported content type '{media}' for POST /; send application/json"
-            )));
+        // The body is JSON whatever the header says (`curl -d` labels it a
+        // form), as TF Serving's routes take it; multipart uploads are not taken.
+        if media.starts_with("multipart/") {
+            return Err(ApiError::Convert(
+                crate::sagemaker::convert::ConvertError::UnsupportedMediaType(format!(
+                    "{media} (POST / takes a JSON body)"
+                )),
+            ));
         }
         let body = read_body(req, payload, state.max_request_bytes).await?;
         stfs::infer(&state.service, &body, &mut trace).await
