@@ -159,6 +159,10 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         config_file: settings.model_config_file.clone(),
         model_roots: settings.roots(),
         max_models: settings.max_models,
+        auth: match (settings.enable_auth, &settings.auth_username, &settings.auth_password) {
+            (true, Some(user), Some(password)) => Some(http::BasicAuth::new(user, &password.0)),
+            _ => None,
+        },
     });
     let addr = format!("{}:{}", settings.host, settings.http_port());
     let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http::configure))

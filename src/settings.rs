@@ -105,8 +105,23 @@ pub struct Cli {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rest_api_num_threads: Option<usize>,
 
+    /// Require HTTP basic auth on every route but liveness (Simple TensorFlow Serving's flag).
+    #[arg(long = "enable_auth", alias = "enable-auth", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_auth: Option<bool>,
+
+    /// The basic-auth user name (needs --enable_auth).
+    #[arg(long = "auth_username", alias = "auth-username", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_username: Option<String>,
+
+    /// The basic-auth password (needs --enable_auth). Never logged.
+    #[arg(long = "auth_password", alias = "auth-password", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_password: Option<String>,
+
     /// Merge concurrent requests into batches (TF Serving's flag).
-    #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true", global = true)]
+    #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_batching: Option<bool>,
 
@@ -189,6 +204,9 @@ pub struct Settings {
     pub swap_policy: SwapPolicy,
     pub model_roots: Vec<PathBuf>,
     pub max_models: usize,
+    pub enable_auth: bool,
+    pub auth_username: Option<String>,
+    pub auth_password: Option<Secret>,
     pub models_dir: PathBuf,
     /// Start with no models; they are loaded over HTTP (SageMaker's multi-model endpoint).
     pub multi_model: bool,
@@ -204,6 +222,23 @@ pub struct Settings {
     pub tensorflow_intra_op_parallelism: Option<i32>,
     pub tensorflow_inter_op_parallelism: Option<i32>,
     pub saved_model_tags: String,
+}
+
+/// Boolean flags take true/false, 1/0, yes/no, on/off in any case
+/// (Simple TensorFlow Serving's scripts write `--enable_auth=True`).
+fn boolean() -> clap::builder::BoolishValueParser {
+    clap::builder::BoolishValueParser::new()
+}
+
+/// A password: kept out of `Debug` output, so it never reaches a log.
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"***\"")
+    }
 }
 
 pub fn cores() -> usize {
@@ -224,6 +259,9 @@ impl Default for Settings {
             swap_policy: SwapPolicy::default(),
             model_roots: Vec::new(),
             max_models: 0,
+            enable_auth: false,
+            auth_username: None,
+            auth_password: None,
             models_dir: "models".into(),
             multi_model: false,
             rest_api_num_threads: cores(),
@@ -375,6 +413,19 @@ impl Settings {
         positive("num_batch_threads", self.num_batch_threads.unwrap_or(1))?;
         positive("max_queued_runs", self.max_queued_runs)?;
         positive("max_request_bytes", self.max_request_bytes)?;
+        if self.enable_auth {
+            let missing = |name: &'static str| SettingsError::Invalid {
+                name,
+                value: String::new(),
+                reason: "is required with enable_auth",
+            };
+            if self.auth_username.as_deref().is_none_or(str::is_empty) {
+                return Err(missing("auth_username"));
+            }
+            if self.auth_password.as_ref().is_none_or(|p| p.0.is_empty()) {
+                return Err(missing("auth_password"));
+            }
+        }
         if self.rest_api_timeout_in_ms == 0 {
             return Err(SettingsError::Invalid {
                 name: "rest_api_timeout_in_ms",
@@ -629,6 +680,29 @@ mod tests {
         );
         let err = settings.batching(&|_| None).unwrap_err().to_string();
         assert!(err.contains("allowed_batch_sizes for model m"), "{err}");
+    }
+
+    #[test]
+    fn booleans_and_auth() {
+        for (flag, on) in [
+            ("--enable_auth=True", true),
+            ("--enable_auth=0", false),
+            ("--enable_auth", true),
+        ] {
+            let cli = Cli::try_parse_from(["tfserve", flag, "--auth_username", "u", "--auth_password", "p"]).unwrap();
+            assert_eq!(Settings::load(&cli).unwrap().enable_auth, on, "{flag}");
+        }
+        assert!(Cli::try_parse_from(["tfserve", "--enable_batching=maybe"]).is_err());
+        let cli = Cli::try_parse_from(["tfserve", "--enable_auth", "TRUE", "--auth_username", "u"]).unwrap();
+        assert!(Settings::load(&cli).unwrap_err().to_string().contains("auth_password"));
+        let cli = Cli::try_parse_from([
+            "tfserve",
+            "--enable_auth=yes",
+            "--auth_username=u",
+            "--auth_password=hunter2",
+        ])
+        .unwrap();
+        assert!(!format!("{:?}", Settings::load(&cli).unwrap()).contains("hunter2"));
     }
 
     #[test]

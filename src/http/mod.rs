@@ -33,6 +33,45 @@ pub struct AppState {
     pub model_roots: Vec<std::path::PathBuf>,
     /// Most models loaded at once (0: no limit).
     pub max_models: usize,
+    /// Basic-auth credentials every route but liveness requires, when set.
+    pub auth: Option<BasicAuth>,
+}
+
+/// HTTP basic auth: the expected `user:password`, compared in constant time.
+pub struct BasicAuth {
+    credentials: Vec<u8>,
+}
+
+impl BasicAuth {
+    pub fn new(user: &str, password: &str) -> BasicAuth {
+        BasicAuth {
+            credentials: format!("{user}:{password}").into_bytes(),
+        }
+    }
+
+    fn allows(&self, req: &HttpRequest) -> bool {
+        use base64::Engine;
+        use subtle::ConstantTimeEq;
+        let header = req
+            .headers()
+            .get(actix_web::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let Some((scheme, encoded)) = header.and_then(|h| h.split_once(' ')) else {
+            return false;
+        };
+        if !scheme.eq_ignore_ascii_case("basic") {
+            return false;
+        }
+        match base64::engine::general_purpose::STANDARD.decode(encoded.trim()) {
+            Ok(given) => given.ct_eq(&self.credentials).into(),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Liveness stays open, so an orchestrator can probe without credentials.
+fn is_liveness(path: &str) -> bool {
+    matches!(path, "/v1/health/live" | "/v2/health/live" | "/health")
 }
 
 /// A URL path segment, percent-decoded.
@@ -84,6 +123,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
     let path = req.path();
+    if let Some(auth) = &state.auth {
+        if !is_liveness(path) && !auth.allows(&req) {
+            let mut response = error_response(
+                StatusCode::UNAUTHORIZED,
+                "authentication required: send valid HTTP basic credentials (enable_auth)",
+            );
+            response.headers_mut().insert(
+                actix_web::http::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"tfserve\""),
+            );
+            return response;
+        }
+    }
     if req.method() == actix_web::http::Method::GET && (path == "/metrics" || path == "/monitoring/prometheus/metrics")
     {
         return HttpResponse::Ok()
