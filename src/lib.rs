@@ -38,7 +38,6 @@ use actix_web::{web, App, HttpServer};
 
 use crate::batcher::Batcher;
 use crate::registry::{discover_models, BatchingPolicy, LoadOptions, ModelSource, Registry};
-use crate::runtime::SessionConfig;
 use crate::service::Service;
 use crate::settings::{Settings, SettingsError};
 
@@ -105,14 +104,11 @@ pub struct Running {
 pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), StartError> {
     let (batching, params, threads) = settings.batching(&|name| std::env::var(name).ok())?;
     let batcher = Batcher::new(threads).map_err(StartError::Threads)?;
-    let (intra, inter) = settings.session_threads(threads);
+    let session = settings.session(threads)?;
+    let (intra, inter) = (session.intra_op_parallelism, session.inter_op_parallelism);
     let options = LoadOptions {
         tags: settings.tags(),
-        session: SessionConfig {
-            intra_op_parallelism: intra,
-            inter_op_parallelism: inter,
-            ..SessionConfig::default()
-        },
+        session,
         batcher: batcher.clone(),
         batching: BatchingPolicy {
             enabled: batching,

@@ -47,6 +47,8 @@ pub struct SessionOverrides {
     pub inter_op_parallelism: Option<i32>,
     pub per_process_gpu_memory_fraction: Option<f64>,
     pub gpu_allow_growth: Option<bool>,
+    pub allow_soft_placement: Option<bool>,
+    pub log_device_placement: Option<bool>,
 }
 
 impl SessionOverrides {
@@ -58,11 +60,16 @@ impl SessionOverrides {
                 .per_process_gpu_memory_fraction
                 .unwrap_or(base.per_process_gpu_memory_fraction),
             gpu_allow_growth: self.gpu_allow_growth.unwrap_or(base.gpu_allow_growth),
+            log_device_placement: self.log_device_placement.unwrap_or(base.log_device_placement),
+            strict_placement: self
+                .allow_soft_placement
+                .map(|soft| !soft)
+                .unwrap_or(base.strict_placement),
         }
     }
 
     /// Reads Simple TensorFlow Serving's `session_config` object.
-    fn from_json(model: &str, config: &Json) -> Result<SessionOverrides, String> {
+    pub fn from_json(model: &str, config: &Json) -> Result<SessionOverrides, String> {
         let Some(object) = config.as_object() else {
             return Err(format!("model '{model}': session_config must be an object"));
         };
@@ -90,6 +97,15 @@ impl SessionOverrides {
                 })
                 .transpose()
         };
+        let flag = |key: &str| -> Result<Option<bool>, String> {
+            object
+                .get(key)
+                .map(|v| {
+                    v.as_bool()
+                        .ok_or(format!("model '{model}': session_config.{key} must be true or false"))
+                })
+                .transpose()
+        };
         Ok(SessionOverrides {
             intra_op_parallelism: int("intra_op_parallelism_threads")?,
             inter_op_parallelism: int("inter_op_parallelism_threads")?,
@@ -101,14 +117,9 @@ impl SessionOverrides {
                     ))
                 })
                 .transpose()?,
-            gpu_allow_growth: object
-                .get("allow_growth")
-                .map(|v| {
-                    v.as_bool().ok_or(format!(
-                        "model '{model}': session_config.allow_growth must be true or false"
-                    ))
-                })
-                .transpose()?,
+            gpu_allow_growth: flag("allow_growth")?,
+            allow_soft_placement: flag("allow_soft_placement")?,
+            log_device_placement: flag("log_device_placement")?,
         })
     }
 }

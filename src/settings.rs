@@ -8,7 +8,9 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 
 use crate::batcher::{BatchParams, ParamsOverride};
+use crate::model_config::SessionOverrides;
 use crate::registry::SwapPolicy;
+use crate::runtime::SessionConfig;
 
 /// Command-line flags. Every flag is also accepted with dashes
 /// (`--rest-api-port`), as `--flag=value` or `--flag value`.
@@ -104,6 +106,12 @@ pub struct Cli {
     #[arg(long = "rest_api_num_threads", alias = "rest-api-num-threads", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rest_api_num_threads: Option<usize>,
+
+    /// Session options for every model as Simple TensorFlow Serving's JSON, e.g.
+    /// '{"intra_op_parallelism_threads": 2, "allow_growth": true}'.
+    #[arg(long = "session_config", alias = "session-config", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_config: Option<String>,
 
     /// Require HTTP basic auth on every route but liveness (Simple TensorFlow Serving's flag).
     #[arg(long = "enable_auth", alias = "enable-auth", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
@@ -204,6 +212,7 @@ pub struct Settings {
     pub swap_policy: SwapPolicy,
     pub model_roots: Vec<PathBuf>,
     pub max_models: usize,
+    pub session_config: Option<String>,
     pub enable_auth: bool,
     pub auth_username: Option<String>,
     pub auth_password: Option<Secret>,
@@ -259,6 +268,7 @@ impl Default for Settings {
             swap_policy: SwapPolicy::default(),
             model_roots: Vec::new(),
             max_models: 0,
+            session_config: None,
             enable_auth: false,
             auth_username: None,
             auth_password: None,
@@ -456,6 +466,27 @@ impl Settings {
             .tensorflow_intra_op_parallelism
             .unwrap_or((cores() / batch_threads.max(1)).max(1) as i32);
         (intra, self.tensorflow_inter_op_parallelism.unwrap_or(-1))
+    }
+
+    /// Every model's session options: the thread defaults above, then `--session_config`.
+    pub fn session(&self, batch_threads: usize) -> Result<SessionConfig, SettingsError> {
+        let (intra, inter) = self.session_threads(batch_threads);
+        let base = SessionConfig {
+            intra_op_parallelism: intra,
+            inter_op_parallelism: inter,
+            ..SessionConfig::default()
+        };
+        let Some(text) = &self.session_config else {
+            return Ok(base);
+        };
+        let invalid = |reason: String| SettingsError::File {
+            name: "session_config",
+            path: text.clone(),
+            reason,
+        };
+        let json: serde_json::Value = serde_json::from_str(text).map_err(|e| invalid(format!("invalid JSON: {e}")))?;
+        let overrides = SessionOverrides::from_json("(all models)", &json).map_err(invalid)?;
+        Ok(overrides.apply(&base))
     }
 
     /// The global batching parameters and thread count: TF Serving's
@@ -680,6 +711,32 @@ mod tests {
         );
         let err = settings.batching(&|_| None).unwrap_err().to_string();
         assert!(err.contains("allowed_batch_sizes for model m"), "{err}");
+    }
+
+    #[test]
+    fn session_config_flag() {
+        let cli = Cli::try_parse_from([
+            "tfserve",
+            "--session_config",
+            r#"{"intra_op_parallelism_threads": 3, "allow_growth": true}"#,
+        ])
+        .unwrap();
+        let session = Settings::load(&cli).unwrap().session(1).unwrap();
+        assert_eq!(
+            (
+                session.intra_op_parallelism,
+                session.inter_op_parallelism,
+                session.gpu_allow_growth
+            ),
+            (3, -1, true)
+        );
+        let cli = Cli::try_parse_from(["tfserve", "--session_config", r#"{"threads": 3}"#]).unwrap();
+        assert!(Settings::load(&cli)
+            .unwrap()
+            .session(1)
+            .unwrap_err()
+            .to_string()
+            .contains("session_config"));
     }
 
     #[test]

@@ -13,6 +13,11 @@ pub struct SessionConfig {
     pub per_process_gpu_memory_fraction: f64,
     /// Grow GPU memory on demand instead of reserving it up front.
     pub gpu_allow_growth: bool,
+    /// Log the device each op is placed on.
+    pub log_device_placement: bool,
+    /// Refuse graphs whose ops name a device this host lacks (off by default:
+    /// graphs exported on a GPU host still load on a CPU-only one).
+    pub strict_placement: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -25,6 +30,8 @@ struct ConfigProto {
     gpu_options: Option<GpuOptions>,
     #[prost(bool, tag = "7")]
     allow_soft_placement: bool,
+    #[prost(bool, tag = "8")]
+    log_device_placement: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -45,8 +52,8 @@ impl SessionConfig {
             intra_op_parallelism_threads: self.intra_op_parallelism,
             inter_op_parallelism_threads: self.inter_op_parallelism,
             gpu_options: (gpu != GpuOptions::default()).then_some(gpu),
-            // Graphs exported on a GPU host must still load on a CPU-only one.
-            allow_soft_placement: true,
+            allow_soft_placement: !self.strict_placement,
+            log_device_placement: self.log_device_placement,
         }
         .encode_to_vec()
     }
@@ -65,5 +72,16 @@ mod tests {
         };
         // field 2 = 2, field 5 = 1, field 7 = true
         assert_eq!(config.to_config_proto(), vec![0x10, 2, 0x28, 1, 0x38, 1]);
+    }
+
+    #[test]
+    fn encodes_placement_options() {
+        let config = SessionConfig {
+            log_device_placement: true,
+            strict_placement: true,
+            ..Default::default()
+        };
+        // field 8 = true; allow_soft_placement false is the proto default and not written
+        assert_eq!(config.to_config_proto(), vec![0x40, 1]);
     }
 }
