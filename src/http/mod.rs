@@ -164,6 +164,16 @@ async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppS
     }
     if let Some(model) = path
         .strip_prefix("/v1/models/")
+        .and_then(|rest| rest.strip_suffix("/gen_client"))
+    {
+        if req.method() == actix_web::http::Method::GET && !model.contains('/') {
+            let model = decode_segment(model);
+            return stfs::gen_client(&req, &state, &model)
+                .unwrap_or_else(|err| error_response(err.status(), &err.to_string()));
+        }
+    }
+    if let Some(model) = path
+        .strip_prefix("/v1/models/")
         .and_then(|rest| rest.strip_suffix("/gen_json"))
     {
         if req.method() == actix_web::http::Method::GET && !model.contains('/') {

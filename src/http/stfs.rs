@@ -55,3 +55,27 @@ pub fn gen_json(state: &AppState, model: &str) -> Result<HttpResponse, ApiError>
 pub fn health() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("healthy")
 }
+
+/// `GET /v1/models/{model}/gen_client?language=...` (default bash): a client
+/// that posts the `gen_json` example to this server.
+pub fn gen_client(req: &HttpRequest, state: &AppState, model: &str) -> Result<HttpResponse, ApiError> {
+    stfs::known_model(&state.service, model)?;
+    let language = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
+        .ok()
+        .and_then(|q| q.get("language").cloned())
+        .unwrap_or_else(|| "bash".into());
+    let (_, signature) = state.service.resolve(model, &VersionSelector::Latest, None)?;
+    let mut example = stfs::gen_json(&signature);
+    example["model_name"] = model.into();
+    let info = req.connection_info();
+    let base_url = format!("{}://{}", info.scheme(), info.host());
+    let client = stfs::gen_client(&language.to_ascii_lowercase(), &base_url, model, &example).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "language '{language}' is not supported; use one of: {}",
+            stfs::CLIENT_LANGUAGES.join(", ")
+        ))
+    })?;
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain; charset=utf-8")
+        .body(client))
+}
