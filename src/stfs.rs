@@ -91,42 +91,6 @@ pub fn gen_json(signature: &SignatureSpec) -> Value {
     json!({ "data": data })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::signature::TensorSpec;
-
-    #[test]
-    fn versions_and_examples() {
-        assert_eq!(version_selector(None).unwrap(), VersionSelector::Latest);
-        assert_eq!(version_selector(Some(&json!(2))).unwrap(), VersionSelector::Specific(2));
-        assert_eq!(
-            version_selector(Some(&json!("3"))).unwrap(),
-            VersionSelector::Specific(3)
-        );
-        assert!(version_selector(Some(&json!("latest"))).is_err());
-        let spec = |key: &str, dtype, shape: Vec<i64>| TensorSpec {
-            key: key.into(),
-            tensor_name: format!("{key}:0"),
-            dtype,
-            shape: Some(shape),
-        };
-        let signature = SignatureSpec {
-            name: "serving_default".into(),
-            method_name: String::new(),
-            inputs: vec![
-                spec("features", DType::Float, vec![-1, 3]),
-                spec("flag", DType::Bool, vec![-1]),
-            ],
-            outputs: vec![],
-        };
-        assert_eq!(
-            gen_json(&signature),
-            json!({"data": {"features": [[1.0, 1.0, 1.0]], "flag": [true]}})
-        );
-    }
-}
-
 /// Languages `gen_client` writes.
 pub const CLIENT_LANGUAGES: &[&str] = &["bash", "python", "golang", "javascript", "rust"];
 
@@ -179,4 +143,40 @@ pub fn gen_client(language: &str, base_url: &str, model: &str, request: &Value) 
         }
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::TensorSpec;
+
+    #[test]
+    fn versions_and_examples() {
+        assert_eq!(version_selector(None).unwrap(), VersionSelector::Latest);
+        assert_eq!(version_selector(Some(&json!(2))).unwrap(), VersionSelector::Specific(2));
+        assert_eq!(
+            version_selector(Some(&json!("3"))).unwrap(),
+            VersionSelector::Specific(3)
+        );
+        assert!(version_selector(Some(&json!("latest"))).is_err());
+        let spec = |key: &str, dtype, shape: Vec<i64>| TensorSpec {
+            key: key.into(),
+            tensor_name: format!("{key}:0"),
+            dtype,
+            shape: Some(shape),
+        };
+        let signature = SignatureSpec {
+            name: "serving_default".into(),
+            method_name: String::new(),
+            inputs: vec![
+                spec("features", DType::Float, vec![-1, 3]),
+                spec("flag", DType::Bool, vec![-1]),
+            ],
+            outputs: vec![],
+        };
+        assert_eq!(
+            gen_json(&signature),
+            json!({"data": {"features": [[1.0, 1.0, 1.0]], "flag": [true]}})
+        );
+    }
 }
