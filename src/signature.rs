@@ -42,10 +42,6 @@ impl SignatureSpec {
         self.inputs.iter().position(|spec| spec.key == key)
     }
 
-    pub fn output(&self, key: &str) -> Option<&TensorSpec> {
-        self.outputs.iter().find(|spec| spec.key == key)
-    }
-
     /// The input keys joined with commas, for error messages.
     pub fn input_names(&self) -> String {
         self.inputs.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(",")

@@ -93,11 +93,6 @@ impl DType {
     pub fn short_name(self) -> String {
         self.proto_name().trim_start_matches("DT_").to_ascii_lowercase()
     }
-
-    /// Whether JSON values can be converted to this type.
-    pub fn is_json_encodable(self) -> bool {
-        !matches!(self, DType::Half | DType::BFloat16 | DType::Other(_))
-    }
 }
 
 fn other_proto_name(code: i32) -> String {

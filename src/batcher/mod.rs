@@ -462,10 +462,6 @@ pub struct QueueHandle {
 }
 
 impl QueueHandle {
-    pub fn params(&self) -> Option<&BatchParams> {
-        self.merge.then_some(&self.params)
-    }
-
     /// Queues a request. `input_names` label the tensors in error messages.
     pub fn submit(&self, inputs: Vec<Tensor>, input_names: &[&str]) -> Result<Pending, BatchError> {
         let rows = if self.merge {
