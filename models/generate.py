@@ -148,6 +148,29 @@ def image_classifier(tf):
     tf.saved_model.save(module, fresh("image_classifier", 1), signatures={"serving_default": module.serve})
 
 
+def b64_image_classifier(tf):
+    """The Simple TensorFlow Serving kind of image model: URL-safe base64 text in,
+    `tf.io.decode_base64` in-graph, then the same classifier as image_classifier."""
+    rng = tf.random.Generator.from_seed(7)
+    weights = tf.constant(rng.normal([28 * 28, 10], stddev=0.05).numpy())
+    bias = tf.constant(rng.normal([10], stddev=0.05).numpy())
+
+    class Base64ImageClassifier(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+        def serve(self, images):
+            def decode(text):
+                image = tf.io.decode_image(tf.io.decode_base64(text), channels=1, expand_animations=False)
+                image = tf.image.resize(tf.cast(image, tf.float32) / 255.0, [28, 28])
+                return tf.reshape(image, [28 * 28])
+
+            pixels = tf.map_fn(decode, images, fn_output_signature=tf.TensorSpec([28 * 28], tf.float32))
+            probabilities = tf.nn.softmax(tf.matmul(pixels, weights) + bias)
+            return {"classes": tf.argmax(probabilities, axis=1), "probabilities": probabilities}
+
+    module = Base64ImageClassifier()
+    tf.saved_model.save(module, fresh("b64_image_classifier", 1), signatures={"serving_default": module.serve})
+
+
 def mnist_cnn(tf):
     """A small Keras CNN over float32 [-1, 28, 28, 1] images, exported the way the C API can load."""
     import keras
@@ -212,11 +235,15 @@ def test_fixtures(tf):
             for name, raw in (("png", png), ("jpg", jpeg))
         },
         "mnist_cnn": {"input": image.numpy().tolist(), "probabilities": cnn(image=image)["probabilities"].numpy().tolist()},
+        # The PNG decoded and scaled to [0, 1], as tfserve feeds an uploaded image to a float input.
+        "mnist_cnn_png": cnn(image=tf.cast(tf.io.decode_png(png)[tf.newaxis], tf.float32) / 255.0)[
+            "probabilities"].numpy().tolist(),
     }
     (data / "expected.json").write_text(json.dumps(expected))
 
 
-BUILDERS = (half_plus_three, warmup_requests, adder, multi_io, tf1_half_plus_two, image_classifier, mnist_cnn, half_precision,
+BUILDERS = (half_plus_three, warmup_requests, adder, multi_io, tf1_half_plus_two, image_classifier, b64_image_classifier,
+            mnist_cnn, half_precision,
             first_token, test_fixtures)
 
 

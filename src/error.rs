@@ -41,6 +41,8 @@ pub enum ApiError {
     InsufficientStorage(String),
     #[error(transparent)]
     Convert(#[from] crate::sagemaker::convert::ConvertError),
+    #[error(transparent)]
+    Image(#[from] crate::imaging::ImageError),
 }
 
 impl ApiError {
@@ -67,7 +69,7 @@ impl ApiError {
             ApiError::Batch(BatchError::Run(RuntimeError::Run { code, .. })) => tf_status(*code),
             ApiError::Batch(BatchError::Run(_) | BatchError::Split(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::SignatureNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::Image(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             // nginx's "client closed request"; nobody reads it, but logs and metrics do.

@@ -16,6 +16,7 @@ pub mod batcher;
 pub mod codec;
 pub mod error;
 pub mod http;
+pub mod imaging;
 pub mod metrics;
 pub mod model_config;
 pub mod registry;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
+use crate::imaging::{ImagePolicy, StringEncoding};
 use crate::runtime::SessionConfig;
 use crate::textproto::{self, Message};
 
@@ -38,6 +39,8 @@ pub struct ModelSource {
     pub labels: BTreeMap<String, i64>,
     /// Simple TensorFlow Serving's per-model `session_config`.
     pub session: SessionOverrides,
+    /// How uploaded images reach the model (JSON configs: `image_string_encoding`, `image_resize`).
+    pub images: ImagePolicy,
 }
 
 /// Per-model session options; unset fields keep the server-wide values.
@@ -132,6 +135,7 @@ impl ModelSource {
             policy: VersionPolicy::All,
             labels: BTreeMap::new(),
             session: SessionOverrides::default(),
+            images: ImagePolicy::default(),
         }
     }
 }
@@ -243,6 +247,7 @@ fn from_textproto(root: &Message) -> Result<Vec<ModelSource>, String> {
                 policy,
                 labels,
                 session: SessionOverrides::default(),
+                images: ImagePolicy::default(),
             })
         })
         .collect()
@@ -311,12 +316,42 @@ pub fn json_source(config: &Json) -> Result<ModelSource, String> {
         Some(session) => SessionOverrides::from_json(&name, session)?,
         None => SessionOverrides::default(),
     };
+    let images = image_policy(&name, config)?;
     Ok(ModelSource {
         name,
         base_path: base_path.into(),
         policy,
         labels,
         session,
+        images,
+    })
+}
+
+/// `image_string_encoding` ("raw" or "base64"; absent: read off the graph)
+/// and `image_resize` (default true).
+fn image_policy(name: &str, config: &Json) -> Result<ImagePolicy, String> {
+    let string_encoding = match config.get("image_string_encoding") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(s)) if s == "raw" => Some(StringEncoding::Raw),
+        Some(Json::String(s)) if s == "base64" => Some(StringEncoding::Base64),
+        Some(other) => {
+            return Err(format!(
+                "model '{name}': image_string_encoding must be \"raw\" or \"base64\", got {other}"
+            ))
+        }
+    };
+    let resize = match config.get("image_resize") {
+        None | Some(Json::Null) => true,
+        Some(Json::Bool(b)) => *b,
+        Some(other) => {
+            return Err(format!(
+                "model '{name}': image_resize must be true or false, got {other}"
+            ))
+        }
+    };
+    Ok(ImagePolicy {
+        string_encoding,
+        resize,
     })
 }
 

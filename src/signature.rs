@@ -31,6 +31,9 @@ pub struct SignatureSpec {
     /// Sorted by key, so that error messages and outputs are deterministic.
     pub inputs: Vec<TensorSpec>,
     pub outputs: Vec<TensorSpec>,
+    /// String inputs whose values the graph runs through `DecodeBase64`, so
+    /// they take URL-safe base64 text rather than raw bytes.
+    pub base64_inputs: Vec<String>,
 }
 
 impl SignatureSpec {

@@ -2,6 +2,8 @@
 //! `model_name`, `model_version`, `signature_name` and `data`, answered with an
 //! object of outputs; and `gen_json`, an example request built from a signature.
 
+use std::collections::HashMap;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -9,6 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::codec::decode::decode_named_inputs;
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
+use crate::imaging::{self, ImageFile};
 use crate::registry::VersionSelector;
 use crate::service::{Service, Trace};
 use crate::signature::SignatureSpec;
@@ -67,6 +70,38 @@ pub async fn infer(service: &Service, body: &[u8], trace: &mut Trace) -> Result<
     let inputs = decode_named_inputs(data.get(), &signature)?;
     service
         .predict_inputs(&servable, &signature, inputs, RequestFormat::Named, trace)
+        .await
+}
+
+/// `POST /` with image files (`image`/`images` form parts) and the text
+/// fields `model_name` (default `default`), `model_version`, `signature_name`.
+/// The files form one batch; the answer is an object of outputs, as for JSON.
+pub async fn infer_images(
+    service: &Service,
+    fields: HashMap<String, String>,
+    files: Vec<ImageFile>,
+    trace: &mut Trace,
+) -> Result<Vec<u8>, ApiError> {
+    if files.is_empty() {
+        return Err(ApiError::BadRequest(
+            "the form has no image: send files as 'image' or 'images' (curl -F 'image=@cat.jpg')".into(),
+        ));
+    }
+    let model = fields.get("model_name").map_or(DEFAULT_MODEL, String::as_str);
+    let version = fields
+        .get("model_version")
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .map(Value::String);
+    let selector = version_selector(version.as_ref())?;
+    known_model(service, model)?;
+    let signature_name = fields.get("signature_name").filter(|s| !s.is_empty());
+    let (servable, signature) = service.resolve(model, &selector, signature_name.map(String::as_str))?;
+    let input = imaging::image_input(&signature)?;
+    let feed = imaging::feed_for(&signature, input, servable.images)?;
+    let tensor = imaging::batch_tensor_off_thread(files, feed).await?;
+    service
+        .predict_inputs(&servable, &signature, vec![tensor], RequestFormat::Named, trace)
         .await
 }
 
@@ -173,6 +208,7 @@ mod tests {
                 spec("flag", DType::Bool, vec![-1]),
             ],
             outputs: vec![],
+            base64_inputs: vec![],
         };
         assert_eq!(
             gen_json(&signature),

@@ -54,6 +54,15 @@ fn post_root_runs_every_model() {
     );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["classes"][0], expected["image_classifier"]["png"]["classes"][0]);
+    // STFS's own form for its image models: URL-safe base64 text, decoded in-graph.
+    let text =
+        base64::engine::general_purpose::URL_SAFE.encode(std::fs::read(repo_path("tests/data/gradient.jpg")).unwrap());
+    let (status, body) = post_json(
+        "/",
+        &json!({"model_name": "b64_image_classifier", "data": {"images": [text]}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["classes"][0], expected["image_classifier"]["jpg"]["classes"][0]);
     let cnn = &expected["mnist_cnn"];
     let (status, body) = post_json(
         "/",

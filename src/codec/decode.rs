@@ -657,6 +657,7 @@ mod tests {
             method_name: crate::signature::PREDICT_METHOD.into(),
             inputs,
             outputs: vec![],
+            base64_inputs: vec![],
         };
         sig.sort();
         sig

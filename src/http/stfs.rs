@@ -1,18 +1,22 @@
 //! Simple TensorFlow Serving's routes: `POST /`, `GET /health`,
 //! `GET /v1/models/{m}/gen_json`.
 
+use std::collections::HashMap;
 use std::time::Instant;
+
+use futures_util::StreamExt;
 
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::{answer, json_response, read_body, AppState};
 use crate::error::ApiError;
+use crate::imaging::ImageFile;
 use crate::registry::VersionSelector;
 use crate::service::Trace;
 use crate::stfs;
 
-/// `POST /` with a JSON body (any content type but multipart).
+/// `POST /` with a JSON body, or a form upload of image files.
 pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -> HttpResponse {
     let started = Instant::now();
     let mut trace = Trace {
@@ -26,20 +30,64 @@ pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -
         .unwrap_or_default();
     let media = crate::sagemaker::convert::media_type(content_type);
     let result = async {
-        // The body is JSON whatever the header says (`curl -d` labels it a
-        // form), as TF Serving's routes take it; multipart uploads are not taken.
-        if media.starts_with("multipart/") {
-            return Err(ApiError::Convert(
-                crate::sagemaker::convert::ConvertError::UnsupportedMediaType(format!(
-                    "{media} (POST / takes a JSON body)"
-                )),
-            ));
+        if media == "multipart/form-data" {
+            let upload = read_upload(req, payload, state.max_request_bytes).await?;
+            return stfs::infer_images(&state.service, upload.fields, upload.files, &mut trace).await;
         }
+        // Otherwise the body is JSON whatever the header says (`curl -d`
+        // labels it a form), as TF Serving's routes take it.
         let body = read_body(req, payload, state.max_request_bytes).await?;
         stfs::infer(&state.service, &body, &mut trace).await
     }
     .await;
     answer(result, "", "stfs", &trace, started)
+}
+
+/// A `multipart/form-data` body: its files and text fields.
+struct Upload {
+    files: Vec<ImageFile>,
+    fields: HashMap<String, String>,
+}
+
+/// Reads a form upload, holding at most `limit` bytes across all parts. Files
+/// are the `image` and `images` parts; other parts are text fields.
+async fn read_upload(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<Upload, ApiError> {
+    let mut form = actix_multipart::Multipart::new(req.headers(), payload);
+    let mut upload = Upload {
+        files: Vec::new(),
+        fields: HashMap::new(),
+    };
+    let mut total = 0usize;
+    while let Some(part) = form.next().await {
+        let mut part = part.map_err(|e| ApiError::BadRequest(format!("invalid multipart/form-data body: {e}")))?;
+        let name = part.name().unwrap_or_default().to_string();
+        let file_name = part
+            .content_disposition()
+            .and_then(|d| d.get_filename())
+            .map(str::to_string);
+        let mut bytes = Vec::new();
+        while let Some(chunk) = part.next().await {
+            let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("failed to read form field '{name}': {e}")))?;
+            total += chunk.len();
+            if total > limit {
+                return Err(ApiError::PayloadTooLarge { limit, got: None });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        if name == "image" || name == "images" {
+            let name = file_name.unwrap_or_else(|| format!("{name}[{}]", upload.files.len()));
+            upload.files.push(ImageFile { name, bytes });
+        } else if file_name.is_some() {
+            return Err(ApiError::BadRequest(format!(
+                "form field '{name}' carries a file; send image files as 'image' or 'images'"
+            )));
+        } else {
+            let text = String::from_utf8(bytes)
+                .map_err(|_| ApiError::BadRequest(format!("form field '{name}' is not UTF-8 text")))?;
+            upload.fields.insert(name, text);
+        }
+    }
+    Ok(upload)
 }
 
 /// `GET /v1/models/{model}/gen_json`: an example body for `POST /`.

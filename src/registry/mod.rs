@@ -381,7 +381,7 @@ impl Registry {
         self.set_slot(model, version, VersionState::Loading, None, None);
         let started = Instant::now();
         let session = source.session.apply(&self.options.session);
-        match servable::build(model, version, path, &session, &self.options) {
+        match servable::build(model, version, path, &session, source.images, &self.options) {
             Ok(servable) => {
                 let signatures: Vec<String> = servable.runtime.signatures().map(|s| s.name.clone()).collect();
                 log::info!(

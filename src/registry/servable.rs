@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::batcher::{BatchParams, Batcher, ParamsOverride, QueueHandle, Runner};
+use crate::imaging::ImagePolicy;
 use crate::metrics::QueueMetrics;
 use crate::runtime::{LoadedModel, RuntimeError, SessionConfig};
 use crate::signature::SignatureSpec;
@@ -16,6 +17,8 @@ pub struct Servable {
     pub model: String,
     pub version: i64,
     pub runtime: Arc<LoadedModel>,
+    /// How uploaded images reach this model.
+    pub images: ImagePolicy,
     queues: BTreeMap<String, QueueHandle>,
 }
 
@@ -105,6 +108,7 @@ pub fn build(
     version: i64,
     path: &Path,
     session: &SessionConfig,
+    images: ImagePolicy,
     options: &LoadOptions,
 ) -> Result<Servable, RuntimeError> {
     let runtime = Arc::new(LoadedModel::load(path, &options.tags, session)?);
@@ -129,6 +133,7 @@ pub fn build(
         model: model.to_string(),
         version,
         runtime,
+        images,
         queues,
     })
 }

@@ -3,6 +3,7 @@
 //! `SignatureSpec`.
 
 mod bytes;
+mod graph_trace;
 mod session_config;
 mod tf;
 

@@ -49,6 +49,8 @@ impl LoadedModel {
         let bundle =
             SavedModelBundle::load(&options, tags, &mut graph, dir).map_err(|s| load_error(status_message(&s)))?;
         let mut signatures = BTreeMap::new();
+        // Serialized only when a signature has a string input to trace.
+        let mut graph_def = None;
         for (name, def) in bundle.meta_graph_def().signatures() {
             if name == INIT_OP_SIGNATURE {
                 continue;
@@ -61,8 +63,10 @@ impl LoadedModel {
                 method_name: def.method_name().to_string(),
                 inputs: convert(def.inputs()),
                 outputs: convert(def.outputs()),
+                base64_inputs: Vec::new(),
             };
             spec.sort();
+            spec.base64_inputs = base64_inputs(&graph, &mut graph_def, &spec.inputs);
             let resolve = |specs: &[TensorSpec]| -> Result<Vec<(Operation, i32)>, RuntimeError> {
                 specs
                     .iter()
@@ -124,6 +128,27 @@ impl LoadedModel {
             })
             .collect()
     }
+}
+
+/// The string inputs that feed a `DecodeBase64` op. A graph that cannot be
+/// traced counts as taking raw bytes (the per-model setting can say otherwise).
+fn base64_inputs(graph: &Graph, graph_def: &mut Option<Vec<u8>>, inputs: &[TensorSpec]) -> Vec<String> {
+    let strings: Vec<&TensorSpec> = inputs.iter().filter(|i| i.dtype == DType::String).collect();
+    if strings.is_empty() {
+        return Vec::new();
+    }
+    let bytes = graph_def.get_or_insert_with(|| graph.graph_def().unwrap_or_default());
+    strings
+        .into_iter()
+        .filter(|input| {
+            let (node, _) = split_tensor_name(&input.tensor_name);
+            super::graph_trace::reaches_op(bytes, node, "DecodeBase64").unwrap_or_else(|e| {
+                log::warn!("input '{}': {e}; treating it as raw bytes", input.key);
+                false
+            })
+        })
+        .map(|input| input.key.clone())
+        .collect()
 }
 
 fn tensor_spec(key: &str, info: &tfr::TensorInfo) -> TensorSpec {

@@ -2,7 +2,6 @@
 //! request bodies, following the container's conversions.
 
 use crate::signature::SignatureSpec;
-use crate::tensor::{DType, Tensor, TensorData};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConvertError {
@@ -101,54 +100,6 @@ fn csv_value(field: &str) -> String {
     } else {
         serde_json::Value::String(field.to_string()).to_string()
     }
-}
-
-/// An image body as the input tensor of a one-input signature: the encoded
-/// bytes for a string input (the model decodes them), or the image decoded,
-/// resized and scaled to [0, 1] for a float input `[-1, height, width, 1|3]`.
-pub fn image_input(body: &[u8], signature: &SignatureSpec) -> Result<Tensor, ConvertError> {
-    let [input] = signature.inputs.as_slice() else {
-        return Err(ConvertError::Invalid(format!(
-            "image requests need a signature with one input; '{}' has {}",
-            signature.name,
-            signature.input_names()
-        )));
-    };
-    if input.dtype == DType::String {
-        return Ok(Tensor::new(vec![1], TensorData::String(vec![body.to_vec()])));
-    }
-    if input.dtype != DType::Float {
-        return Err(ConvertError::Invalid(format!(
-            "input '{}' is {}; image requests need a string or float input",
-            input.key, input.dtype
-        )));
-    }
-    let (height, width, channels) = input_dims(input)?;
-    let pixels = decode_image(body, height, width, channels)?;
-    Ok(Tensor::new(vec![1, height, width, channels], TensorData::Float(pixels)))
-}
-
-fn input_dims(input: &crate::signature::TensorSpec) -> Result<(usize, usize, usize), ConvertError> {
-    match input.shape.as_deref() {
-        Some([_, h, w, c]) if *h > 0 && *w > 0 && (*c == 1 || *c == 3) => Ok((*h as usize, *w as usize, *c as usize)),
-        other => Err(ConvertError::Invalid(format!(
-            "input '{}' of shape {other:?} is not an image batch [-1, height, width, 1 or 3]",
-            input.key
-        ))),
-    }
-}
-
-/// Decoded pixels in [0, 1], row-major height × width × channels.
-fn decode_image(body: &[u8], height: usize, width: usize, channels: usize) -> Result<Vec<f32>, ConvertError> {
-    let image =
-        image::load_from_memory(body).map_err(|e| ConvertError::Invalid(format!("cannot decode the image: {e}")))?;
-    let image = image.resize_exact(width as u32, height as u32, image::imageops::FilterType::Triangle);
-    let raw = if channels == 1 {
-        image.to_luma8().into_raw()
-    } else {
-        image.to_rgb8().into_raw()
-    };
-    Ok(raw.into_iter().map(|v| f32::from(v) / 255.0).collect())
 }
 
 #[cfg(test)]

@@ -10,10 +10,11 @@ use regex::Regex;
 
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
+use crate::imaging::{self, ImageFile};
 use crate::registry::VersionSelector;
 use crate::service::{Service, Trace};
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
-use convert::{image_input, is_image, media_type, takes_scalar_instances, to_tfs_json};
+use convert::{is_image, media_type, takes_scalar_instances, to_tfs_json};
 
 pub const CUSTOM_ATTRIBUTES: &str = "x-amzn-sagemaker-custom-attributes";
 
@@ -61,7 +62,13 @@ impl Invocation {
                 )));
             }
             let (servable, signature) = service.resolve(&model, &selector, None)?;
-            let input = image_input(body, &signature)?;
+            let input = imaging::image_input(&signature)?;
+            let feed = imaging::feed_for(&signature, input, servable.images)?;
+            let file = ImageFile {
+                name: "request body".into(),
+                bytes: body.to_vec(),
+            };
+            let input = imaging::batch_tensor_off_thread(vec![file], feed).await?;
             return service
                 .predict_inputs(&servable, &signature, vec![input], RequestFormat::Row, trace)
                 .await;

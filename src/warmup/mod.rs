@@ -165,6 +165,7 @@ mod tests {
                 spec("b", DType::String, Some(vec![-1, -1])),
             ],
             outputs: vec![],
+            base64_inputs: vec![],
         };
         let inputs = synthetic_inputs(&signature, 4).unwrap();
         assert_eq!(inputs[0].shape, vec![4, 3]);

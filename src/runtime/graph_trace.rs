@@ -1,0 +1,217 @@
+//! Data-flow questions about a serialized GraphDef (its function library
+//! included), such as "does this input reach a `DecodeBase64` op?".
+//!
+//! Only the fields the trace needs are declared; prost skips the rest, so the
+//! weights a frozen graph carries in its constants cost a read and nothing else.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use prost::Message;
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct GraphDef {
+    #[prost(message, repeated, tag = "1")]
+    node: Vec<NodeDef>,
+    #[prost(message, optional, tag = "2")]
+    library: Option<FunctionDefLibrary>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct NodeDef {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(string, tag = "2")]
+    op: String,
+    #[prost(string, repeated, tag = "3")]
+    input: Vec<String>,
+    #[prost(btree_map = "string, message", tag = "5")]
+    attr: std::collections::BTreeMap<String, AttrValue>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct AttrValue {
+    #[prost(message, optional, tag = "10")]
+    func: Option<NameAttrList>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct NameAttrList {
+    #[prost(string, tag = "1")]
+    name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct FunctionDefLibrary {
+    #[prost(message, repeated, tag = "1")]
+    function: Vec<FunctionDef>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct FunctionDef {
+    #[prost(message, optional, tag = "1")]
+    signature: Option<OpDef>,
+    #[prost(message, repeated, tag = "3")]
+    node_def: Vec<NodeDef>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct OpDef {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, repeated, tag = "2")]
+    input_arg: Vec<ArgDef>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ArgDef {
+    #[prost(string, tag = "1")]
+    name: String,
+}
+
+/// A value in the trace: a node (its outputs taken together) or a function
+/// argument, within the top-level graph (`scope` None) or a named function.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Value {
+    scope: Option<String>,
+    name: String,
+}
+
+/// A node reading a value: the node, the input position, and its scope.
+type Use<'a> = (&'a NodeDef, usize, Option<&'a str>);
+
+/// Visits at most this many values, so a pathological graph cannot stall a load.
+const MAX_VISITS: usize = 200_000;
+
+/// Whether data from `start_node` (a top-level node name, the placeholder of a
+/// signature input) flows into an op of type `target`, following function
+/// calls (`f`), loops and conditionals into their bodies.
+pub fn reaches_op(graph_def: &[u8], start_node: &str, target: &str) -> Result<bool, String> {
+    let graph = GraphDef::decode(graph_def).map_err(|e| format!("cannot parse the GraphDef: {e}"))?;
+    let functions: HashMap<&str, &FunctionDef> = graph
+        .library
+        .iter()
+        .flat_map(|l| &l.function)
+        .filter_map(|f| f.signature.as_ref().map(|s| (s.name.as_str(), f)))
+        .collect();
+    // Consumers of each value, per scope: (consumer node, input position).
+    let mut consumers: HashMap<Value, Vec<Use<'_>>> = HashMap::new();
+    let scopes = std::iter::once((None, graph.node.as_slice()))
+        .chain(functions.iter().map(|(name, f)| (Some(*name), f.node_def.as_slice())));
+    for (scope, nodes) in scopes {
+        for node in nodes {
+            let data_inputs = node.input.iter().filter(|i| !i.starts_with('^'));
+            for (position, input) in data_inputs.enumerate() {
+                let value = Value {
+                    scope: scope.map(str::to_string),
+                    name: producer(input).to_string(),
+                };
+                consumers.entry(value).or_default().push((node, position, scope));
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut queue = VecDeque::from([Value {
+        scope: None,
+        name: start_node.to_string(),
+    }]);
+    while let Some(value) = queue.pop_front() {
+        if seen.len() >= MAX_VISITS || !seen.insert(value.clone()) {
+            continue;
+        }
+        for &(node, position, scope) in consumers.get(&value).into_iter().flatten() {
+            if node.op == target {
+                return Ok(true);
+            }
+            queue.push_back(Value {
+                scope: scope.map(str::to_string),
+                name: node.name.clone(),
+            });
+            for (attr, function) in node.attr.iter().filter_map(|(k, v)| Some((k, v.func.as_ref()?))) {
+                let Some(def) = functions.get(function.name.as_str()) else {
+                    continue;
+                };
+                let args = def
+                    .signature
+                    .as_ref()
+                    .map(|s| s.input_arg.as_slice())
+                    .unwrap_or_default();
+                // An `If` passes its inputs after the condition to the branches.
+                let arg = match (node.op.as_str(), attr.as_str()) {
+                    ("If" | "StatelessIf", _) => position.checked_sub(1).and_then(|p| args.get(p)),
+                    ("Case" | "StatelessCase", _) => position.checked_sub(1).and_then(|p| args.get(p)),
+                    _ => args.get(position),
+                };
+                let targets: Vec<&ArgDef> = match arg {
+                    Some(arg) => vec![arg],
+                    // Unknown calling convention: assume any argument may carry it.
+                    None => args.iter().collect(),
+                };
+                for arg in targets {
+                    queue.push_back(Value {
+                        scope: Some(function.name.clone()),
+                        name: arg.name.clone(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The node (or function argument) an input string names: `node`, `node:2`,
+/// or inside functions `node:output:0`.
+fn producer(input: &str) -> &str {
+    input.split(':').next().unwrap_or(input)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, op: &str, inputs: &[&str]) -> NodeDef {
+        NodeDef {
+            name: name.into(),
+            op: op.into(),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            attr: Default::default(),
+        }
+    }
+
+    #[test]
+    fn follows_nodes_and_function_calls() {
+        let mut call = node("call", "StatefulPartitionedCall", &["other", "images"]);
+        call.attr.insert(
+            "f".into(),
+            AttrValue {
+                func: Some(NameAttrList { name: "body".into() }),
+            },
+        );
+        let graph = GraphDef {
+            node: vec![
+                node("images", "Placeholder", &[]),
+                node("other", "Placeholder", &[]),
+                node("plain", "Placeholder", &[]),
+                node("identity", "Identity", &["plain:0"]),
+                call,
+            ],
+            library: Some(FunctionDefLibrary {
+                function: vec![FunctionDef {
+                    signature: Some(OpDef {
+                        name: "body".into(),
+                        input_arg: vec![ArgDef { name: "a".into() }, ArgDef { name: "b".into() }],
+                    }),
+                    node_def: vec![
+                        node("copy", "Identity", &["b"]),
+                        node("decode", "DecodeBase64", &["copy:output:0"]),
+                        node("other_use", "Neg", &["a"]),
+                    ],
+                }],
+            }),
+        }
+        .encode_to_vec();
+        assert!(reaches_op(&graph, "images", "DecodeBase64").unwrap());
+        assert!(!reaches_op(&graph, "other", "DecodeBase64").unwrap());
+        assert!(!reaches_op(&graph, "plain", "DecodeBase64").unwrap());
+        assert!(reaches_op(b"\xff\xff", "x", "DecodeBase64").is_err());
+    }
+}
