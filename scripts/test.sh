@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up libtensorflow if it is missing, checks formatting and lints, then
-# runs every unit and integration test against the bundled models/.
+# runs every unit and integration test against the bundled models/ (the
+# dashboard's browser test too, when Chromium and npm are present).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 scripts/setup_libtensorflow.py
@@ -14,5 +15,9 @@ if cargo clippy --version >/dev/null 2>&1; then
   cargo clippy --all-targets -- -D warnings
 else
   echo "clippy is not installed; skipping lints (rustup component add clippy)" >&2
+fi
+# The dashboard's browser test drives Chromium through playwright-core.
+if command -v npm >/dev/null 2>&1 && [ ! -d tests/browser/node_modules/playwright-core ]; then
+  npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 fi
 cargo test

@@ -124,6 +124,69 @@ impl Metrics {
     }
 }
 
+/// Totals over every label set, for the dashboard: it polls these and shows
+/// the differences between polls (rates, interval latencies).
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Summary {
+    pub requests: u64,
+    /// Requests answered with a 4xx or 5xx status.
+    pub errors: u64,
+    /// Requests per model (unresolved models under "").
+    pub model_requests: std::collections::BTreeMap<String, u64>,
+    pub latency_count: u64,
+    pub latency_sum_seconds: f64,
+    /// Cumulative `(upper bound in seconds, count)` pairs.
+    pub latency_buckets: Vec<(f64, u64)>,
+    pub batches: u64,
+    pub batch_rows: f64,
+}
+
+impl Metrics {
+    pub fn summary(&self) -> Summary {
+        use prometheus::core::Collector;
+        let mut summary = Summary::default();
+        for family in self.requests.collect() {
+            for metric in family.get_metric() {
+                let count = metric.get_counter().get_value() as u64;
+                let label = |name: &str| {
+                    metric
+                        .get_label()
+                        .iter()
+                        .find(|l| l.name() == name)
+                        .map(|l| l.value().to_string())
+                        .unwrap_or_default()
+                };
+                summary.requests += count;
+                if label("status").starts_with(['4', '5']) {
+                    summary.errors += count;
+                }
+                *summary.model_requests.entry(label("model")).or_default() += count;
+            }
+        }
+        for family in self.request_seconds.collect() {
+            for metric in family.get_metric() {
+                let histogram = metric.get_histogram();
+                summary.latency_count += histogram.get_sample_count();
+                summary.latency_sum_seconds += histogram.get_sample_sum();
+                let buckets = histogram.get_bucket();
+                if summary.latency_buckets.is_empty() {
+                    summary.latency_buckets = buckets.iter().map(|b| (b.upper_bound(), 0)).collect();
+                }
+                for (total, bucket) in summary.latency_buckets.iter_mut().zip(buckets) {
+                    total.1 += bucket.cumulative_count();
+                }
+            }
+        }
+        for family in self.batch_rows.collect() {
+            for metric in family.get_metric() {
+                summary.batches += metric.get_histogram().get_sample_count();
+                summary.batch_rows += metric.get_histogram().get_sample_sum();
+            }
+        }
+        summary
+    }
+}
+
 /// One queue's metric handles, resolved once so the hot path does no label lookups.
 #[derive(Clone)]
 pub struct QueueMetrics {

@@ -28,6 +28,7 @@ pub type ClientGone = Box<dyn Fn() -> bool + Send + Sync>;
 #[derive(Default)]
 pub struct Trace {
     pub client_gone: Option<ClientGone>,
+    pub model: Option<String>,
     pub version: Option<i64>,
     pub signature: Option<String>,
     pub queue_time: Option<Duration>,
@@ -37,6 +38,7 @@ pub struct Trace {
 
 impl Trace {
     fn resolved(&mut self, servable: &Servable, signature: &SignatureSpec) {
+        self.model = Some(servable.model.clone());
         self.version = Some(servable.version);
         self.signature = Some(signature.name.clone());
     }

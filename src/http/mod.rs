@@ -1,6 +1,7 @@
 //! The HTTP front end: one port, every dialect. Routing lives here; handlers
 //! stay thin and call into `service`.
 
+mod dashboard;
 mod manage;
 mod sagemaker;
 mod stfs;
@@ -156,6 +157,13 @@ async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppS
     if path == "/invocations" && req.method() == actix_web::http::Method::POST {
         return sagemaker::invocations(&req, payload, &state, None).await;
     }
+    if req.method() == actix_web::http::Method::GET {
+        match path {
+            "/" | "/dashboard" | "/dashboard/" => return dashboard::page(),
+            "/dashboard/state" => return dashboard::state(&state),
+            _ => {}
+        }
+    }
     if path == "/" && req.method() == actix_web::http::Method::POST {
         return stfs::infer(&req, payload, &state).await;
     }
@@ -264,7 +272,7 @@ pub fn answer(
     }
     // Unresolved names are user input: keep them out of metric labels.
     let (model, version) = match trace.version {
-        Some(v) => (model, v.to_string()),
+        Some(v) => (trace.model.as_deref().unwrap_or(model), v.to_string()),
         None => ("", String::new()),
     };
     let signature = trace.signature.as_deref().unwrap_or("");

@@ -1,0 +1,64 @@
+//! The web dashboard: one self-contained page (no external assets) and the
+//! JSON it polls for models, versions, signatures and live metrics.
+
+use actix_web::HttpResponse;
+use serde_json::{json, Value};
+
+use super::{json_response, AppState};
+use crate::metrics::METRICS;
+use crate::registry::VersionSelector;
+use crate::signature::TensorSpec;
+
+const PAGE: &str = include_str!("dashboard.html");
+
+/// `GET /dashboard` (and `GET /`).
+pub fn page() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header(("Cache-Control", "no-cache"))
+        .body(PAGE)
+}
+
+/// `GET /dashboard/state`: every model with its versions' states and the
+/// signatures of the loaded ones, and the metric totals.
+pub fn state(state: &AppState) -> HttpResponse {
+    let registry = &state.service.registry;
+    let models: Vec<Value> = registry
+        .list()
+        .into_iter()
+        .map(|model| {
+            let versions: Vec<Value> = model
+                .versions
+                .iter()
+                .rev()
+                .map(|status| {
+                    let signatures: Vec<Value> = registry
+                        .resolve(&model.name, &VersionSelector::Specific(status.version))
+                        .map(|servable| {
+                            servable
+                                .runtime
+                                .signatures()
+                                .map(|s| {
+                                    json!({"name": s.name, "method": s.method_name,
+                                           "inputs": tensors(&s.inputs), "outputs": tensors(&s.outputs)})
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    json!({"version": status.version, "state": status.state.as_str(),
+                           "error": status.error, "signatures": signatures})
+                })
+                .collect();
+            json!({"name": model.name, "versions": versions})
+        })
+        .collect();
+    let body = json!({"models": models, "metrics": METRICS.summary()});
+    json_response(body.to_string().into_bytes())
+}
+
+fn tensors(specs: &[TensorSpec]) -> Vec<Value> {
+    specs
+        .iter()
+        .map(|t| json!({"key": t.key, "dtype": t.dtype.proto_name(), "shape": t.shape}))
+        .collect()
+}

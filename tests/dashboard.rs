@@ -1,0 +1,107 @@
+//! The dashboard: its page and state over HTTP, and the page driven in
+//! headless Chromium (tests/browser/dashboard.mjs) with a screenshot saved
+//! under target/test-artifacts/.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+#[test]
+fn page_is_self_contained_and_served_on_both_routes() {
+    for path in ["/dashboard", "/"] {
+        let response = client().get(format!("{}{path}", base_url())).send().unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+        let content_type = response.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(content_type.starts_with("text/html"), "{content_type}");
+        let page = response.text().unwrap();
+        assert!(page.contains("id=\"models\""), "{path}");
+        // Nothing is fetched from elsewhere: no absolute URLs in src/href attributes.
+        for attribute in ["src=\"http", "href=\"http", "src=\"//", "href=\"//"] {
+            assert!(
+                !page.contains(attribute),
+                "{path} loads an external asset ({attribute})"
+            );
+        }
+    }
+}
+
+#[test]
+fn state_lists_models_signatures_and_metrics() {
+    let (status, _) = post_json(
+        "/",
+        &serde_json::json!({"model_name": "half_plus_three", "data": {"x": [1.0]}}),
+    );
+    assert_eq!(status, 200);
+    let (status, state) = get("/dashboard/state");
+    assert_eq!(status, 200, "{state}");
+    let models = state["models"].as_array().unwrap();
+    let adder = models.iter().find(|m| m["name"] == "adder").unwrap();
+    let versions: Vec<i64> = adder["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(versions, vec![2, 1]);
+    assert_eq!(adder["versions"][0]["state"], "AVAILABLE");
+    let cnn = models.iter().find(|m| m["name"] == "mnist_cnn").unwrap();
+    let input = &cnn["versions"][0]["signatures"][0]["inputs"][0];
+    assert_eq!(input["dtype"], "DT_FLOAT");
+    assert_eq!(input["shape"], serde_json::json!([-1, 28, 28, 1]));
+    let metrics = &state["metrics"];
+    assert!(metrics["requests"].as_u64().unwrap() >= 1, "{metrics}");
+    assert!(metrics["model_requests"]["half_plus_three"].as_u64().unwrap() >= 1);
+    assert!(metrics["latency_count"].as_u64().unwrap() >= 1);
+    assert!(!metrics["latency_buckets"].as_array().unwrap().is_empty());
+}
+
+/// What the browser test needs, or why it cannot run here.
+fn browser_setup() -> Result<(String, std::path::PathBuf), String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !Path::new(&chromium).exists() {
+        return Err(format!(
+            "no Chromium at {chromium} (apt-get install chromium, or set CHROMIUM)"
+        ));
+    }
+    let script_dir = repo_path("tests/browser");
+    if !script_dir.join("node_modules/playwright-core").exists() {
+        return Err("playwright-core is not installed (npm ci --prefix tests/browser)".into());
+    }
+    Ok((chromium, script_dir))
+}
+
+#[test]
+fn dashboard_works_in_headless_chromium() {
+    let (chromium, script_dir) = match browser_setup() {
+        Ok(setup) => setup,
+        // CI sets TFSERVE_REQUIRE_BROWSER, so there a missing browser fails the test.
+        Err(reason) if std::env::var_os("TFSERVE_REQUIRE_BROWSER").is_none() => {
+            eprintln!("skipping the browser test: {reason}");
+            return;
+        }
+        Err(reason) => panic!("the browser test cannot run: {reason}"),
+    };
+    let artifacts = repo_path("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let screenshot = artifacts.join("dashboard.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let output = Command::new("node")
+        .arg(script_dir.join("dashboard.mjs"))
+        .arg(base_url())
+        .arg(&screenshot)
+        .arg(repo_path("tests/data/gradient.png"))
+        .env("CHROMIUM", chromium)
+        .output()
+        .expect("node runs");
+    assert!(
+        output.status.success(),
+        "browser test failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let png = std::fs::read(&screenshot).expect("screenshot written");
+    assert!(png.starts_with(b"\x89PNG"), "the screenshot is not a PNG");
+}
