@@ -28,6 +28,7 @@ pub mod signature;
 pub mod stfs;
 pub mod tensor;
 pub mod textproto;
+pub mod tls;
 pub mod transform;
 pub mod warmup;
 
@@ -54,6 +55,10 @@ pub enum StartError {
     Threads(std::io::Error),
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("custom op library {path}: {message}")]
+    CustomOp { path: String, message: String },
 }
 
 /// The models the settings name: none in multi-model mode, a
@@ -165,18 +170,29 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http::configure))
         .on_connect(http::on_connect)
         .workers(settings.rest_api_num_threads)
-        .shutdown_timeout(30)
-        .bind(&addr)
-        .map_err(|source| StartError::Bind {
-            addr: addr.clone(),
-            source,
-        })?;
+        .shutdown_timeout(30);
+    let bind_error = |source| StartError::Bind {
+        addr: addr.clone(),
+        source,
+    };
+    // One port, one protocol: with TLS on, plain HTTP is not served.
+    let (server, scheme) = match (&settings.secret_pem, &settings.secret_key) {
+        (Some(pem), Some(key)) if settings.enable_ssl => {
+            let config = tls::server_config(pem, key)?;
+            (server.bind_rustls_0_23(&addr, config).map_err(bind_error)?, "https")
+        }
+        _ => (server.bind(&addr).map_err(bind_error)?, "http"),
+    };
     let addrs = server.addrs();
     log::info!(
-        "serving {} model(s) [{}] on http://{} (ready in {:.0} ms)",
+        "serving {} model(s) [{}] on {} (ready in {:.0} ms)",
         registry.model_names().len(),
         registry.model_names().join(", "),
-        addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
+        addrs
+            .iter()
+            .map(|a| format!("{scheme}://{a}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         started.elapsed().as_secs_f64() * 1000.0
     );
     Ok(Running {

@@ -128,6 +128,27 @@ pub struct Cli {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth_password: Option<String>,
 
+    /// Serve HTTPS only (rustls), with --secret_pem and --secret_key.
+    #[arg(long = "enable_ssl", alias = "enable-ssl", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_ssl: Option<bool>,
+
+    /// PEM certificate chain for --enable_ssl (server certificate first).
+    #[arg(long = "secret_pem", alias = "secret-pem", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_pem: Option<PathBuf>,
+
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) for --enable_ssl.
+    #[arg(long = "secret_key", alias = "secret-key", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_key: Option<PathBuf>,
+
+    /// Custom op libraries loaded before any model: a comma-separated list of
+    /// `.so` files or directories (every `*.so` in them).
+    #[arg(long = "custom_op_paths", alias = "custom-op-paths", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom_op_paths: Option<String>,
+
     /// Merge concurrent requests into batches (TF Serving's flag).
     #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -216,6 +237,10 @@ pub struct Settings {
     pub enable_auth: bool,
     pub auth_username: Option<String>,
     pub auth_password: Option<Secret>,
+    pub enable_ssl: bool,
+    pub secret_pem: Option<PathBuf>,
+    pub secret_key: Option<PathBuf>,
+    pub custom_op_paths: Option<String>,
     pub models_dir: PathBuf,
     /// Start with no models; they are loaded over HTTP (SageMaker's multi-model endpoint).
     pub multi_model: bool,
@@ -272,6 +297,10 @@ impl Default for Settings {
             enable_auth: false,
             auth_username: None,
             auth_password: None,
+            enable_ssl: false,
+            secret_pem: None,
+            secret_key: None,
+            custom_op_paths: None,
             models_dir: "models".into(),
             multi_model: false,
             rest_api_num_threads: cores(),
@@ -434,6 +463,27 @@ impl Settings {
             }
             if self.auth_password.as_ref().is_none_or(|p| p.0.is_empty()) {
                 return Err(missing("auth_password"));
+            }
+        }
+        if self.enable_ssl {
+            for (name, path) in [("secret_pem", &self.secret_pem), ("secret_key", &self.secret_key)] {
+                match path {
+                    None => {
+                        return Err(SettingsError::Invalid {
+                            name,
+                            value: String::new(),
+                            reason: "is required with enable_ssl",
+                        })
+                    }
+                    Some(path) if !path.is_file() => {
+                        return Err(SettingsError::Invalid {
+                            name,
+                            value: path.display().to_string(),
+                            reason: "is not a readable file",
+                        })
+                    }
+                    Some(_) => {}
+                }
             }
         }
         if self.rest_api_timeout_in_ms == 0 {

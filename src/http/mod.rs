@@ -89,8 +89,12 @@ pub struct PeerSocket(RawFd);
 
 /// `HttpServer::on_connect` hook.
 pub fn on_connect(connection: &dyn Any, extensions: &mut Extensions) {
+    type TlsStream = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
     if let Some(stream) = connection.downcast_ref::<actix_web::rt::net::TcpStream>() {
         extensions.insert(PeerSocket(stream.as_raw_fd()));
+    } else if let Some(stream) = connection.downcast_ref::<TlsStream>() {
+        // Peeking the TCP socket under TLS still tells a close from bytes waiting.
+        extensions.insert(PeerSocket(stream.get_ref().0.as_raw_fd()));
     }
 }
 

@@ -1,0 +1,91 @@
+//! HTTPS with `--enable_ssl --secret_pem --secret_key`, using a self-signed
+//! certificate made for the test.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{repo_path, spawn_server};
+use serde_json::{json, Value};
+use tfserve::settings::Settings;
+
+/// A fresh directory holding `cert.pem` and `key.pem` for `localhost`.
+fn certificate(tag: &str) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("tfserve-tls-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let pem = generated.cert.pem();
+    std::fs::write(dir.join("cert.pem"), &pem).unwrap();
+    std::fs::write(dir.join("key.pem"), generated.key_pair.serialize_pem()).unwrap();
+    (dir, pem)
+}
+
+fn tls_settings(dir: &std::path::Path) -> Settings {
+    Settings {
+        host: "127.0.0.1".into(),
+        rest_api_port: Some(0),
+        model_name: "half".into(),
+        model_base_path: Some(repo_path("models/half_plus_three")),
+        enable_ssl: true,
+        secret_pem: Some(dir.join("cert.pem")),
+        secret_key: Some(dir.join("key.pem")),
+        ..Settings::default()
+    }
+}
+
+#[test]
+fn https_serves_and_plain_http_is_refused() {
+    let (dir, pem) = certificate("ok");
+    let addr = spawn_server(tls_settings(&dir));
+    let client = reqwest::blocking::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let url = format!("https://localhost:{}", addr.port());
+    let response = client
+        .post(format!("{url}/v1/models/half:predict"))
+        .json(&json!({"instances": [1.0, 2.0]}))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().unwrap();
+    assert_eq!(body, json!({"predictions": [3.5, 4.0]}));
+    let response = client
+        .post(format!("{url}/"))
+        .json(&json!({"model_name": "half", "data": {"x": [5.0]}}))
+        .send()
+        .unwrap();
+    assert_eq!(response.json::<Value>().unwrap(), json!({"y": [5.5]}));
+
+    // Without the certificate trusted the handshake fails; plain HTTP on the
+    // TLS port gets no HTTP answer.
+    assert!(reqwest::blocking::get(format!("{url}/v1/models/half")).is_err());
+    let plain = reqwest::blocking::get(format!("http://127.0.0.1:{}/v1/models/half", addr.port()));
+    assert!(
+        plain.is_err(),
+        "plain HTTP was answered: {:?}",
+        plain.map(|r| r.status())
+    );
+}
+
+#[test]
+fn bad_certificates_stop_start_up_by_name() {
+    let (dir, _) = certificate("bad");
+    std::fs::write(dir.join("broken.pem"), "not a key").unwrap();
+    let mut settings = tls_settings(&dir);
+    settings.secret_key = Some(dir.join("broken.pem"));
+    let error = actix_web::rt::System::new()
+        .block_on(async move { tfserve::start(&settings).err().expect("start-up fails") })
+        .to_string();
+    assert!(
+        error.starts_with("secret_key ") && error.contains("broken.pem"),
+        "{error}"
+    );
+
+    let mut settings = tls_settings(&dir);
+    settings.secret_pem = Some(dir.join("key.pem"));
+    let error = actix_web::rt::System::new()
+        .block_on(async move { tfserve::start(&settings).err().expect("start-up fails") })
+        .to_string();
+    assert!(error.contains("secret_pem") && error.contains("key.pem"), "{error}");
+}
