@@ -214,6 +214,32 @@ def first_token(tf):
     tf.saved_model.save(module, fresh("first_token", 1), signatures={"serving_default": module.serve})
 
 
+def custom_op_model(tf):
+    """A model calling the custom op of tests/custom_op/scale_add.cc (y = 3x + 1).
+    It lives under tests/, not models/, since it loads only with --custom_op_paths."""
+    import subprocess
+    import tempfile
+
+    source = HERE.parent / "tests" / "custom_op" / "scale_add.cc"
+    with tempfile.TemporaryDirectory() as build:
+        library = pathlib.Path(build) / "scale_add.so"
+        subprocess.run(["c++", "-shared", "-fPIC", "-O2", str(source), f"-I{tf.sysconfig.get_include()}",
+                        f"-L{tf.sysconfig.get_lib()}", "-l:libtensorflow_framework.so.2", "-o", str(library)],
+                       check=True)
+        ops = tf.load_op_library(str(library))
+
+        class ScaleAdd(tf.Module):
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+            def serve(self, x):
+                return {"y": ops.tfserve_scale_add(x)}
+
+        module = ScaleAdd()
+        path = HERE.parent / "tests" / "custom_op" / "scale_add_model" / "1"
+        if path.exists():
+            shutil.rmtree(path)
+        tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+
+
 def test_fixtures(tf):
     """Images for the tests, and the outputs TensorFlow itself gives for them,
     so that tfserve's answers are checked against an independent run."""
@@ -244,7 +270,7 @@ def test_fixtures(tf):
 
 BUILDERS = (half_plus_three, warmup_requests, adder, multi_io, tf1_half_plus_two, image_classifier, b64_image_classifier,
             mnist_cnn, half_precision,
-            first_token, test_fixtures)
+            first_token, custom_op_model, test_fixtures)
 
 
 def main() -> None:

@@ -72,6 +72,18 @@ def fetch_wheel(wheels: pathlib.Path, variant: str) -> pathlib.Path:
     return wheel
 
 
+# The C API and C kernel API headers (custom ops build against them), and the
+# headers they include from elsewhere in the tree.
+C_HEADER_DIRS = (
+    "tensorflow/include/tensorflow/c/",
+    "tensorflow/include/xla/tsl/c/",
+    "tensorflow/include/tensorflow/core/common_runtime/next_pluggable_device/c/",
+    "tensorflow/include/tensorflow/core/platform/ctstring",
+    "tensorflow/include/tsl/platform/ctstring",
+    "tensorflow/include/tsl/platform/platform.h",
+)
+
+
 def extract(wheel: pathlib.Path, dest: pathlib.Path) -> None:
     staging = pathlib.Path(tempfile.mkdtemp(prefix=".staging-", dir=dest.parent))
     log(f"extracting libraries and headers into {dest}")
@@ -80,7 +92,7 @@ def extract(wheel: pathlib.Path, dest: pathlib.Path) -> None:
             name = info.filename
             if name in ("tensorflow/libtensorflow_cc.so.2", "tensorflow/libtensorflow_framework.so.2"):
                 target = staging / "lib" / pathlib.Path(name).name
-            elif name.startswith("tensorflow/include/tensorflow/c/") and not info.is_dir():
+            elif name.startswith(C_HEADER_DIRS) and not info.is_dir():
                 target = staging / "include" / name[len("tensorflow/include/"):]
             else:
                 continue
@@ -149,7 +161,8 @@ def main() -> None:
         own_library(pathlib.Path(own).resolve(), dest)
     else:
         dest = root / f"libtensorflow-{TF_VERSION}-{variant}"
-        if not (dest / "lib" / "pkgconfig" / "tensorflow.pc").exists():
+        complete = all((dest / p).exists() for p in ("lib/pkgconfig/tensorflow.pc", "include/tsl/platform/ctstring.h"))
+        if not complete:
             dest.parent.mkdir(parents=True, exist_ok=True)
             extract(fetch_wheel(root / "wheels", variant), dest)
     link_into_repo(dest)

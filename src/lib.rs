@@ -98,6 +98,36 @@ pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError
     Ok(discover_models(&settings.models_dir)?)
 }
 
+/// Loads every custom op library a `--custom_op_paths` list names (files, or
+/// directories whose `*.so` files load in name order), before any model.
+pub fn load_custom_ops(paths: &str) -> Result<(), StartError> {
+    let failure = |path: &std::path::Path, message: String| StartError::CustomOp {
+        path: path.display().to_string(),
+        message,
+    };
+    for entry in paths.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let entry = std::path::Path::new(entry);
+        let libraries = if entry.is_dir() {
+            let mut found: Vec<_> = std::fs::read_dir(entry)
+                .map_err(|e| failure(entry, e.to_string()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "so"))
+                .collect();
+            found.sort();
+            found
+        } else if entry.is_file() {
+            vec![entry.to_path_buf()]
+        } else {
+            return Err(failure(entry, "no such file or directory".into()));
+        };
+        for library in libraries {
+            runtime::load_op_library(&library).map_err(|e| failure(&library, e.to_string()))?;
+            log::info!("loaded custom op library {}", library.display());
+        }
+    }
+    Ok(())
+}
+
 /// A started server: its address and the future that runs it until shutdown.
 /// Dropping it after the server stops drains the batch queues.
 pub struct Running {
@@ -108,6 +138,9 @@ pub struct Running {
 
 /// Loads the models and starts the batch threads: everything but HTTP.
 pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), StartError> {
+    if let Some(paths) = &settings.custom_op_paths {
+        load_custom_ops(paths)?;
+    }
     let (batching, params, threads) = settings.batching(&|name| std::env::var(name).ok())?;
     let batcher = Batcher::new(threads).map_err(StartError::Threads)?;
     let session = settings.session(threads)?;

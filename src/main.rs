@@ -10,7 +10,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tfserve::settings::{Cli, Command, Settings};
 
 fn main() -> std::process::ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    // RUST_LOG wins; Simple TensorFlow Serving's STFS_LOG_LEVEL is the fallback.
+    let level = std::env::var("STFS_LOG_LEVEL").map_or_else(|_| "info".to_string(), |l| l.to_ascii_lowercase());
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
     let cli = Cli::parse();
     let settings = match Settings::load(&cli) {
         Ok(settings) => settings,

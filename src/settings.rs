@@ -394,6 +394,66 @@ fn sagemaker_defaults(
     Ok(map)
 }
 
+/// Simple TensorFlow Serving's `STFS_*` variables, as settings. They rank
+/// below a settings file, `TFSERVE_*` variables and flags.
+fn stfs_env(env: &dyn Fn(&str) -> Option<String>) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
+    use serde_json::json;
+    let boolean = |name: &'static str, value: String| -> Result<bool, SettingsError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" | "" => Ok(false),
+            _ => Err(SettingsError::Invalid {
+                name,
+                value,
+                reason: "must be true or false",
+            }),
+        }
+    };
+    let mut map = serde_json::Map::new();
+    for (var, key) in [
+        ("STFS_HOST", "host"),
+        ("STFS_MODEL_NAME", "model_name"),
+        ("STFS_MODEL_BASE_PATH", "model_base_path"),
+        ("STFS_MODEL_CONFIG_FILE", "model_config_file"),
+        ("STFS_CUSTOM_OP_PATHS", "custom_op_paths"),
+        ("STFS_SESSION_CONFIG", "session_config"),
+        ("STFS_AUTH_USERNAME", "auth_username"),
+        ("STFS_AUTH_PASSWORD", "auth_password"),
+        ("STFS_SECRET_PEM", "secret_pem"),
+        ("STFS_SECRET_KEY", "secret_key"),
+    ] {
+        if let Some(value) = env(var).filter(|v| !v.is_empty()) {
+            map.insert(key.into(), json!(value));
+        }
+    }
+    if let Some(port) = env("STFS_PORT") {
+        let port: u16 = port.trim().parse().map_err(|_| SettingsError::Invalid {
+            name: "STFS_PORT",
+            value: port,
+            reason: "must be a port number",
+        })?;
+        map.insert("port".into(), json!(port));
+    }
+    for (var, key) in [("STFS_ENABLE_AUTH", "enable_auth"), ("STFS_ENABLE_SSL", "enable_ssl")] {
+        if let Some(value) = env(var) {
+            map.insert(key.into(), json!(boolean(var, value)?));
+        }
+    }
+    // STFS re-scans model directories every 10 s when asked to reload.
+    if let Some(value) = env("STFS_RELOAD_MODELS") {
+        let seconds = if boolean("STFS_RELOAD_MODELS", value)? { 10 } else { 0 };
+        map.insert("file_system_poll_wait_seconds".into(), json!(seconds));
+    }
+    if let Some(platform) = env("STFS_MODEL_PLATFORM").filter(|p| !p.eq_ignore_ascii_case("tensorflow")) {
+        return Err(SettingsError::Invalid {
+            name: "STFS_MODEL_PLATFORM",
+            value: platform,
+            reason: "only tensorflow models are served",
+        });
+    }
+    Ok(map)
+}
+
 /// `TFSERVE_<SETTING>` variables that name a setting. Others with the prefix
 /// (such as `TFSERVE_CACHE_DIR`, read by the set-up scripts) are not settings.
 fn settings_from_env() -> Result<HashMap<String, String>, SettingsError> {
@@ -419,6 +479,7 @@ impl Settings {
                 std::env::var(name).ok()
             })?)?);
         }
+        builder = builder.add_source(config::Config::try_from(&stfs_env(&|name| std::env::var(name).ok())?)?);
         if let Some(path) = &cli.config {
             builder = builder.add_source(config::File::from(path.as_path()));
         }
@@ -684,6 +745,31 @@ mod tests {
         assert_eq!(settings.model_batching["resnet"].max_batch_size, Some(16));
         let (_, params, _) = settings.batching(&|_| None).unwrap();
         assert_eq!(settings.model_batching["resnet"].apply(&params).max_batch_size, 16);
+    }
+
+    #[test]
+    fn stfs_variables_become_settings() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let map = stfs_env(&env(&[
+            ("STFS_PORT", "8500"),
+            ("STFS_ENABLE_AUTH", "True"),
+            ("STFS_AUTH_USERNAME", "admin"),
+            ("STFS_MODEL_BASE_PATH", "./model"),
+            ("STFS_RELOAD_MODELS", "true"),
+            ("STFS_MODEL_PLATFORM", "tensorflow"),
+        ]))
+        .unwrap();
+        assert_eq!(map["port"], 8500);
+        assert_eq!(map["enable_auth"], true);
+        assert_eq!(map["auth_username"], "admin");
+        assert_eq!(map["model_base_path"], "./model");
+        assert_eq!(map["file_system_poll_wait_seconds"], 10);
+        let error = stfs_env(&env(&[("STFS_ENABLE_SSL", "maybe")])).unwrap_err().to_string();
+        assert!(error.contains("STFS_ENABLE_SSL=maybe"), "{error}");
+        assert!(stfs_env(&env(&[("STFS_MODEL_PLATFORM", "onnx")])).is_err());
+        assert!(stfs_env(&env(&[("STFS_PORT", "http")])).is_err());
     }
 
     #[test]

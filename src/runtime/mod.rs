@@ -8,7 +8,7 @@ mod session_config;
 mod tf;
 
 pub use session_config::SessionConfig;
-pub use tf::LoadedModel;
+pub use tf::{load_op_library, LoadedModel};
 
 /// TensorFlow's status codes, as far as callers need to tell them apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

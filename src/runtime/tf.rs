@@ -130,6 +130,16 @@ impl LoadedModel {
     }
 }
 
+/// Registers the ops and kernels of a custom op library with TensorFlow
+/// (`TF_LoadLibrary`). The library stays loaded for the life of the process,
+/// as TensorFlow cannot unregister ops.
+pub fn load_op_library(path: &Path) -> Result<(), String> {
+    let name = path.to_str().ok_or("the path is not UTF-8")?;
+    let library = tfr::Library::load(name).map_err(|s| status_message(&s))?;
+    std::mem::forget(library);
+    Ok(())
+}
+
 /// The string inputs that feed a `DecodeBase64` op. A graph that cannot be
 /// traced counts as taking raw bytes (the per-model setting can say otherwise).
 fn base64_inputs(graph: &Graph, graph_def: &mut Option<Vec<u8>>, inputs: &[TensorSpec]) -> Vec<String> {
