@@ -6,6 +6,7 @@ use actix_web::{HttpResponse, ResponseError};
 
 use crate::batcher::BatchError;
 use crate::codec::CodecError;
+use crate::handlers::HandlerError;
 use crate::registry::RegistryError;
 use crate::runtime::{RuntimeError, StatusCode as TfCode};
 use crate::sagemaker::convert::ConvertError;
@@ -43,6 +44,8 @@ pub enum ApiError {
     Convert(#[from] crate::sagemaker::convert::ConvertError),
     #[error(transparent)]
     Image(#[from] crate::imaging::ImageError),
+    #[error(transparent)]
+    Handler(#[from] HandlerError),
 }
 
 impl ApiError {
@@ -70,6 +73,12 @@ impl ApiError {
             ApiError::Batch(BatchError::Run(_) | BatchError::Split(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::SignatureNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) | ApiError::Image(_) => StatusCode::BAD_REQUEST,
+            ApiError::Handler(HandlerError::Raised { status, .. }) => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
+            ApiError::Handler(HandlerError::Load { .. }) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Handler(HandlerError::Unsupported { .. }) => StatusCode::NOT_IMPLEMENTED,
+            ApiError::Handler(HandlerError::QueueFull(_) | HandlerError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             // nginx's "client closed request"; nobody reads it, but logs and metrics do.

@@ -15,6 +15,7 @@
 pub mod batcher;
 pub mod codec;
 pub mod error;
+pub mod handlers;
 pub mod http;
 pub mod imaging;
 pub mod metrics;
@@ -39,6 +40,7 @@ use std::time::{Duration, Instant};
 use actix_web::{web, App, HttpServer};
 
 use crate::batcher::Batcher;
+use crate::handlers::HandlerSet;
 use crate::registry::{discover_models, BatchingPolicy, LoadOptions, ModelSource, Registry};
 use crate::service::Service;
 use crate::settings::{Settings, SettingsError};
@@ -57,6 +59,8 @@ pub enum StartError {
     Settings(#[from] SettingsError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    Handler(#[from] handlers::HandlerError),
     #[error("custom op library {path}: {message}")]
     CustomOp { path: String, message: String },
 }
@@ -134,6 +138,8 @@ pub struct Running {
     pub addrs: Vec<SocketAddr>,
     pub server: actix_web::dev::Server,
     pub batcher: Arc<Batcher>,
+    /// What the handlers share: the service (registry, handlers) and limits.
+    pub state: web::Data<http::AppState>,
 }
 
 /// Loads the models and starts the batch threads: everything but HTTP.
@@ -166,8 +172,13 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
         }
     );
     let registry = Arc::new(Registry::new(options));
-    registry.sync(&model_sources(settings)?);
+    let sources = model_sources(settings)?;
+    registry.sync(&sources);
     registry.check_labels()?;
+    let handlers = Arc::new(HandlerSet::new(settings.handler_settings()));
+    for source in &sources {
+        handlers.prepare(&source.name, &source.base_path)?;
+    }
     let fs_poll = u64::try_from(settings.file_system_poll_wait_seconds)
         .ok()
         .filter(|s| *s > 0)
@@ -178,7 +189,11 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
         .filter(|_| settings.model_config_file_poll_wait_seconds > 0)
         .map(|path| (path, Duration::from_secs(settings.model_config_file_poll_wait_seconds)));
     registry::spawn_poller(registry.clone(), fs_poll, config_poll).map_err(StartError::Threads)?;
-    let service = Service::new(registry.clone(), Duration::from_millis(settings.rest_api_timeout_in_ms));
+    let service = Service::new(
+        registry.clone(),
+        handlers,
+        Duration::from_millis(settings.rest_api_timeout_in_ms),
+    );
     Ok((service, batcher))
 }
 
@@ -188,6 +203,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let started = Instant::now();
     let (service, batcher) = build_service(settings)?;
     let registry = service.registry.clone();
+    let handlers = service.handlers.clone();
     let state = web::Data::new(http::AppState {
         service,
         max_request_bytes: settings.max_request_bytes,
@@ -200,7 +216,8 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         },
     });
     let addr = format!("{}:{}", settings.host, settings.http_port());
-    let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http::configure))
+    let app_state = state.clone();
+    let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
         .on_connect(http::on_connect)
         .workers(settings.rest_api_num_threads)
         .shutdown_timeout(30);
@@ -217,6 +234,9 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         _ => (server.bind(&addr).map_err(bind_error)?, "http"),
     };
     let addrs = server.addrs();
+    if let Some(addr) = addrs.first() {
+        handlers.set_listen_address(*addr);
+    }
     log::info!(
         "serving {} model(s) [{}] on {} (ready in {:.0} ms)",
         registry.model_names().len(),
@@ -232,5 +252,6 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         addrs,
         server: server.run(),
         batcher,
+        state,
     })
 }

@@ -45,9 +45,21 @@ fn main() -> std::process::ExitCode {
 }
 
 fn transform(settings: &Settings, args: &tfserve::transform::TransformArgs) -> std::process::ExitCode {
+    // Served on an ephemeral loopback port while the job runs, so that
+    // inference.py handlers calling context.rest_uri reach the models.
+    let settings = Settings {
+        host: "127.0.0.1".into(),
+        rest_api_port: Some(0),
+        port: None,
+        ..settings.clone()
+    };
     let outcome = actix_web::rt::System::new().block_on(async {
-        let (service, _batcher) = tfserve::build_service(settings).map_err(|e| e.to_string())?;
-        tfserve::transform::run(&service, args).await.map_err(|e| e.to_string())
+        let running = tfserve::start(&settings).map_err(|e| e.to_string())?;
+        let server = running.server.handle();
+        actix_web::rt::spawn(running.server);
+        let summary = tfserve::transform::run(&running.state.service, args).await;
+        server.stop(true).await;
+        summary.map_err(|e| e.to_string())
     });
     match outcome {
         Ok(summary) if summary.records_failed == 0 => std::process::ExitCode::SUCCESS,

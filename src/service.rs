@@ -11,12 +11,15 @@ use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
 use crate::codec::{PredictEnvelope, RequestFormat};
 use crate::error::ApiError;
+use crate::handlers::HandlerSet;
 use crate::registry::{Registry, Servable, VersionSelector};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
 use crate::tensor::Tensor;
 
 pub struct Service {
     pub registry: Arc<Registry>,
+    /// Models' own `inference.py` handlers (SageMaker invocations only).
+    pub handlers: Arc<HandlerSet>,
     timeout: Duration,
 }
 
@@ -51,8 +54,12 @@ impl Trace {
 }
 
 impl Service {
-    pub fn new(registry: Arc<Registry>, timeout: Duration) -> Service {
-        Service { registry, timeout }
+    pub fn new(registry: Arc<Registry>, handlers: Arc<HandlerSet>, timeout: Duration) -> Service {
+        Service {
+            registry,
+            handlers,
+            timeout,
+        }
     }
 
     fn signature(servable: &Servable, name: Option<&str>) -> Result<Arc<SignatureSpec>, ApiError> {

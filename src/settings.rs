@@ -149,6 +149,22 @@ pub struct Cli {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub custom_op_paths: Option<String>,
 
+    /// Python threads running models' inference.py handlers. Default: number of cores
+    /// (`serve`: SAGEMAKER_GUNICORN_WORKERS when set).
+    #[arg(long = "python_workers", alias = "python-workers", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_workers: Option<usize>,
+
+    /// One inference.py for every model, instead of each model's code/inference.py.
+    #[arg(long = "handler_path", alias = "handler-path", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handler_path: Option<PathBuf>,
+
+    /// Where models' code/requirements.txt are installed. Default: <cache>/handler-deps.
+    #[arg(long = "handler_deps_dir", alias = "handler-deps-dir", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handler_deps_dir: Option<PathBuf>,
+
     /// Merge concurrent requests into batches (TF Serving's flag).
     #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -241,6 +257,9 @@ pub struct Settings {
     pub secret_pem: Option<PathBuf>,
     pub secret_key: Option<PathBuf>,
     pub custom_op_paths: Option<String>,
+    pub python_workers: usize,
+    pub handler_path: Option<PathBuf>,
+    pub handler_deps_dir: Option<PathBuf>,
     pub models_dir: PathBuf,
     /// Start with no models; they are loaded over HTTP (SageMaker's multi-model endpoint).
     pub multi_model: bool,
@@ -301,6 +320,9 @@ impl Default for Settings {
             secret_pem: None,
             secret_key: None,
             custom_op_paths: None,
+            python_workers: cores(),
+            handler_path: None,
+            handler_deps_dir: None,
             models_dir: "models".into(),
             multi_model: false,
             rest_api_num_threads: cores(),
@@ -381,6 +403,9 @@ fn sagemaker_defaults(
         json!([if multi_model { "/opt/ml/models" } else { "/opt/ml/model" }]),
     );
     map.insert("multi_model".into(), json!(multi_model));
+    if let Some(workers) = number("SAGEMAKER_GUNICORN_WORKERS")?.filter(|n| *n > 0) {
+        map.insert("python_workers".into(), json!(workers));
+    }
     let timeout = number("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS")?.unwrap_or(60);
     map.insert("rest_api_timeout_in_ms".into(), json!(timeout.max(1) * 1000));
     for (var, key) in [
@@ -471,6 +496,24 @@ fn settings_from_env() -> Result<HashMap<String, String>, SettingsError> {
 }
 
 impl Settings {
+    /// Where handlers come from and how they run.
+    pub fn handler_settings(&self) -> crate::handlers::HandlerSettings {
+        let cache = std::env::var_os("TFSERVE_CACHE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache").join("tfserve")))
+            .unwrap_or_else(std::env::temp_dir);
+        crate::handlers::HandlerSettings {
+            handler_path: self.handler_path.clone(),
+            shared_code_dir: (!self.multi_model).then(|| self.models_dir.join("code")),
+            deps_dir: self
+                .handler_deps_dir
+                .clone()
+                .unwrap_or_else(|| cache.join("handler-deps")),
+            workers: self.python_workers,
+            queue: self.python_workers * 64,
+        }
+    }
+
     /// Merges defaults, the `--config` file, `TFSERVE_*` variables and the flags.
     pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
         let mut builder = config::Config::builder().add_source(config::Config::try_from(&Settings::default())?);
@@ -513,6 +556,7 @@ impl Settings {
         positive("num_batch_threads", self.num_batch_threads.unwrap_or(1))?;
         positive("max_queued_runs", self.max_queued_runs)?;
         positive("max_request_bytes", self.max_request_bytes)?;
+        positive("python_workers", self.python_workers)?;
         if self.enable_auth {
             let missing = |name: &'static str| SettingsError::Invalid {
                 name,

@@ -177,6 +177,7 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
         model: None,
         content_type: args.content_type.clone(),
         custom_attributes: args.custom_attributes.clone().unwrap_or_default(),
+        accept: args.accept.clone(),
     };
     let mut pending: HashMap<usize, Pending> = HashMap::new();
     let mut failures = Vec::new();
@@ -236,8 +237,9 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
                         args.max_payload_in_mb
                     )),
                     Ok(data) => invocation
-                        .run(service, &data, &mut Trace::default())
+                        .respond(service, &data, &mut Trace::default())
                         .await
+                        .map(|answer| answer.body)
                         .map_err(|e: ApiError| e.to_string()),
                 };
                 (index, input, output, record, count, result)

@@ -75,17 +75,33 @@ async fn add_model(state: &AppState, source: ModelSource) -> Result<(), ApiError
         )));
     }
     let registry = state.service.registry.clone();
-    web::block(move || registry.add_model(source))
-        .await
-        .map_err(|e| ApiError::BadRequest(e.to_string()))??;
+    let handlers = state.service.handlers.clone();
+    // Handlers first (pip may run): a model whose inference.py cannot load is not added.
+    web::block(move || -> Result<(), ApiError> {
+        if registry.model_names().contains(&source.name) {
+            return Ok(registry.add_model(source)?);
+        }
+        handlers.prepare(&source.name, &source.base_path)?;
+        registry
+            .add_model(source.clone())
+            .inspect_err(|_| handlers.remove(&source.name))?;
+        Ok(())
+    })
+    .await
+    .map_err(|e| ApiError::BadRequest(e.to_string()))??;
     Ok(())
 }
 
 async fn remove_model(state: &AppState, name: String) -> Result<(), ApiError> {
     let registry = state.service.registry.clone();
-    web::block(move || registry.remove_model(&name))
-        .await
-        .map_err(|e| ApiError::BadRequest(e.to_string()))??;
+    let handlers = state.service.handlers.clone();
+    web::block(move || {
+        registry.remove_model(&name)?;
+        handlers.remove(&name);
+        Ok::<(), ApiError>(())
+    })
+    .await
+    .map_err(|e| ApiError::BadRequest(e.to_string()))??;
     Ok(())
 }
 

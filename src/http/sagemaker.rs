@@ -55,19 +55,26 @@ pub async fn invocations(
         model,
         content_type: header(CONTENT_TYPE.as_str()),
         custom_attributes: header(CUSTOM_ATTRIBUTES),
+        accept: header(ACCEPT.as_str()),
     };
     let model_label = invocation.model_name(&state.service);
     let result = async {
         let body = read_body(req, payload, state.max_request_bytes).await?;
-        invocation.run(&state.service, &body, &mut trace).await
+        invocation.respond(&state.service, &body, &mut trace).await
     }
     .await;
+    // A handler's own content type wins; otherwise the one Accept picks.
+    let (result, handler_type) = match result {
+        Ok(answer) => (Ok(answer.body), answer.content_type),
+        Err(err) => (Err(err), None),
+    };
     let mut response = answer(result, &model_label, "invocations", &trace, started);
     if response.status().is_success() {
-        let content_type = accept_type(&header(ACCEPT.as_str()));
-        response
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        let content_type = match handler_type.and_then(|t| HeaderValue::from_str(&t).ok()) {
+            Some(value) => value,
+            None => HeaderValue::from_static(accept_type(&invocation.accept)),
+        };
+        response.headers_mut().insert(CONTENT_TYPE, content_type);
     }
     response
 }

@@ -10,6 +10,7 @@ use regex::Regex;
 
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
+use crate::handlers::{Answer, CallContext};
 use crate::imaging::{self, ImageFile};
 use crate::registry::VersionSelector;
 use crate::service::{Service, Trace};
@@ -26,6 +27,8 @@ pub struct Invocation {
     pub model: Option<String>,
     pub content_type: String,
     pub custom_attributes: String,
+    /// The `Accept` header, for handlers (`context.accept_header`).
+    pub accept: String,
 }
 
 impl Invocation {
@@ -47,13 +50,7 @@ impl Invocation {
         let attributes = CustomAttributes::parse(&self.custom_attributes);
         let method = attributes.method.clone().unwrap_or_else(|| "predict".into());
         let model = self.model_name(service);
-        let selector =
-            match &attributes.model_version {
-                None => VersionSelector::Latest,
-                Some(v) => VersionSelector::Specific(v.parse().map_err(|_| {
-                    ApiError::BadRequest(format!("tfs-model-version must be a version number, got '{v}'"))
-                })?),
-            };
+        let selector = version_selector(&attributes)?;
         let media = media_type(&self.content_type);
         if is_image(&media) {
             if method != "predict" {
@@ -78,22 +75,86 @@ impl Invocation {
                 .resolve(&model, &selector, None)
                 .is_ok_and(|(_, signature)| takes_scalar_instances(&signature));
         let tfs_body = to_tfs_json(&media, body, scalar_instances)?;
-        match method.as_str() {
-            "predict" => service.predict(&model, &selector, &tfs_body, trace).await,
-            "classify" => {
-                service
-                    .classify_or_regress(&model, &selector, &tfs_body, CLASSIFY_METHOD, trace)
-                    .await
+        call_model(service, &model, &selector, &method, &tfs_body, trace).await
+    }
+
+    /// Runs the invocation through the model's `inference.py` when it ships
+    /// one, else converts the body as the container does ([`Invocation::run`]).
+    pub async fn respond(&self, service: &Service, body: &[u8], trace: &mut Trace) -> Result<Answer, ApiError> {
+        let model = self.model_name(service);
+        let Some(handlers) = service.handlers.get(&model) else {
+            let body = self.run(service, body, trace).await?;
+            return Ok(Answer {
+                body,
+                content_type: None,
+            });
+        };
+        let attributes = CustomAttributes::parse(&self.custom_attributes);
+        let method = attributes.method.clone().unwrap_or_else(|| "predict".into());
+        let selector = version_selector(&attributes)?;
+        let or_json = |value: &str| {
+            if value.trim().is_empty() {
+                "application/json".to_string()
+            } else {
+                value.to_string()
             }
-            "regress" => {
-                service
-                    .classify_or_regress(&model, &selector, &tfs_body, REGRESS_METHOD, trace)
-                    .await
-            }
-            other => Err(ApiError::BadRequest(format!(
-                "tfs-method must be predict, classify or regress, got '{other}'"
-            ))),
+        };
+        let context = CallContext {
+            rest_uri: service
+                .handlers
+                .rest_uri(&model, attributes.model_version.as_deref(), &method),
+            model_name: model.clone(),
+            model_version: attributes.model_version.clone(),
+            method: method.clone(),
+            custom_attributes: self.custom_attributes.clone(),
+            request_content_type: or_json(&self.content_type),
+            accept_header: or_json(&self.accept),
+            content_length: body.len(),
+        };
+        let run_model =
+            |request: Vec<u8>| async move { call_model(service, &model, &selector, &method, &request, trace).await };
+        service
+            .handlers
+            .invoke(&handlers, context, body.to_vec(), run_model)
+            .await
+    }
+}
+
+/// `tfs-model-version`, when given.
+fn version_selector(attributes: &CustomAttributes) -> Result<VersionSelector, ApiError> {
+    match &attributes.model_version {
+        None => Ok(VersionSelector::Latest),
+        Some(v) => v
+            .parse()
+            .map(VersionSelector::Specific)
+            .map_err(|_| ApiError::BadRequest(format!("tfs-model-version must be a version number, got '{v}'"))),
+    }
+}
+
+/// A TF Serving REST body through the model, as `POST /v1/models/{model}:{method}`.
+async fn call_model(
+    service: &Service,
+    model: &str,
+    selector: &VersionSelector,
+    method: &str,
+    tfs_body: &[u8],
+    trace: &mut Trace,
+) -> Result<Vec<u8>, ApiError> {
+    match method {
+        "predict" => service.predict(model, selector, tfs_body, trace).await,
+        "classify" => {
+            service
+                .classify_or_regress(model, selector, tfs_body, CLASSIFY_METHOD, trace)
+                .await
         }
+        "regress" => {
+            service
+                .classify_or_regress(model, selector, tfs_body, REGRESS_METHOD, trace)
+                .await
+        }
+        other => Err(ApiError::BadRequest(format!(
+            "tfs-method must be predict, classify or regress, got '{other}'"
+        ))),
     }
 }
 

@@ -1,0 +1,130 @@
+"""The Python side of tfserve's inference.py support: loads a model's handler
+module and calls it with SageMaker's Context, normalising what it returns.
+tfserve imports this once, as the module `tfserve_handlers`."""
+import os
+import sys
+
+# libtensorflow exports BoringSSL's EVP_/CRYPTO_ symbols; without DEEPBIND the
+# OpenSSL that _hashlib and _ssl load would call into those and crash.
+# Extension modules loaded from here on resolve their own libraries first.
+if hasattr(os, "RTLD_DEEPBIND"):
+    sys.setdlopenflags(sys.getdlopenflags() | os.RTLD_DEEPBIND)
+
+import collections  # noqa: E402
+import importlib.util  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+
+Context = collections.namedtuple("Context", [
+    "model_name", "model_version", "method", "rest_uri", "grpc_uri", "grpc_port", "channel",
+    "custom_attributes", "request_content_type", "accept_header", "content_length",
+])
+
+
+class Response:
+    """What output_handler receives: the model's answer, shaped like the
+    requests.Response the container passes (status_code, content, text, json())."""
+
+    def __init__(self, status_code, content):
+        self.status_code = status_code
+        self.content = content
+        self.headers = {"Content-Type": "application/json"}
+        self.ok = status_code < 400
+
+    @property
+    def text(self):
+        return self.content.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.content)
+
+
+def python_executable():
+    """The interpreter this process embeds, as a program (for pip)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (os.path.join(sys.base_exec_prefix, "bin", version),
+                      os.path.join(sys.base_exec_prefix, "bin", "python3")):
+        if os.path.exists(candidate):
+            return candidate
+    return version
+
+
+def install_requirements(requirements, target):
+    """pip-installs requirements.txt into target; returns pip's output on failure."""
+    command = [python_executable(), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+               "--quiet", "--target", target, "-r", requirements]
+    done = subprocess.run(command, capture_output=True, text=True)
+    return "" if done.returncode == 0 else (done.stderr or done.stdout).strip()[-2000:]
+
+
+def load(module_name, path, search_paths):
+    """Imports inference.py under a name of its own; returns (handler, input_handler, output_handler)."""
+    for entry in reversed(search_paths):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    handler = getattr(module, "handler", None)
+    input_handler = getattr(module, "input_handler", None)
+    output_handler = getattr(module, "output_handler", None)
+    if handler is None and (input_handler is None or output_handler is None):
+        raise ValueError(f"{path} defines neither handler(data, context) nor both "
+                         "input_handler(data, context) and output_handler(response, context)")
+    if handler is not None:
+        return handler, None, None
+    return None, input_handler, output_handler
+
+
+def _body(value):
+    if value is None:
+        return b""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if hasattr(value, "read"):
+        return _body(value.read())
+    return json.dumps(value).encode("utf-8")
+
+
+def _answer(result):
+    """(body, content type or None) from what a handler or output_handler returned."""
+    if isinstance(result, tuple):
+        body = result[0] if result else None
+        content_type = result[1] if len(result) > 1 and result[1] else None
+        return _body(body), content_type
+    return _body(result), None
+
+
+def call_handler(handler, body, context):
+    return _answer(handler(io.BytesIO(body), context))
+
+
+def call_input(input_handler, body, context):
+    return _body(input_handler(io.BytesIO(body), context))
+
+
+def call_output(output_handler, status, content, context):
+    return _answer(output_handler(Response(status, content), context))
+
+
+_STATUS_IN_MESSAGE = re.compile(r"^\s*Error:\s*(\d{3}),\s*(.*)$", re.S)
+
+
+def error_of(exc):
+    """(HTTP status, message) for a handler's exception: a status it carries
+    (status_code/status/code attribute, or the documented
+    'Error: <code>, <message>' text), else 500."""
+    message = str(exc) or type(exc).__name__
+    for attribute in ("status_code", "status", "code"):
+        value = getattr(exc, attribute, None)
+        if isinstance(value, int) and 400 <= value <= 599:
+            return value, message
+    match = _STATUS_IN_MESSAGE.match(message)
+    if match and 400 <= int(match.group(1)) <= 599:
+        return int(match.group(1)), match.group(2).strip()
+    return 500, message

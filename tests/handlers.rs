@@ -1,0 +1,307 @@
+//! Models shipping `code/inference.py` (tests/handlers/*): the documented
+//! handler forms run unchanged, over HTTP, in multi-model mode and in
+//! `tfserve transform`; a model without handlers is untouched.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use common::{repo_path, spawn_server};
+use serde_json::{json, Value};
+use tfserve::settings::Settings;
+
+/// `case`'s code/ next to a copy of `model`'s version 1, under `root/name`.
+fn archive(root: &Path, name: &str, model: &str, case: Option<&str>) -> PathBuf {
+    let dir = root.join(name);
+    copy_dir(&repo_path(&format!("models/{model}/1")), &dir.join("1"));
+    if let Some(case) = case {
+        copy_dir(&repo_path(&format!("tests/handlers/{case}/code")), &dir.join("code"));
+    }
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tfserve-handlers-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Every case as its own model, plus `plain` without handlers.
+fn models_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = fresh_dir("models");
+        for case in ["pair", "rest", "raising", "withlib", "withreqs"] {
+            archive(&root, case, "half_plus_three", Some(case));
+        }
+        archive(&root, "image", "image_classifier", Some("image"));
+        archive(&root, "plain", "half_plus_three", None);
+        root
+    })
+}
+
+fn base_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        let settings = Settings {
+            host: "127.0.0.1".into(),
+            rest_api_port: Some(0),
+            models_dir: models_dir().to_path_buf(),
+            python_workers: 2,
+            ..Settings::default()
+        };
+        format!("http://{}", spawn_server(settings))
+    })
+}
+
+struct Answer {
+    status: u16,
+    content_type: String,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    fn error(&self) -> String {
+        self.json()["error"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+fn invoke(base: &str, path: &str, model: &str, content_type: &str, accept: Option<&str>, body: Vec<u8>) -> Answer {
+    let mut request = reqwest::blocking::Client::new()
+        .post(format!("{base}{path}"))
+        .header("Content-Type", content_type)
+        .header("X-Amzn-SageMaker-Custom-Attributes", format!("tfs-model-name={model}"))
+        .body(body);
+    if let Some(accept) = accept {
+        request = request.header("Accept", accept);
+    }
+    let response = request.send().unwrap();
+    Answer {
+        status: response.status().as_u16(),
+        content_type: response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default(),
+        body: response.text().unwrap(),
+    }
+}
+
+fn invocation(model: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Answer {
+    invoke(base_url(), "/invocations", model, content_type, None, body.into())
+}
+
+#[test]
+fn json_and_csv_input_output_pair() {
+    let answer = invocation("pair", "application/json", r#"{"instances": [1.0, 2.0, 5.0]}"#);
+    assert_eq!(
+        (answer.status, answer.json()),
+        (200, json!({"predictions": [3.5, 4.0, 5.5]}))
+    );
+    let answer = invocation("pair", "text/csv", "1.0,2.0,5.0");
+    assert_eq!(
+        (answer.status, answer.json()),
+        (200, json!({"predictions": [3.5, 4.0, 5.5]}))
+    );
+    // output_handler answers with the Accept type.
+    let answer = invoke(
+        base_url(),
+        "/invocations",
+        "pair",
+        "text/csv",
+        Some("application/jsonlines"),
+        b"1.0".to_vec(),
+    );
+    assert_eq!(answer.content_type, "application/jsonlines");
+    // The model's own error reaches output_handler, which raises it: 500, as the container.
+    let answer = invocation("pair", "application/json", r#"{"instances": [[1.0, 2.0], [3.0]]}"#);
+    assert_eq!(answer.status, 500, "{}", answer.body);
+    assert!(answer.error().contains("ragged"), "{}", answer.body);
+    let answer = invocation("pair", "text/plain", "1.0");
+    assert_eq!(answer.status, 500);
+    assert!(
+        answer.error().contains("unsupported content type text/plain"),
+        "{}",
+        answer.body
+    );
+}
+
+#[test]
+fn image_input_handler_base64_encodes_the_body() {
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
+    let png = std::fs::read(repo_path("tests/data/gradient.png")).unwrap();
+    let answer = invocation("image", "application/x-image", png);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(
+        answer.json()["predictions"][0]["classes"],
+        expected["image_classifier"]["png"]["classes"][0]
+    );
+    let answer = invocation("image", "text/csv", "1,2");
+    assert_eq!(answer.status, 415, "{}", answer.body);
+    assert_eq!(answer.error(), "Unsupported content type \"text/csv\"");
+}
+
+#[test]
+fn handler_calls_the_model_through_rest_uri() {
+    let answer = invoke(
+        base_url(),
+        "/invocations",
+        "rest",
+        "text/csv",
+        Some("application/json"),
+        b"1.0,2.0".to_vec(),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let body = answer.json();
+    assert_eq!(body["predictions"], json!([3.5, 4.0]));
+    let context = &body["context"];
+    let port = base_url().rsplit(':').next().unwrap();
+    assert_eq!(
+        context["rest_uri"],
+        format!("http://127.0.0.1:{port}/v1/models/rest:predict")
+    );
+    assert_eq!(context["model_name"], "rest");
+    assert_eq!(context["method"], "predict");
+    assert_eq!(context["model_version"], Value::Null);
+    assert_eq!(context["custom_attributes"], "tfs-model-name=rest");
+    assert_eq!(context["request_content_type"], "text/csv");
+    assert_eq!(context["accept_header"], "application/json");
+    assert_eq!(context["content_length"], 7);
+}
+
+#[test]
+fn handler_exceptions_answer_with_their_status() {
+    let cases = [
+        ("documented", 415, "Unsupported content type \"application/json\""),
+        ("status", 422, "field 'x' must hold numbers"),
+        ("plain", 500, "the handler broke"),
+    ];
+    for (kind, status, message) in cases {
+        let answer = invocation("raising", "application/json", json!({"fail": kind}).to_string());
+        assert_eq!((answer.status, answer.error().as_str()), (status, message), "{kind}");
+    }
+    let answer = invocation("raising", "application/json", "{}");
+    assert_eq!((answer.status, answer.json()), (200, json!({"ok": true})));
+}
+
+#[test]
+fn code_lib_wins_over_requirements() {
+    let answer = invocation("withlib", "application/json", r#"{"values": [1.0, 2.0]}"#);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json(), json!({"scaled_by": 10.0, "predictions": [8.0, 13.0]}));
+}
+
+#[test]
+fn requirements_are_installed_from_the_package_index() {
+    let answer = invocation("withreqs", "application/json", r#"{"instances": [4.0]}"#);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json(), json!({"modelOutput": [5.0]}));
+}
+
+#[test]
+fn models_without_handlers_keep_the_default_conversions() {
+    let answer = invocation("plain", "text/csv", "1.0,2.0,5.0");
+    assert_eq!(
+        (answer.status, answer.json()),
+        (200, json!({"predictions": [3.5, 4.0, 5.5]}))
+    );
+    // TF Serving's routes never go through handlers.
+    let response = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/models/pair:predict", base_url()))
+        .json(&json!({"instances": [1.0]}))
+        .send()
+        .unwrap();
+    assert_eq!(response.json::<Value>().unwrap(), json!({"predictions": [3.5]}));
+}
+
+#[test]
+fn multi_model_endpoints_load_each_models_handlers() {
+    let root = fresh_dir("mme");
+    let pair = archive(&root, "pair", "half_plus_three", Some("pair"));
+    let plain = archive(&root, "plain", "half_plus_three", None);
+    let settings = Settings {
+        host: "127.0.0.1".into(),
+        rest_api_port: Some(0),
+        multi_model: true,
+        models_dir: root.clone(),
+        model_roots: vec![root.clone()],
+        python_workers: 1,
+        ..Settings::default()
+    };
+    let base = format!("http://{}", spawn_server(settings));
+    let client = reqwest::blocking::Client::new();
+    for (name, path) in [("m1", &pair), ("m2", &plain)] {
+        let response = client
+            .post(format!("{base}/models"))
+            .json(&json!({"model_name": name, "url": path}))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{}", response.text().unwrap());
+    }
+    // m1's handler reads CSV as one row of floats; m2 takes the container's
+    // conversion, where each line is an instance.
+    let answer = invoke(&base, "/models/m1/invoke", "", "text/csv", None, b"1.0,2.0".to_vec());
+    assert_eq!(
+        (answer.status, answer.json()),
+        (200, json!({"predictions": [3.5, 4.0]}))
+    );
+    let answer = invoke(&base, "/models/m1/invoke", "", "text/csv", None, b"1.0\n2.0".to_vec());
+    assert_eq!(answer.status, 500, "{}", answer.body);
+    let answer = invoke(&base, "/models/m2/invoke", "", "text/csv", None, b"1.0\n2.0".to_vec());
+    assert_eq!(
+        (answer.status, answer.json()),
+        (200, json!({"predictions": [3.5, 4.0]}))
+    );
+    let answer = invoke(&base, "/models/m1/invoke", "", "text/plain", None, b"x".to_vec());
+    assert_eq!(answer.status, 500);
+    let response = client.delete(format!("{base}/models/m1")).send().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+}
+
+#[test]
+fn transform_runs_records_through_handlers() {
+    let work = fresh_dir("transform");
+    let input = work.join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("a.csv"), "1.0,2.0\n").unwrap();
+    std::fs::write(input.join("b.csv"), "5.0\n").unwrap();
+    let output = work.join("output");
+    for (model, expected) in [("pair", json!([3.5, 4.0])), ("rest", json!([3.5, 4.0]))] {
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_tfserve"))
+            .arg("transform")
+            .arg("--models_dir")
+            .arg(models_dir())
+            .args(["--input", input.to_str().unwrap(), "--output", output.to_str().unwrap()])
+            .args(["--content_type", "text/csv", "--custom_attributes"])
+            .arg(format!("tfs-model-name={model}"))
+            .env("TF_CPP_MIN_LOG_LEVEL", "2")
+            .status()
+            .unwrap();
+        assert!(status.success(), "{model}");
+        let answer: Value = serde_json::from_slice(&std::fs::read(output.join("a.csv.out")).unwrap()).unwrap();
+        assert_eq!(answer["predictions"], expected, "{model}");
+        let answer: Value = serde_json::from_slice(&std::fs::read(output.join("b.csv.out")).unwrap()).unwrap();
+        assert_eq!(answer["predictions"], json!([5.5]), "{model}");
+        std::fs::remove_dir_all(&output).unwrap();
+    }
+}
