@@ -1,6 +1,8 @@
 //! Models shipping `code/inference.py` (tests/handlers/*): the documented
 //! handler forms run unchanged, over HTTP, in multi-model mode and in
-//! `tfserve transform`; a model without handlers is untouched.
+//! `tfserve transform`; a model without handlers is untouched. Built without
+//! the `python` feature, such models answer 501 saying so.
+#![cfg_attr(not(feature = "python"), allow(dead_code))]
 
 mod common;
 
@@ -111,6 +113,7 @@ fn invocation(model: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Answ
 }
 
 #[test]
+#[cfg(feature = "python")]
 fn json_and_csv_input_output_pair() {
     let answer = invocation("pair", "application/json", r#"{"instances": [1.0, 2.0, 5.0]}"#);
     assert_eq!(
@@ -146,6 +149,7 @@ fn json_and_csv_input_output_pair() {
 }
 
 #[test]
+#[cfg(feature = "python")]
 fn image_input_handler_base64_encodes_the_body() {
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
@@ -162,6 +166,7 @@ fn image_input_handler_base64_encodes_the_body() {
 }
 
 #[test]
+#[cfg(feature = "python")]
 fn handler_calls_the_model_through_rest_uri() {
     let answer = invoke(
         base_url(),
@@ -190,6 +195,7 @@ fn handler_calls_the_model_through_rest_uri() {
 }
 
 #[test]
+#[cfg(feature = "python")]
 fn handler_exceptions_answer_with_their_status() {
     let cases = [
         ("documented", 415, "Unsupported content type \"application/json\""),
@@ -205,6 +211,7 @@ fn handler_exceptions_answer_with_their_status() {
 }
 
 #[test]
+#[cfg(feature = "python")]
 fn code_lib_wins_over_requirements() {
     let answer = invocation("withlib", "application/json", r#"{"values": [1.0, 2.0]}"#);
     assert_eq!(answer.status, 200, "{}", answer.body);
@@ -212,6 +219,7 @@ fn code_lib_wins_over_requirements() {
 }
 
 #[test]
+#[cfg(feature = "python")]
 fn requirements_are_installed_from_the_package_index() {
     let answer = invocation("withreqs", "application/json", r#"{"instances": [4.0]}"#);
     assert_eq!(answer.status, 200, "{}", answer.body);
@@ -219,6 +227,7 @@ fn requirements_are_installed_from_the_package_index() {
 }
 
 #[test]
+#[cfg(feature = "python")]
 fn models_without_handlers_keep_the_default_conversions() {
     let answer = invocation("plain", "text/csv", "1.0,2.0,5.0");
     assert_eq!(
@@ -235,6 +244,7 @@ fn models_without_handlers_keep_the_default_conversions() {
 }
 
 #[test]
+#[cfg(feature = "python")]
 fn multi_model_endpoints_load_each_models_handlers() {
     let root = fresh_dir("mme");
     let pair = archive(&root, "pair", "half_plus_three", Some("pair"));
@@ -279,6 +289,7 @@ fn multi_model_endpoints_load_each_models_handlers() {
 }
 
 #[test]
+#[cfg(feature = "python")]
 fn transform_runs_records_through_handlers() {
     let work = fresh_dir("transform");
     let input = work.join("input");
@@ -304,4 +315,14 @@ fn transform_runs_records_through_handlers() {
         assert_eq!(answer["predictions"], json!([5.5]), "{model}");
         std::fs::remove_dir_all(&output).unwrap();
     }
+}
+
+#[test]
+#[cfg(not(feature = "python"))]
+fn without_python_support_handler_models_answer_501() {
+    let answer = invocation("pair", "application/json", r#"{"instances": [1.0]}"#);
+    assert_eq!(answer.status, 501, "{}", answer.body);
+    assert!(answer.error().contains("without Python support"), "{}", answer.body);
+    let answer = invocation("plain", "application/json", r#"{"instances": [1.0]}"#);
+    assert_eq!((answer.status, answer.json()), (200, json!({"predictions": [3.5]})));
 }

@@ -222,6 +222,8 @@ impl HandlerSet {
         F: FnOnce(Vec<u8>) -> Fut,
         Fut: Future<Output = Result<Vec<u8>, crate::error::ApiError>>,
     {
+        #[cfg(not(feature = "python"))]
+        let _ = (body, run_model);
         match handlers {
             ModelHandlers::Unsupported(path) => Err(HandlerError::Unsupported {
                 model: context.model_name.clone(),
@@ -254,6 +256,7 @@ impl HandlerSet {
 }
 
 /// A model name as a Python module and directory name.
+#[cfg(feature = "python")]
 fn safe_name(model: &str) -> String {
     model
         .chars()
