@@ -174,6 +174,11 @@ pub async fn batch_tensor_off_thread(files: Vec<ImageFile>, feed: Feed) -> Resul
         .unwrap_or_else(|_| Err(ImageError::Signature("image decoding stopped".into())))
 }
 
+/// Largest width or height an upload may decode to.
+const MAX_SIDE: u32 = 16_384;
+/// Most memory one decode may allocate.
+const MAX_DECODED_BYTES: u64 = 512 << 20;
+
 /// The file's pixels, row-major height × width × channels.
 fn decode_pixels(
     file: &ImageFile,
@@ -186,8 +191,22 @@ fn decode_pixels(
         file: file.name.clone(),
         message,
     };
-    let image = image::load_from_memory(&file.bytes)
-        .map_err(|e| fail(format!("not a decodable JPEG, PNG, BMP, GIF or WebP image ({e})")))?;
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(&file.bytes))
+        .with_guessed_format()
+        .map_err(|e| fail(format!("cannot read the upload ({e})")))?;
+    // A few kilobytes can declare gigapixels: bound what one decode may take.
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_DECODED_BYTES);
+    reader.limits(limits);
+    let image = reader.decode().map_err(|e| match e {
+        image::ImageError::Limits(_) => fail(format!(
+            "exceeds the decode limits of {MAX_SIDE}x{MAX_SIDE} pixels and {} MiB ({e})",
+            MAX_DECODED_BYTES >> 20
+        )),
+        _ => fail(format!("not a decodable JPEG, PNG, BMP, GIF or WebP image ({e})")),
+    })?;
     let (w, h) = (image.width() as usize, image.height() as usize);
     let image = if (w, h) == (width, height) {
         image
@@ -286,6 +305,22 @@ mod tests {
         }];
         let err = batch_tensor(&corrupt, strict).unwrap_err().to_string();
         assert!(err.starts_with("image 'notes.txt'"), "{err}");
+        // A tiny PNG declaring 100000x100000 pixels is refused before any allocation.
+        let mut bomb = png(1, 1);
+        bomb[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+        bomb[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+        let mut crc = flate2::Crc::new();
+        crc.update(&bomb[12..29]);
+        bomb[29..33].copy_from_slice(&crc.sum().to_be_bytes());
+        let huge = [ImageFile {
+            name: "bomb.png".into(),
+            bytes: bomb,
+        }];
+        let err = batch_tensor(&huge, strict).unwrap_err().to_string();
+        assert!(
+            err.starts_with("image 'bomb.png'") && err.contains("16384x16384"),
+            "{err}"
+        );
     }
 
     #[test]

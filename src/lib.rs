@@ -110,7 +110,11 @@ pub fn load_custom_ops(paths: &str) -> Result<(), StartError> {
         message,
     };
     for entry in paths.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        // Canonical, so the loader never searches LD_LIBRARY_PATH for a bare name.
         let entry = std::path::Path::new(entry);
+        let entry = &entry
+            .canonicalize()
+            .map_err(|e| failure(entry, format!("no such file or directory ({e})")))?;
         let libraries = if entry.is_dir() {
             let mut found: Vec<_> = std::fs::read_dir(entry)
                 .map_err(|e| failure(entry, e.to_string()))?
@@ -119,10 +123,8 @@ pub fn load_custom_ops(paths: &str) -> Result<(), StartError> {
                 .collect();
             found.sort();
             found
-        } else if entry.is_file() {
-            vec![entry.to_path_buf()]
         } else {
-            return Err(failure(entry, "no such file or directory".into()));
+            vec![entry.to_path_buf()]
         };
         for library in libraries {
             runtime::load_op_library(&library).map_err(|e| failure(&library, e.to_string()))?;
@@ -179,6 +181,8 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
     for source in &sources {
         handlers.prepare(&source.name, &source.base_path)?;
     }
+    let synced = handlers.clone();
+    registry.on_sync(move |sources| synced.sync(sources));
     let fs_poll = u64::try_from(settings.file_system_poll_wait_seconds)
         .ok()
         .filter(|s| *s > 0)
@@ -225,7 +229,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         addr: addr.clone(),
         source,
     };
-    // One port, one protocol: with TLS on, plain HTTP is not served.
+    // One port, one protocol: with TLS on, plain HTTP is not served on it.
     let (server, scheme) = match (&settings.secret_pem, &settings.secret_key) {
         (Some(pem), Some(key)) if settings.enable_ssl => {
             let config = tls::server_config(pem, key)?;
@@ -233,10 +237,25 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         }
         _ => (server.bind(&addr).map_err(bind_error)?, "http"),
     };
-    let addrs = server.addrs();
-    if let Some(addr) = addrs.first() {
-        handlers.set_listen_address(*addr);
+    let public = server.addrs();
+    // Handlers call context.rest_uri with plain HTTP; under TLS they get a
+    // loopback-only listener of their own (auth, when on, still applies).
+    let server = if scheme == "https" && (!handlers.is_empty() || settings.multi_model) {
+        server.bind("127.0.0.1:0").map_err(|source| StartError::Bind {
+            addr: "127.0.0.1:0".into(),
+            source,
+        })?
+    } else {
+        server
+    };
+    let credentials = match (&state.auth, &settings.auth_username, &settings.auth_password) {
+        (Some(_), Some(user), Some(password)) => Some((user.as_str(), password.0.as_str())),
+        _ => None,
+    };
+    if let Some(rest) = server.addrs().last() {
+        handlers.set_rest_address(*rest, credentials);
     }
+    let addrs = public;
     log::info!(
         "serving {} model(s) [{}] on {} (ready in {:.0} ms)",
         registry.model_names().len(),

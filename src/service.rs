@@ -62,6 +62,11 @@ impl Service {
         }
     }
 
+    /// The per-request deadline (rest_api_timeout_in_ms).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     fn signature(servable: &Servable, name: Option<&str>) -> Result<Arc<SignatureSpec>, ApiError> {
         let name = name.unwrap_or(DEFAULT_SIGNATURE);
         servable

@@ -65,6 +65,7 @@ fn base_url() -> &'static str {
             rest_api_port: Some(0),
             models_dir: models_dir().to_path_buf(),
             python_workers: 2,
+            rest_api_timeout_in_ms: 2000,
             ..Settings::default()
         };
         format!("http://{}", spawn_server(settings))
@@ -208,6 +209,91 @@ fn handler_exceptions_answer_with_their_status() {
     }
     let answer = invocation("raising", "application/json", "{}");
     assert_eq!((answer.status, answer.json()), (200, json!({"ok": true})));
+    // A handler past the request deadline: 504, and the worker is not waited for.
+    let started = std::time::Instant::now();
+    let answer = invocation("raising", "application/json", json!({"fail": "slow"}).to_string());
+    assert_eq!(answer.status, 504, "{}", answer.body);
+    assert!(started.elapsed() < std::time::Duration::from_millis(2400));
+}
+
+#[test]
+#[cfg(feature = "python")]
+fn rest_uri_works_under_tls_and_auth() {
+    let root = fresh_dir("secure");
+    archive(&root, "rest", "half_plus_three", Some("rest"));
+    let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(root.join("cert.pem"), generated.cert.pem()).unwrap();
+    std::fs::write(root.join("key.pem"), generated.key_pair.serialize_pem()).unwrap();
+    let settings = Settings {
+        host: "127.0.0.1".into(),
+        rest_api_port: Some(0),
+        models_dir: root.clone(),
+        enable_ssl: true,
+        secret_pem: Some(root.join("cert.pem")),
+        secret_key: Some(root.join("key.pem")),
+        enable_auth: true,
+        auth_username: Some("admin".into()),
+        auth_password: Some(tfserve::settings::Secret("p@ss word".into())),
+        python_workers: 1,
+        ..Settings::default()
+    };
+    let addr = spawn_server(settings);
+    let client = reqwest::blocking::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(generated.cert.pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let response = client
+        .post(format!("https://localhost:{}/invocations", addr.port()))
+        .basic_auth("admin", Some("p@ss word"))
+        .header("Content-Type", "text/csv")
+        .header("X-Amzn-SageMaker-Custom-Attributes", "tfs-model-name=rest")
+        .body("2.0")
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().unwrap();
+    assert_eq!(body["predictions"], json!([4.0]));
+    let uri = body["context"]["rest_uri"].as_str().unwrap();
+    assert!(uri.starts_with("http://admin:p%40ss%20word@127.0.0.1:"), "{uri}");
+    assert!(!uri.contains(&format!(":{}/", addr.port())), "{uri} is the TLS port");
+}
+
+#[test]
+#[cfg(feature = "python")]
+fn config_reloads_load_and_drop_handlers() {
+    let root = fresh_dir("reload");
+    let plain = archive(&root, "plain", "half_plus_three", None);
+    let pair = archive(&root, "pair", "half_plus_three", Some("pair"));
+    let config = root.join("models.json");
+    let write_config = |base: &Path| {
+        let text = json!({"model_config_list": [{"name": "m", "base_path": base}]}).to_string();
+        std::fs::write(&config, text).unwrap();
+    };
+    write_config(&plain);
+    let settings = Settings {
+        host: "127.0.0.1".into(),
+        rest_api_port: Some(0),
+        model_config_file: Some(config.clone()),
+        python_workers: 1,
+        ..Settings::default()
+    };
+    let base = format!("http://{}", spawn_server(settings));
+    let lines = || invoke(&base, "/invocations", "m", "text/csv", None, b"1.0\n2.0".to_vec());
+    assert_eq!(lines().status, 200);
+    let reload = || {
+        let response = reqwest::blocking::Client::new()
+            .post(format!("{base}/tfserve/config:reload"))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{}", response.text().unwrap());
+    };
+    // Now "m" lives where code/inference.py reads CSV as one row: lines fail in it.
+    write_config(&pair);
+    reload();
+    assert_eq!(lines().status, 500);
+    write_config(&plain);
+    reload();
+    assert_eq!(lines().status, 200);
 }
 
 #[test]

@@ -17,9 +17,10 @@ import json  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
 
+# The container's fields in its order (handlers may unpack them), then grpc_uri.
 Context = collections.namedtuple("Context", [
-    "model_name", "model_version", "method", "rest_uri", "grpc_uri", "grpc_port", "channel",
-    "custom_attributes", "request_content_type", "accept_header", "content_length",
+    "model_name", "model_version", "method", "rest_uri", "grpc_port", "channel",
+    "custom_attributes", "request_content_type", "accept_header", "content_length", "grpc_uri",
 ])
 
 
@@ -59,11 +60,35 @@ def install_requirements(requirements, target):
     return "" if done.returncode == 0 else (done.stderr or done.stdout).strip()[-2000:]
 
 
+def _under(path, roots):
+    path = os.path.abspath(path or "")
+    return any(path == root or path.startswith(root + os.sep) for root in roots)
+
+
+def _local_names(search_paths):
+    """Top-level module names a model's code/, code/lib or deps directory provides."""
+    names = set()
+    for entry in search_paths:
+        if os.path.isdir(entry):
+            for item in os.listdir(entry):
+                name, ext = os.path.splitext(item)
+                if ext == ".py" or os.path.isdir(os.path.join(entry, item)):
+                    names.add(name)
+    return names
+
+
 def load(module_name, path, search_paths):
     """Imports inference.py under a name of its own; returns (handler, input_handler, output_handler)."""
+    roots = [os.path.abspath(p) for p in search_paths]
+    # Another model's helper module of the same name must not stand in for this one's.
+    for name in _local_names(search_paths):
+        module = sys.modules.get(name)
+        if module is not None and not _under(getattr(module, "__file__", None), roots):
+            del sys.modules[name]
     for entry in reversed(search_paths):
-        if entry not in sys.path:
-            sys.path.insert(0, entry)
+        if entry in sys.path:
+            sys.path.remove(entry)
+        sys.path.insert(0, entry)
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
@@ -77,6 +102,18 @@ def load(module_name, path, search_paths):
     if handler is not None:
         return handler, None, None
     return None, input_handler, output_handler
+
+
+def unload(module_name, search_paths):
+    """Forgets a model's handler module, the modules it brought and its paths."""
+    roots = [os.path.abspath(p) for p in search_paths]
+    sys.modules.pop(module_name, None)
+    for name, module in list(sys.modules.items()):
+        if _under(getattr(module, "__file__", None), roots):
+            del sys.modules[name]
+    for entry in search_paths:
+        while entry in sys.path:
+            sys.path.remove(entry)
 
 
 def _body(value):
@@ -116,14 +153,13 @@ _STATUS_IN_MESSAGE = re.compile(r"^\s*Error:\s*(\d{3}),\s*(.*)$", re.S)
 
 
 def error_of(exc):
-    """(HTTP status, message) for a handler's exception: a status it carries
-    (status_code/status/code attribute, or the documented
-    'Error: <code>, <message>' text), else 500."""
+    """(HTTP status, message) for a handler's exception: the status it names
+    (a status_code attribute, or the documented 'Error: <code>, <message>'
+    text), else 500 as the container answers."""
     message = str(exc) or type(exc).__name__
-    for attribute in ("status_code", "status", "code"):
-        value = getattr(exc, attribute, None)
-        if isinstance(value, int) and 400 <= value <= 599:
-            return value, message
+    value = getattr(exc, "status_code", None)
+    if isinstance(value, int) and 400 <= value <= 599:
+        return value, message
     match = _STATUS_IN_MESSAGE.match(message)
     if match and 400 <= int(match.group(1)) <= 599:
         return int(match.group(1)), match.group(2).strip()

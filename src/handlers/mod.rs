@@ -9,7 +9,10 @@ mod python;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
 /// Where handlers come from and how many Python workers run them.
 #[derive(Clone, Debug)]
@@ -74,13 +77,18 @@ pub enum ModelHandlers {
     Python(Arc<python::Loaded>),
     /// The model ships handlers this build cannot run.
     Unsupported(PathBuf),
+    /// The model's handlers failed to load on a config re-read.
+    Broken(String),
 }
 
 /// Every model's handlers, and the interpreter, started with the first model that has some.
 pub struct HandlerSet {
     settings: HandlerSettings,
     models: RwLock<HashMap<String, Arc<ModelHandlers>>>,
-    /// `http://127.0.0.1:<port>` once the server listens, for `context.rest_uri`.
+    /// Which file (and its modification time) each model's handlers came
+    /// from, so that config re-reads reload only what changed.
+    origins: Mutex<HashMap<String, (PathBuf, Option<SystemTime>)>>,
+    /// `http://[user:password@]127.0.0.1:<port>` once the server listens, for `context.rest_uri`.
     rest_base: RwLock<String>,
     #[cfg(feature = "python")]
     engine: std::sync::OnceLock<Result<python::Engine, String>>,
@@ -91,6 +99,7 @@ impl HandlerSet {
         HandlerSet {
             settings,
             models: RwLock::new(HashMap::new()),
+            origins: Mutex::new(HashMap::new()),
             rest_base: RwLock::new("http://127.0.0.1:8080".into()),
             #[cfg(feature = "python")]
             engine: std::sync::OnceLock::new(),
@@ -122,7 +131,40 @@ impl HandlerSet {
         if let Ok(mut models) = self.models.write() {
             models.insert(model.to_string(), Arc::new(handlers));
         }
+        if let Ok(mut origins) = self.origins.lock() {
+            origins.insert(model.to_string(), (file.clone(), modified(&file)));
+        }
         Ok(true)
+    }
+
+    /// Follows a config (re)load: loads handlers that are new or whose file
+    /// changed, drops those of models no longer served. Failures are logged
+    /// and leave the model without handlers, which then answers 500s naming them.
+    pub fn sync(&self, sources: &[crate::model_config::ModelSource]) {
+        let current = self.origins.lock().map(|o| o.clone()).unwrap_or_default();
+        for source in sources {
+            let file = self.handler_file(&source.base_path);
+            let unchanged = match (&file, current.get(&source.name)) {
+                (Some(file), Some((loaded, at))) => loaded == file && *at == modified(file),
+                (None, None) => true,
+                _ => false,
+            };
+            if unchanged {
+                continue;
+            }
+            if let Err(err) = self.prepare(&source.name, &source.base_path) {
+                log::error!("{err}");
+                self.remove(&source.name);
+                if let Ok(mut models) = self.models.write() {
+                    models.insert(source.name.clone(), Arc::new(ModelHandlers::Broken(err.to_string())));
+                }
+            }
+        }
+        for model in current.keys() {
+            if !sources.iter().any(|s| &s.name == model) {
+                self.remove(model);
+            }
+        }
     }
 
     #[cfg(not(feature = "python"))]
@@ -158,13 +200,11 @@ impl HandlerSet {
             search_paths.insert(0, lib);
             None
         } else if requirements.is_file() {
+            // Keyed by the code directory and the file's content: models sharing
+            // one code/ share one install, and an edited file installs afresh.
             let text = std::fs::read(&requirements).map_err(|e| failure(e.to_string()))?;
-            let target = self.settings.deps_dir.join(format!(
-                "{}-{:08x}{:08x}",
-                safe_name(model),
-                crc32c::crc32c(&text),
-                text.len()
-            ));
+            let key = crc32c::crc32c_append(crc32c::crc32c(code.to_string_lossy().as_bytes()), &text);
+            let target = self.settings.deps_dir.join(format!("deps-{key:08x}{:08x}", text.len()));
             search_paths.insert(0, target.clone());
             Some((requirements, target))
         } else {
@@ -177,33 +217,52 @@ impl HandlerSet {
     }
 
     pub fn remove(&self, model: &str) {
-        if let Ok(mut models) = self.models.write() {
-            models.remove(model);
+        let removed = self.models.write().ok().and_then(|mut models| models.remove(model));
+        if let Ok(mut origins) = self.origins.lock() {
+            origins.remove(model);
         }
+        #[cfg(feature = "python")]
+        if let (Some(handlers), Some(Ok(engine))) = (removed, self.engine.get()) {
+            if let ModelHandlers::Python(loaded) = &*handlers {
+                engine.unload(loaded);
+            }
+        }
+        #[cfg(not(feature = "python"))]
+        drop(removed);
+    }
+
+    /// Whether no model has handlers.
+    pub fn is_empty(&self) -> bool {
+        self.models.read().map(|m| m.is_empty()).unwrap_or(true)
     }
 
     pub fn get(&self, model: &str) -> Option<Arc<ModelHandlers>> {
         self.models.read().ok()?.get(model).cloned()
     }
 
-    /// Records the address the server listens on.
-    pub fn set_listen_address(&self, addr: std::net::SocketAddr) {
-        let host = if addr.ip().is_unspecified() {
-            "127.0.0.1".to_string()
-        } else {
-            addr.ip().to_string()
+    /// Records where handlers reach tfserve's REST API: a plain-HTTP
+    /// address, and the basic-auth credentials when auth is on.
+    pub fn set_rest_address(&self, addr: std::net::SocketAddr, credentials: Option<(&str, &str)>) {
+        let host = match addr.ip() {
+            ip if ip.is_unspecified() && ip.is_ipv6() => "[::1]".to_string(),
+            ip if ip.is_unspecified() => "127.0.0.1".to_string(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            std::net::IpAddr::V4(ip) => ip.to_string(),
         };
-        let host = if addr.is_ipv6() { format!("[{host}]") } else { host };
+        let userinfo = credentials
+            .map(|(user, password)| format!("{}:{}@", encode(user), encode(password)))
+            .unwrap_or_default();
         if let Ok(mut base) = self.rest_base.write() {
-            *base = format!("http://{host}:{}", addr.port());
+            *base = format!("http://{userinfo}{host}:{}", addr.port());
         }
     }
 
     /// tfserve's own TF Serving REST route for a model, version and method.
     pub fn rest_uri(&self, model: &str, version: Option<&str>, method: &str) -> String {
         let base = self.rest_base.read().map(|b| b.clone()).unwrap_or_default();
+        let model = encode(model);
         match version {
-            Some(v) => format!("{base}/v1/models/{model}/versions/{v}:{method}"),
+            Some(v) => format!("{base}/v1/models/{model}/versions/{}:{method}", encode(v)),
             None => format!("{base}/v1/models/{model}:{method}"),
         }
     }
@@ -216,6 +275,7 @@ impl HandlerSet {
         handlers: &ModelHandlers,
         context: CallContext,
         body: Vec<u8>,
+        timeout: Duration,
         run_model: F,
     ) -> Result<Answer, crate::error::ApiError>
     where
@@ -223,11 +283,16 @@ impl HandlerSet {
         Fut: Future<Output = Result<Vec<u8>, crate::error::ApiError>>,
     {
         #[cfg(not(feature = "python"))]
-        let _ = (body, run_model);
+        let _ = (body, timeout, run_model);
         match handlers {
             ModelHandlers::Unsupported(path) => Err(HandlerError::Unsupported {
                 model: context.model_name.clone(),
                 path: path.display().to_string(),
+            }
+            .into()),
+            ModelHandlers::Broken(message) => Err(HandlerError::Raised {
+                status: 500,
+                message: message.clone(),
             }
             .into()),
             #[cfg(feature = "python")]
@@ -236,10 +301,18 @@ impl HandlerSet {
                     Some(Ok(engine)) => engine,
                     _ => return Err(HandlerError::Stopped.into()),
                 };
+                let deadline = tokio::time::Instant::now() + timeout;
+                let timed_out = || crate::error::ApiError::Timeout(timeout.as_millis() as u64);
                 if python::Engine::has_handler(loaded) {
-                    return Ok(engine.call_handler(loaded.clone(), body, context).await?);
+                    let call = engine.call_handler(loaded.clone(), body, context);
+                    return Ok(tokio::time::timeout_at(deadline, call)
+                        .await
+                        .map_err(|_| timed_out())??);
                 }
-                let request = engine.call_input(loaded.clone(), body, context.clone()).await?;
+                let call = engine.call_input(loaded.clone(), body, context.clone());
+                let request = tokio::time::timeout_at(deadline, call)
+                    .await
+                    .map_err(|_| timed_out())??;
                 // The model's answer goes to output_handler whatever it is, as
                 // the container relays TF Serving's response.
                 let (status, content) = match run_model(request).await {
@@ -249,10 +322,21 @@ impl HandlerSet {
                         serde_json::json!({ "error": err.to_string() }).to_string().into_bytes(),
                     ),
                 };
-                Ok(engine.call_output(loaded.clone(), status, content, context).await?)
+                let call = engine.call_output(loaded.clone(), status, content, context);
+                Ok(tokio::time::timeout_at(deadline, call)
+                    .await
+                    .map_err(|_| timed_out())??)
             }
         }
     }
+}
+
+fn encode(segment: &str) -> String {
+    utf8_percent_encode(segment, NON_ALPHANUMERIC).to_string()
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 /// A model name as a Python module and directory name.

@@ -27,6 +27,8 @@ pub struct Loaded {
     handler: Option<Py<PyAny>>,
     input: Option<Py<PyAny>>,
     output: Option<Py<PyAny>>,
+    module: String,
+    search_paths: Vec<String>,
 }
 
 impl Engine {
@@ -68,6 +70,10 @@ impl Engine {
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let glue = self.glue.clone();
         let job: Job = Box::new(move |py| {
+            // The request timed out or its client left while this waited.
+            if sender.is_closed() {
+                return;
+            }
             let _ = sender.send(call(py, glue.bind(py)));
         });
         self.jobs.try_send(job).map_err(|e| match e {
@@ -93,12 +99,31 @@ impl Engine {
             }
             let paths: Vec<String> = search_paths.iter().map(|p| p.display().to_string()).collect();
             let loaded = glue
-                .call_method1("load", (module_name, file.display().to_string(), paths))
+                .call_method1("load", (module_name, file.display().to_string(), paths.clone()))
                 .map_err(|e| describe(py, &e))?;
             type Functions = (Option<Py<PyAny>>, Option<Py<PyAny>>, Option<Py<PyAny>>);
             let (handler, input, output): Functions = loaded.extract().map_err(|e| describe(py, &e))?;
-            Ok(Loaded { handler, input, output })
+            Ok(Loaded {
+                handler,
+                input,
+                output,
+                module: module_name.to_string(),
+                search_paths: paths,
+            })
         })
+    }
+
+    /// Forgets a model's module, the helper modules it imported and its paths.
+    pub fn unload(&self, loaded: &Loaded) {
+        Python::with_gil(|py| {
+            if let Err(e) = self
+                .glue
+                .bind(py)
+                .call_method1("unload", (loaded.module.as_str(), loaded.search_paths.clone()))
+            {
+                log::warn!("unloading {}: {}", loaded.module, describe(py, &e));
+            }
+        });
     }
 
     pub fn has_handler(loaded: &Loaded) -> bool {
@@ -160,18 +185,19 @@ impl Engine {
 
 impl CallContext {
     fn to_python<'py>(&self, py: Python<'py>, glue: &Bound<'py, PyModule>) -> Result<Bound<'py, PyAny>, HandlerError> {
+        // No gRPC API: grpc_port and grpc_uri are empty, channel None.
         let fields = (
             self.model_name.as_str(),
             self.model_version.as_deref(),
             self.method.as_str(),
             self.rest_uri.as_str(),
             "",
-            "",
             py.None(),
             self.custom_attributes.as_str(),
             self.request_content_type.as_str(),
             self.accept_header.as_str(),
             self.content_length,
+            "",
         );
         glue.getattr("Context")
             .and_then(|context| context.call1(fields))

@@ -102,7 +102,11 @@ pub struct Registry {
     options: LoadOptions,
     /// Serializes changes (polls, config syncs, HTTP management); reads never wait on it.
     changes: Mutex<()>,
+    /// Told the sources of every sync, after the registry has applied them.
+    sync_listener: std::sync::OnceLock<SyncListener>,
 }
+
+type SyncListener = Box<dyn Fn(&[ModelSource]) + Send + Sync>;
 
 impl Registry {
     pub fn new(options: LoadOptions) -> Registry {
@@ -110,7 +114,13 @@ impl Registry {
             models: RwLock::new(BTreeMap::new()),
             options,
             changes: Mutex::new(()),
+            sync_listener: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Calls `listener` with the sources of every later [`Registry::sync`].
+    pub fn on_sync(&self, listener: impl Fn(&[ModelSource]) + Send + Sync + 'static) {
+        let _ = self.sync_listener.set(Box::new(listener));
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, ModelEntry>> {
@@ -219,6 +229,9 @@ impl Registry {
                     labels: BTreeMap::new(),
                 });
             self.reconcile(&source.name);
+        }
+        if let Some(listener) = self.sync_listener.get() {
+            listener(sources);
         }
     }
 

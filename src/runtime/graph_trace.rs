@@ -30,8 +30,17 @@ struct NodeDef {
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct AttrValue {
+    #[prost(message, optional, tag = "1")]
+    list: Option<ListValue>,
     #[prost(message, optional, tag = "10")]
     func: Option<NameAttrList>,
+}
+
+/// `Case` lists its branches.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ListValue {
+    #[prost(message, repeated, tag = "9")]
+    func: Vec<NameAttrList>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -126,29 +135,40 @@ pub fn reaches_op(graph_def: &[u8], start_node: &str, target: &str) -> Result<bo
                 scope: scope.map(str::to_string),
                 name: node.name.clone(),
             });
-            for (attr, function) in node.attr.iter().filter_map(|(k, v)| Some((k, v.func.as_ref()?))) {
-                let Some(def) = functions.get(function.name.as_str()) else {
+            // Functions this node runs: an op that is itself a library function
+            // (TF1 Defun), then those its attributes name (`f`, branches, bodies).
+            let called = functions.get(node.op.as_str()).map(|def| (*def, Some(position)));
+            let named = node.attr.values().flat_map(|v| {
+                let shifted = matches!(node.op.as_str(), "If" | "StatelessIf" | "Case" | "StatelessCase");
+                v.func
+                    .iter()
+                    .chain(v.list.iter().flat_map(|l| &l.func))
+                    .filter_map(|f| functions.get(f.name.as_str()))
+                    // Conditionals pass their inputs after the condition or branch
+                    // index, which itself reaches no branch argument.
+                    .map(move |def| {
+                        (
+                            *def,
+                            if shifted {
+                                position.checked_sub(1)
+                            } else {
+                                Some(position)
+                            },
+                        )
+                    })
+            });
+            for (def, argument) in called.into_iter().chain(named) {
+                let (Some(signature), Some(argument)) = (&def.signature, argument) else {
                     continue;
                 };
-                let args = def
-                    .signature
-                    .as_ref()
-                    .map(|s| s.input_arg.as_slice())
-                    .unwrap_or_default();
-                // An `If` passes its inputs after the condition to the branches.
-                let arg = match (node.op.as_str(), attr.as_str()) {
-                    ("If" | "StatelessIf", _) => position.checked_sub(1).and_then(|p| args.get(p)),
-                    ("Case" | "StatelessCase", _) => position.checked_sub(1).and_then(|p| args.get(p)),
-                    _ => args.get(position),
-                };
-                let targets: Vec<&ArgDef> = match arg {
+                let targets: Vec<&ArgDef> = match signature.input_arg.get(argument) {
                     Some(arg) => vec![arg],
                     // Unknown calling convention: assume any argument may carry it.
-                    None => args.iter().collect(),
+                    None => signature.input_arg.iter().collect(),
                 };
                 for arg in targets {
                     queue.push_back(Value {
-                        scope: Some(function.name.clone()),
+                        scope: Some(signature.name.clone()),
                         name: arg.name.clone(),
                     });
                 }
@@ -183,6 +203,7 @@ mod tests {
         call.attr.insert(
             "f".into(),
             AttrValue {
+                list: None,
                 func: Some(NameAttrList { name: "body".into() }),
             },
         );
@@ -213,5 +234,43 @@ mod tests {
         assert!(!reaches_op(&graph, "other", "DecodeBase64").unwrap());
         assert!(!reaches_op(&graph, "plain", "DecodeBase64").unwrap());
         assert!(reaches_op(b"\xff\xff", "x", "DecodeBase64").is_err());
+
+        // A Case's branches (an attribute list) and a Defun-style call (the op is the function).
+        let mut case = node("case", "Case", &["index", "images"]);
+        case.attr.insert(
+            "branches".into(),
+            AttrValue {
+                list: Some(ListValue {
+                    func: vec![NameAttrList { name: "branch".into() }],
+                }),
+                func: None,
+            },
+        );
+        let function = |name: &str, arg: &str, nodes: Vec<NodeDef>| FunctionDef {
+            signature: Some(OpDef {
+                name: name.into(),
+                input_arg: vec![ArgDef { name: arg.into() }],
+            }),
+            node_def: nodes,
+        };
+        let graph = GraphDef {
+            node: vec![
+                node("images", "Placeholder", &[]),
+                node("index", "Placeholder", &[]),
+                case,
+                node("texts", "Placeholder", &[]),
+                node("defun", "decode_fn", &["texts"]),
+            ],
+            library: Some(FunctionDefLibrary {
+                function: vec![
+                    function("branch", "img", vec![node("d", "DecodeBase64", &["img"])]),
+                    function("decode_fn", "t", vec![node("d", "DecodeBase64", &["t"])]),
+                ],
+            }),
+        }
+        .encode_to_vec();
+        assert!(reaches_op(&graph, "images", "DecodeBase64").unwrap());
+        assert!(reaches_op(&graph, "texts", "DecodeBase64").unwrap());
+        assert!(!reaches_op(&graph, "index", "DecodeBase64").unwrap());
     }
 }

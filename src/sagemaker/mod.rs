@@ -115,7 +115,7 @@ impl Invocation {
             |request: Vec<u8>| async move { call_model(service, &model, &selector, &method, &request, trace).await };
         service
             .handlers
-            .invoke(&handlers, context, body.to_vec(), run_model)
+            .invoke(&handlers, context, body.to_vec(), service.timeout(), run_model)
             .await
     }
 }

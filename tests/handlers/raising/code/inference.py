@@ -1,7 +1,8 @@
 """A handler that fails in the ways handlers do: a status named in the
 documented 'Error: <code>, <message>' form, an exception carrying a
-status_code, and a plain exception."""
+status_code, a plain exception, and one too slow for the request deadline."""
 import json
+import time
 
 
 class Unprocessable(Exception):
@@ -17,4 +18,6 @@ def handler(data, context):
         raise Unprocessable("field 'x' must hold numbers")
     if kind == "plain":
         raise RuntimeError("the handler broke")
+    if kind == "slow":
+        time.sleep(2.5)
     return json.dumps({"ok": True}), "application/json"
