@@ -49,8 +49,14 @@ impl Engine {
                 .spawn(move || {
                     // The GIL is held only inside a job, so while one worker waits on
                     // I/O (requests to rest_uri) or on the model, others run Python.
-                    for job in queue {
-                        Python::with_gil(job);
+                    // Under load, queued calls run under one GIL acquisition.
+                    for job in &queue {
+                        Python::with_gil(|py| {
+                            job(py);
+                            while let Ok(next) = queue.try_recv() {
+                                next(py);
+                            }
+                        });
                     }
                 })
                 .map_err(|e| format!("cannot start Python worker threads: {e}"))?;
