@@ -372,6 +372,22 @@ fn multi_model_endpoints_load_each_models_handlers() {
     assert_eq!(answer.status, 500);
     let response = client.delete(format!("{base}/models/m1")).send().unwrap();
     assert_eq!(response.status().as_u16(), 200);
+    // requirements.txt that pip cannot install: the load fails, naming it, and nothing is added.
+    let broken = archive(&root, "broken", "half_plus_three", Some("withlib"));
+    std::fs::remove_dir_all(broken.join("code").join("lib")).unwrap();
+    let response = client
+        .post(format!("{base}/models"))
+        .json(&json!({"model_name": "m3", "url": broken}))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 500);
+    let message = response.json::<Value>().unwrap()["error"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("model m3: cannot load ") && message.contains("pip install -r"),
+        "{message}"
+    );
+    let response = client.get(format!("{base}/models/m3")).send().unwrap();
+    assert_eq!(response.status().as_u16(), 404);
 }
 
 #[test]

@@ -15,7 +15,9 @@ import importlib.util  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
+import threading  # noqa: E402
 
 # The container's fields in its order (handlers may unpack them), then grpc_uri.
 Context = collections.namedtuple("Context", [
@@ -52,12 +54,31 @@ def python_executable():
     return version
 
 
+_install_lock = threading.Lock()
+
+
 def install_requirements(requirements, target):
-    """pip-installs requirements.txt into target; returns pip's output on failure."""
-    command = [python_executable(), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-               "--quiet", "--target", target, "-r", requirements]
-    done = subprocess.run(command, capture_output=True, text=True)
-    return "" if done.returncode == 0 else (done.stderr or done.stdout).strip()[-2000:]
+    """pip-installs requirements.txt into target, once: an earlier complete
+    install is reused. Staged next to the target and renamed, so a half-done
+    install is never used; one install at a time (models may share a target).
+    Returns "" or what went wrong."""
+    done = os.path.join(target, ".tfserve-complete")
+    with _install_lock:
+        if os.path.exists(done):
+            return ""
+        staging = target + ".partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(staging)
+        command = [python_executable(), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+                   "--quiet", "--target", staging, "-r", requirements]
+        finished = subprocess.run(command, capture_output=True, text=True)
+        if finished.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            return f"pip install -r {requirements} failed: " + (finished.stderr or finished.stdout).strip()[-2000:]
+        open(os.path.join(staging, ".tfserve-complete"), "w").close()
+        shutil.rmtree(target, ignore_errors=True)
+        os.rename(staging, target)
+        return ""
 
 
 def _under(path, roots):

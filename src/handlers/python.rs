@@ -215,31 +215,18 @@ impl CallContext {
 }
 
 fn install(glue: &Bound<'_, PyModule>, requirements: &Path, target: &Path) -> Result<(), String> {
-    let done = target.join(".tfserve-complete");
-    if done.exists() {
-        return Ok(());
-    }
-    // Installed next to the target and renamed, so a half-done install is never used.
-    let staging = target.with_extension("partial");
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
     let failure: String = glue
         .call_method1(
             "install_requirements",
-            (requirements.display().to_string(), staging.display().to_string()),
+            (requirements.display().to_string(), target.display().to_string()),
         )
         .and_then(|out| out.extract())
         .map_err(|e| describe(glue.py(), &e))?;
-    if !failure.is_empty() {
-        let _ = std::fs::remove_dir_all(&staging);
-        return Err(format!("pip install -r {} failed: {failure}", requirements.display()));
+    if failure.is_empty() {
+        Ok(())
+    } else {
+        Err(failure)
     }
-    std::fs::write(staging.join(".tfserve-complete"), b"")
-        .and_then(|_| {
-            let _ = std::fs::remove_dir_all(target);
-            std::fs::rename(&staging, target)
-        })
-        .map_err(|e| format!("cannot install into {}: {e}", target.display()))
 }
 
 fn answer(
