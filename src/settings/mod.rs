@@ -1,10 +1,9 @@
 //! Server settings, layered as defaults < config file < `TFSERVE_*` environment
 //! < command line. Flag names follow `tensorflow_model_server` where they overlap.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use clap::Parser;
 use serde::{Deserialize, Serialize};
 
 use crate::batcher::{BatchParams, ParamsOverride};
@@ -12,228 +11,11 @@ use crate::model_config::SessionOverrides;
 use crate::registry::SwapPolicy;
 use crate::runtime::SessionConfig;
 
-/// Command-line flags. Every flag is also accepted with dashes
-/// (`--rest-api-port`), as `--flag=value` or `--flag value`.
-#[derive(Parser, Debug, Default, Serialize)]
-#[command(
-    name = "tfserve",
-    version,
-    about = "Serves TensorFlow SavedModels over the TF Serving REST API"
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    #[serde(skip)]
-    pub command: Option<Command>,
+mod cli;
+mod env;
 
-    /// Settings file (TOML, YAML or JSON); keys are the flag names.
-    #[arg(long, global = true)]
-    #[serde(skip)]
-    pub config: Option<PathBuf>,
-
-    /// HTTP port for every API (TF Serving's REST port). Default 8501.
-    #[arg(long = "rest_api_port", alias = "rest-api-port", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rest_api_port: Option<u16>,
-
-    /// TF Serving's gRPC port. tfserve has no gRPC API: given alone, it sets the HTTP port.
-    #[arg(long, global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-
-    /// Address to bind. Default 0.0.0.0.
-    #[arg(long, global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
-
-    /// Name of the model given by --model_base_path. Default "default".
-    #[arg(long = "model_name", alias = "model-name", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_name: Option<String>,
-
-    /// Directory whose numeric subdirectories are versions of one model.
-    #[arg(long = "model_base_path", alias = "model-base-path", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_base_path: Option<PathBuf>,
-
-    /// TF Serving model config (protobuf text format or JSON, or Simple
-    /// TensorFlow Serving's JSON list); takes precedence over --model_base_path.
-    #[arg(long = "model_config_file", alias = "model-config-file", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_config_file: Option<PathBuf>,
-
-    /// Seconds between scans of each base path for new and removed versions
-    /// (TF Serving's flag). 0: scan once at start; negative: never. Default 1.
-    #[arg(
-        long = "file_system_poll_wait_seconds",
-        alias = "file-system-poll-wait-seconds",
-        allow_hyphen_values = true
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub file_system_poll_wait_seconds: Option<i64>,
-
-    /// Seconds between re-reads of --model_config_file; 0 (default): read once.
-    #[arg(
-        long = "model_config_file_poll_wait_seconds",
-        alias = "model-config-file-poll-wait-seconds"
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_config_file_poll_wait_seconds: Option<u64>,
-
-    /// Version swaps: availability_preserving (new version serves before the
-    /// old unloads; default) or resource_preserving (unload first).
-    #[arg(long = "swap_policy", alias = "swap-policy", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub swap_policy: Option<String>,
-
-    /// Comma-separated directories that models loaded over HTTP must live in.
-    /// Default: --models_dir.
-    #[arg(long = "model_roots", alias = "model-roots", value_delimiter = ',', global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_roots: Option<Vec<PathBuf>>,
-
-    /// Most models loaded at once; loads over HTTP beyond it answer 507. 0: no limit.
-    #[arg(long = "max_models", alias = "max-models", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_models: Option<usize>,
-
-    /// Directory whose subdirectories are models (each holding numeric version
-    /// directories). Used when --model_base_path is not given. Default "models".
-    #[arg(long = "models_dir", alias = "models-dir", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub models_dir: Option<PathBuf>,
-
-    /// HTTP worker threads. Default: number of cores.
-    #[arg(long = "rest_api_num_threads", alias = "rest-api-num-threads", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rest_api_num_threads: Option<usize>,
-
-    /// Session options for every model as Simple TensorFlow Serving's JSON, e.g.
-    /// '{"intra_op_parallelism_threads": 2, "allow_growth": true}'.
-    #[arg(long = "session_config", alias = "session-config", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_config: Option<String>,
-
-    /// Require HTTP basic auth on every route but liveness (Simple TensorFlow Serving's flag).
-    #[arg(long = "enable_auth", alias = "enable-auth", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub enable_auth: Option<bool>,
-
-    /// The basic-auth user name (needs --enable_auth).
-    #[arg(long = "auth_username", alias = "auth-username", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth_username: Option<String>,
-
-    /// The basic-auth password (needs --enable_auth). Never logged.
-    #[arg(long = "auth_password", alias = "auth-password", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth_password: Option<String>,
-
-    /// Serve HTTPS only (rustls), with --secret_pem and --secret_key.
-    #[arg(long = "enable_ssl", alias = "enable-ssl", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub enable_ssl: Option<bool>,
-
-    /// PEM certificate chain for --enable_ssl (server certificate first).
-    #[arg(long = "secret_pem", alias = "secret-pem", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret_pem: Option<PathBuf>,
-
-    /// PEM private key (PKCS#8, PKCS#1 or SEC1) for --enable_ssl.
-    #[arg(long = "secret_key", alias = "secret-key", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret_key: Option<PathBuf>,
-
-    /// Custom op libraries loaded before any model: a comma-separated list of
-    /// `.so` files or directories (every `*.so` in them).
-    #[arg(long = "custom_op_paths", alias = "custom-op-paths", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub custom_op_paths: Option<String>,
-
-    /// Python threads running models' inference.py handlers. Default: number of cores
-    /// (`serve`: SAGEMAKER_GUNICORN_WORKERS when set).
-    #[arg(long = "python_workers", alias = "python-workers", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub python_workers: Option<usize>,
-
-    /// One inference.py for every model, instead of each model's code/inference.py.
-    #[arg(long = "handler_path", alias = "handler-path", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub handler_path: Option<PathBuf>,
-
-    /// Where models' code/requirements.txt are installed. Default: <cache>/handler-deps.
-    #[arg(long = "handler_deps_dir", alias = "handler-deps-dir", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub handler_deps_dir: Option<PathBuf>,
-
-    /// Merge concurrent requests into batches (TF Serving's flag).
-    #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub enable_batching: Option<bool>,
-
-    /// TF Serving's BatchingParameters in protobuf text format (needs --enable_batching).
-    #[arg(long = "batching_parameters_file", alias = "batching-parameters-file", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub batching_parameters_file: Option<PathBuf>,
-
-    /// Threads that run batches (TensorFlow sessions). Default: the parameters
-    /// file's num_batch_threads, else the number of cores.
-    #[arg(long = "num_batch_threads", alias = "num-batch-threads", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub num_batch_threads: Option<usize>,
-
-    /// With batching off: requests that may wait for a batch thread before 503. Default 1024.
-    #[arg(long = "max_queued_runs", alias = "max-queued-runs", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_queued_runs: Option<usize>,
-
-    /// Per-request deadline in milliseconds; expiry answers 504. Default 30000.
-    #[arg(long = "rest_api_timeout_in_ms", alias = "rest-api-timeout-in-ms", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rest_api_timeout_in_ms: Option<u64>,
-
-    /// Largest accepted request body in bytes; larger ones answer 413. Default 256 MiB.
-    #[arg(long = "max_request_bytes", alias = "max-request-bytes", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_request_bytes: Option<usize>,
-
-    /// Threads one op (a matmul, a convolution) may use; 0 lets TensorFlow
-    /// choose. Default: cores / num_batch_threads, so concurrent batches don't
-    /// oversubscribe the cores.
-    #[arg(
-        long = "tensorflow_intra_op_parallelism",
-        alias = "tensorflow-intra-op-parallelism",
-        global = true
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tensorflow_intra_op_parallelism: Option<i32>,
-
-    /// Threads running independent ops of one run concurrently; 0 lets
-    /// TensorFlow choose. Default -1: ops run on the batch thread itself,
-    /// which saves a thread handoff per run.
-    #[arg(
-        long = "tensorflow_inter_op_parallelism",
-        alias = "tensorflow-inter-op-parallelism",
-        global = true
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tensorflow_inter_op_parallelism: Option<i32>,
-
-    /// Comma-separated SavedModel tags to load. Default "serve".
-    #[arg(long = "saved_model_tags", alias = "saved-model-tags", global = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub saved_model_tags: Option<String>,
-}
-
-#[derive(clap::Subcommand, Debug, Clone, PartialEq)]
-pub enum Command {
-    /// Run as the SageMaker TensorFlow Serving container does (`docker run IMAGE serve`):
-    /// port $SAGEMAKER_BIND_TO_PORT (8080), models from /opt/ml/model, or loaded
-    /// into /opt/ml/models over HTTP with SAGEMAKER_MULTI_MODEL=true.
-    Serve,
-    /// Batch transform, offline: run every record of the input files through
-    /// the /invocations path in process and write `<name>.out` files.
-    Transform(crate::transform::TransformArgs),
-}
+pub use cli::{Cli, Command};
+use env::{sagemaker_defaults, settings_from_env, stfs_env};
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -275,12 +57,6 @@ pub struct Settings {
     pub tensorflow_intra_op_parallelism: Option<i32>,
     pub tensorflow_inter_op_parallelism: Option<i32>,
     pub saved_model_tags: String,
-}
-
-/// Boolean flags take true/false, 1/0, yes/no, on/off in any case
-/// (Simple TensorFlow Serving's scripts write `--enable_auth=True`).
-fn boolean() -> clap::builder::BoolishValueParser {
-    clap::builder::BoolishValueParser::new()
 }
 
 /// A password: kept out of `Debug` output, so it never reaches a log.
@@ -358,141 +134,6 @@ pub enum SettingsError {
         value: String,
         reason: &'static str,
     },
-}
-
-/// The SageMaker container's defaults, from its environment variables; a
-/// settings file, `TFSERVE_*` variables and flags still override them.
-fn sagemaker_defaults(
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
-    use serde_json::json;
-    let number = |name: &'static str| -> Result<Option<i64>, SettingsError> {
-        env(name)
-            .map(|v| {
-                v.trim().parse::<i64>().map_err(|_| SettingsError::Invalid {
-                    name,
-                    value: v,
-                    reason: "must be an integer",
-                })
-            })
-            .transpose()
-    };
-    let multi_model = match env("SAGEMAKER_MULTI_MODEL").map(|v| v.to_ascii_lowercase()) {
-        None => false,
-        Some(v) if v == "true" => true,
-        Some(v) if v == "false" || v.is_empty() => false,
-        Some(v) => {
-            return Err(SettingsError::Invalid {
-                name: "SAGEMAKER_MULTI_MODEL",
-                value: v,
-                reason: "must be true or false",
-            })
-        }
-    };
-    let mut map = serde_json::Map::new();
-    map.insert(
-        "rest_api_port".into(),
-        json!(number("SAGEMAKER_BIND_TO_PORT")?.unwrap_or(8080)),
-    );
-    map.insert(
-        "models_dir".into(),
-        json!(if multi_model { "/opt/ml/models" } else { "/opt/ml/model" }),
-    );
-    map.insert(
-        "model_roots".into(),
-        json!([if multi_model { "/opt/ml/models" } else { "/opt/ml/model" }]),
-    );
-    map.insert("multi_model".into(), json!(multi_model));
-    if let Some(workers) = number("SAGEMAKER_GUNICORN_WORKERS")?.filter(|n| *n > 0) {
-        map.insert("python_workers".into(), json!(workers));
-    }
-    let timeout = number("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS")?.unwrap_or(60);
-    map.insert("rest_api_timeout_in_ms".into(), json!(timeout.max(1) * 1000));
-    for (var, key) in [
-        ("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", "tensorflow_intra_op_parallelism"),
-        ("SAGEMAKER_TFS_INTER_OP_PARALLELISM", "tensorflow_inter_op_parallelism"),
-    ] {
-        if let Some(threads) = number(var)?.filter(|n| *n != 0) {
-            map.insert(key.into(), json!(threads));
-        }
-    }
-    Ok(map)
-}
-
-/// Simple TensorFlow Serving's `STFS_*` variables, as settings. They rank
-/// below a settings file, `TFSERVE_*` variables and flags.
-fn stfs_env(env: &dyn Fn(&str) -> Option<String>) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
-    use serde_json::json;
-    let boolean = |name: &'static str, value: String| -> Result<bool, SettingsError> {
-        match value.trim().to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" | "on" => Ok(true),
-            "false" | "0" | "no" | "off" | "" => Ok(false),
-            _ => Err(SettingsError::Invalid {
-                name,
-                value,
-                reason: "must be true or false",
-            }),
-        }
-    };
-    let mut map = serde_json::Map::new();
-    for (var, key) in [
-        ("STFS_HOST", "host"),
-        ("STFS_MODEL_NAME", "model_name"),
-        ("STFS_MODEL_BASE_PATH", "model_base_path"),
-        ("STFS_MODEL_CONFIG_FILE", "model_config_file"),
-        ("STFS_CUSTOM_OP_PATHS", "custom_op_paths"),
-        ("STFS_SESSION_CONFIG", "session_config"),
-        ("STFS_AUTH_USERNAME", "auth_username"),
-        ("STFS_AUTH_PASSWORD", "auth_password"),
-        ("STFS_SECRET_PEM", "secret_pem"),
-        ("STFS_SECRET_KEY", "secret_key"),
-    ] {
-        if let Some(value) = env(var).filter(|v| !v.is_empty()) {
-            map.insert(key.into(), json!(value));
-        }
-    }
-    if let Some(port) = env("STFS_PORT") {
-        let port: u16 = port.trim().parse().map_err(|_| SettingsError::Invalid {
-            name: "STFS_PORT",
-            value: port,
-            reason: "must be a port number",
-        })?;
-        map.insert("port".into(), json!(port));
-    }
-    for (var, key) in [("STFS_ENABLE_AUTH", "enable_auth"), ("STFS_ENABLE_SSL", "enable_ssl")] {
-        if let Some(value) = env(var) {
-            map.insert(key.into(), json!(boolean(var, value)?));
-        }
-    }
-    // STFS re-scans model directories every 10 s when asked to reload.
-    if let Some(value) = env("STFS_RELOAD_MODELS") {
-        let seconds = if boolean("STFS_RELOAD_MODELS", value)? { 10 } else { 0 };
-        map.insert("file_system_poll_wait_seconds".into(), json!(seconds));
-    }
-    if let Some(platform) = env("STFS_MODEL_PLATFORM").filter(|p| !p.eq_ignore_ascii_case("tensorflow")) {
-        return Err(SettingsError::Invalid {
-            name: "STFS_MODEL_PLATFORM",
-            value: platform,
-            reason: "only tensorflow models are served",
-        });
-    }
-    Ok(map)
-}
-
-/// `TFSERVE_<SETTING>` variables that name a setting. Others with the prefix
-/// (such as `TFSERVE_CACHE_DIR`, read by the set-up scripts) are not settings.
-fn settings_from_env() -> Result<HashMap<String, String>, SettingsError> {
-    let defaults = serde_json::to_value(Settings::default()).map_err(|e| config::ConfigError::Foreign(Box::new(e)))?;
-    let known = defaults
-        .as_object()
-        .map(|o| o.keys().cloned().collect::<Vec<_>>())
-        .unwrap_or_default();
-    Ok(std::env::vars()
-        .filter(|(name, _)| {
-            name.strip_prefix("TFSERVE_")
-                .is_some_and(|key| known.contains(&key.to_ascii_lowercase()))
-        })
-        .collect())
 }
 
 impl Settings {
@@ -735,6 +376,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     #[test]
     fn flags_accept_both_spellings_and_forms() {
@@ -789,56 +431,6 @@ mod tests {
         assert_eq!(settings.model_batching["resnet"].max_batch_size, Some(16));
         let (_, params, _) = settings.batching(&|_| None).unwrap();
         assert_eq!(settings.model_batching["resnet"].apply(&params).max_batch_size, 16);
-    }
-
-    #[test]
-    fn stfs_variables_become_settings() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-        };
-        let map = stfs_env(&env(&[
-            ("STFS_PORT", "8500"),
-            ("STFS_ENABLE_AUTH", "True"),
-            ("STFS_AUTH_USERNAME", "admin"),
-            ("STFS_MODEL_BASE_PATH", "./model"),
-            ("STFS_RELOAD_MODELS", "true"),
-            ("STFS_MODEL_PLATFORM", "tensorflow"),
-        ]))
-        .unwrap();
-        assert_eq!(map["port"], 8500);
-        assert_eq!(map["enable_auth"], true);
-        assert_eq!(map["auth_username"], "admin");
-        assert_eq!(map["model_base_path"], "./model");
-        assert_eq!(map["file_system_poll_wait_seconds"], 10);
-        let error = stfs_env(&env(&[("STFS_ENABLE_SSL", "maybe")])).unwrap_err().to_string();
-        assert!(error.contains("STFS_ENABLE_SSL=maybe"), "{error}");
-        assert!(stfs_env(&env(&[("STFS_MODEL_PLATFORM", "onnx")])).is_err());
-        assert!(stfs_env(&env(&[("STFS_PORT", "http")])).is_err());
-    }
-
-    #[test]
-    fn serve_takes_the_sagemaker_defaults() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-        };
-        let map = sagemaker_defaults(&env(&[
-            ("SAGEMAKER_BIND_TO_PORT", "9090"),
-            ("SAGEMAKER_MULTI_MODEL", "true"),
-        ]))
-        .unwrap();
-        assert_eq!(map["rest_api_port"], 9090);
-        assert_eq!(map["models_dir"], "/opt/ml/models");
-        assert_eq!(map["multi_model"], true);
-        assert_eq!(map["rest_api_timeout_in_ms"], 60_000);
-        let map = sagemaker_defaults(&env(&[])).unwrap();
-        assert_eq!(
-            (map["rest_api_port"].as_i64(), map["models_dir"].as_str()),
-            (Some(8080), Some("/opt/ml/model"))
-        );
-        assert!(sagemaker_defaults(&env(&[("SAGEMAKER_BIND_TO_PORT", "x")])).is_err());
-        let cli = Cli::try_parse_from(["tfserve", "serve", "--models_dir", "models"]).unwrap();
-        assert_eq!(cli.command, Some(Command::Serve));
-        assert_eq!(Settings::load(&cli).unwrap().models_dir, PathBuf::from("models"));
     }
 
     #[test]

@@ -1,0 +1,202 @@
+//! Settings that come from other servers' environment variables: the
+//! SageMaker container's `SAGEMAKER_*`, Simple TensorFlow Serving's `STFS_*`,
+//! and the `TFSERVE_*` names of tfserve's own settings.
+
+use std::collections::HashMap;
+
+use super::{Settings, SettingsError};
+
+/// The SageMaker container's defaults, from its environment variables; a
+/// settings file, `TFSERVE_*` variables and flags still override them.
+pub(super) fn sagemaker_defaults(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
+    use serde_json::json;
+    let number = |name: &'static str| -> Result<Option<i64>, SettingsError> {
+        env(name)
+            .map(|v| {
+                v.trim().parse::<i64>().map_err(|_| SettingsError::Invalid {
+                    name,
+                    value: v,
+                    reason: "must be an integer",
+                })
+            })
+            .transpose()
+    };
+    let multi_model = match env("SAGEMAKER_MULTI_MODEL").map(|v| v.to_ascii_lowercase()) {
+        None => false,
+        Some(v) if v == "true" => true,
+        Some(v) if v == "false" || v.is_empty() => false,
+        Some(v) => {
+            return Err(SettingsError::Invalid {
+                name: "SAGEMAKER_MULTI_MODEL",
+                value: v,
+                reason: "must be true or false",
+            })
+        }
+    };
+    let mut map = serde_json::Map::new();
+    map.insert(
+        "rest_api_port".into(),
+        json!(number("SAGEMAKER_BIND_TO_PORT")?.unwrap_or(8080)),
+    );
+    map.insert(
+        "models_dir".into(),
+        json!(if multi_model { "/opt/ml/models" } else { "/opt/ml/model" }),
+    );
+    map.insert(
+        "model_roots".into(),
+        json!([if multi_model { "/opt/ml/models" } else { "/opt/ml/model" }]),
+    );
+    map.insert("multi_model".into(), json!(multi_model));
+    if let Some(workers) = number("SAGEMAKER_GUNICORN_WORKERS")?.filter(|n| *n > 0) {
+        map.insert("python_workers".into(), json!(workers));
+    }
+    let timeout = number("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS")?.unwrap_or(60);
+    map.insert("rest_api_timeout_in_ms".into(), json!(timeout.max(1) * 1000));
+    for (var, key) in [
+        ("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", "tensorflow_intra_op_parallelism"),
+        ("SAGEMAKER_TFS_INTER_OP_PARALLELISM", "tensorflow_inter_op_parallelism"),
+    ] {
+        if let Some(threads) = number(var)?.filter(|n| *n != 0) {
+            map.insert(key.into(), json!(threads));
+        }
+    }
+    Ok(map)
+}
+
+/// Simple TensorFlow Serving's `STFS_*` variables, as settings. They rank
+/// below a settings file, `TFSERVE_*` variables and flags.
+pub(super) fn stfs_env(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
+    use serde_json::json;
+    let boolean = |name: &'static str, value: String| -> Result<bool, SettingsError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" | "" => Ok(false),
+            _ => Err(SettingsError::Invalid {
+                name,
+                value,
+                reason: "must be true or false",
+            }),
+        }
+    };
+    let mut map = serde_json::Map::new();
+    for (var, key) in [
+        ("STFS_HOST", "host"),
+        ("STFS_MODEL_NAME", "model_name"),
+        ("STFS_MODEL_BASE_PATH", "model_base_path"),
+        ("STFS_MODEL_CONFIG_FILE", "model_config_file"),
+        ("STFS_CUSTOM_OP_PATHS", "custom_op_paths"),
+        ("STFS_SESSION_CONFIG", "session_config"),
+        ("STFS_AUTH_USERNAME", "auth_username"),
+        ("STFS_AUTH_PASSWORD", "auth_password"),
+        ("STFS_SECRET_PEM", "secret_pem"),
+        ("STFS_SECRET_KEY", "secret_key"),
+    ] {
+        if let Some(value) = env(var).filter(|v| !v.is_empty()) {
+            map.insert(key.into(), json!(value));
+        }
+    }
+    if let Some(port) = env("STFS_PORT") {
+        let port: u16 = port.trim().parse().map_err(|_| SettingsError::Invalid {
+            name: "STFS_PORT",
+            value: port,
+            reason: "must be a port number",
+        })?;
+        map.insert("port".into(), json!(port));
+    }
+    for (var, key) in [("STFS_ENABLE_AUTH", "enable_auth"), ("STFS_ENABLE_SSL", "enable_ssl")] {
+        if let Some(value) = env(var) {
+            map.insert(key.into(), json!(boolean(var, value)?));
+        }
+    }
+    // STFS re-scans model directories every 10 s when asked to reload.
+    if let Some(value) = env("STFS_RELOAD_MODELS") {
+        let seconds = if boolean("STFS_RELOAD_MODELS", value)? { 10 } else { 0 };
+        map.insert("file_system_poll_wait_seconds".into(), json!(seconds));
+    }
+    if let Some(platform) = env("STFS_MODEL_PLATFORM").filter(|p| !p.eq_ignore_ascii_case("tensorflow")) {
+        return Err(SettingsError::Invalid {
+            name: "STFS_MODEL_PLATFORM",
+            value: platform,
+            reason: "only tensorflow models are served",
+        });
+    }
+    Ok(map)
+}
+
+/// `TFSERVE_<SETTING>` variables that name a setting. Others with the prefix
+/// (such as `TFSERVE_CACHE_DIR`, read by the set-up scripts) are not settings.
+pub(super) fn settings_from_env() -> Result<HashMap<String, String>, SettingsError> {
+    let defaults = serde_json::to_value(Settings::default()).map_err(|e| config::ConfigError::Foreign(Box::new(e)))?;
+    let known = defaults
+        .as_object()
+        .map(|o| o.keys().cloned().collect::<Vec<_>>())
+        .unwrap_or_default();
+    Ok(std::env::vars()
+        .filter(|(name, _)| {
+            name.strip_prefix("TFSERVE_")
+                .is_some_and(|key| known.contains(&key.to_ascii_lowercase()))
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{Cli, Command};
+    use clap::Parser;
+    use std::path::PathBuf;
+
+    #[test]
+    fn stfs_variables_become_settings() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let map = stfs_env(&env(&[
+            ("STFS_PORT", "8500"),
+            ("STFS_ENABLE_AUTH", "True"),
+            ("STFS_AUTH_USERNAME", "admin"),
+            ("STFS_MODEL_BASE_PATH", "./model"),
+            ("STFS_RELOAD_MODELS", "true"),
+            ("STFS_MODEL_PLATFORM", "tensorflow"),
+        ]))
+        .unwrap();
+        assert_eq!(map["port"], 8500);
+        assert_eq!(map["enable_auth"], true);
+        assert_eq!(map["auth_username"], "admin");
+        assert_eq!(map["model_base_path"], "./model");
+        assert_eq!(map["file_system_poll_wait_seconds"], 10);
+        let error = stfs_env(&env(&[("STFS_ENABLE_SSL", "maybe")])).unwrap_err().to_string();
+        assert!(error.contains("STFS_ENABLE_SSL=maybe"), "{error}");
+        assert!(stfs_env(&env(&[("STFS_MODEL_PLATFORM", "onnx")])).is_err());
+        assert!(stfs_env(&env(&[("STFS_PORT", "http")])).is_err());
+    }
+
+    #[test]
+    fn serve_takes_the_sagemaker_defaults() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let map = sagemaker_defaults(&env(&[
+            ("SAGEMAKER_BIND_TO_PORT", "9090"),
+            ("SAGEMAKER_MULTI_MODEL", "true"),
+        ]))
+        .unwrap();
+        assert_eq!(map["rest_api_port"], 9090);
+        assert_eq!(map["models_dir"], "/opt/ml/models");
+        assert_eq!(map["multi_model"], true);
+        assert_eq!(map["rest_api_timeout_in_ms"], 60_000);
+        let map = sagemaker_defaults(&env(&[])).unwrap();
+        assert_eq!(
+            (map["rest_api_port"].as_i64(), map["models_dir"].as_str()),
+            (Some(8080), Some("/opt/ml/model"))
+        );
+        assert!(sagemaker_defaults(&env(&[("SAGEMAKER_BIND_TO_PORT", "x")])).is_err());
+        let cli = Cli::try_parse_from(["tfserve", "serve", "--models_dir", "models"]).unwrap();
+        assert_eq!(cli.command, Some(Command::Serve));
+        assert_eq!(Settings::load(&cli).unwrap().models_dir, PathBuf::from("models"));
+    }
+}
