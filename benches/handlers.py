@@ -29,12 +29,7 @@ def output_handler(response, context):
     return response.content, context.accept_header
 '''
 
-WRK_SCRIPT = """
-local f = io.open(os.getenv("TFSERVE_BENCH_BODY"), "rb")
-wrk.body = f:read("*a")
-f:close()
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
+WRK_SCRIPT = bench.WRK_SCRIPT + """
 wrk.headers["X-Amzn-SageMaker-Custom-Attributes"] = "tfs-model-name=" .. os.getenv("TFSERVE_BENCH_MODEL")
 """
 

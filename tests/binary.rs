@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::repo_path;
+use common::{repo_path, temp_dir};
 use serde_json::{json, Value};
 
 struct Server {
@@ -72,13 +72,6 @@ fn post(server: &Server, path: &str, body: Value) -> (u16, Value) {
 fn get(server: &Server, path: &str) -> (u16, Value) {
     let response = reqwest::blocking::get(format!("{}{path}", server.url)).expect("request is answered");
     (response.status().as_u16(), response.json().expect("JSON answer"))
-}
-
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tfserve-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 #[test]

@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use common::{repo_path, spawn_server};
+use common::{copy_dir, repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
 use tfserve::settings::Settings;
 
@@ -23,31 +23,11 @@ fn archive(root: &Path, name: &str, model: &str, case: Option<&str>) -> PathBuf 
     dir
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tfserve-handlers-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Every case as its own model, plus `plain` without handlers.
 fn models_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let root = fresh_dir("models");
+        let root = temp_dir("handlers-models");
         for case in ["pair", "rest", "raising", "withlib", "withreqs"] {
             archive(&root, case, "half_plus_three", Some(case));
         }
@@ -219,7 +199,7 @@ fn handler_exceptions_answer_with_their_status() {
 #[test]
 #[cfg(feature = "python")]
 fn rest_uri_works_under_tls_and_auth() {
-    let root = fresh_dir("secure");
+    let root = temp_dir("handlers-secure");
     archive(&root, "rest", "half_plus_three", Some("rest"));
     let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     std::fs::write(root.join("cert.pem"), generated.cert.pem()).unwrap();
@@ -261,7 +241,7 @@ fn rest_uri_works_under_tls_and_auth() {
 #[test]
 #[cfg(feature = "python")]
 fn config_reloads_load_and_drop_handlers() {
-    let root = fresh_dir("reload");
+    let root = temp_dir("handlers-reload");
     let plain = archive(&root, "plain", "half_plus_three", None);
     let pair = archive(&root, "pair", "half_plus_three", Some("pair"));
     let config = root.join("models.json");
@@ -332,7 +312,7 @@ fn models_without_handlers_keep_the_default_conversions() {
 #[test]
 #[cfg(feature = "python")]
 fn multi_model_endpoints_load_each_models_handlers() {
-    let root = fresh_dir("mme");
+    let root = temp_dir("handlers-mme");
     let pair = archive(&root, "pair", "half_plus_three", Some("pair"));
     let plain = archive(&root, "plain", "half_plus_three", None);
     let settings = Settings {
@@ -393,7 +373,7 @@ fn multi_model_endpoints_load_each_models_handlers() {
 #[test]
 #[cfg(feature = "python")]
 fn transform_runs_records_through_handlers() {
-    let work = fresh_dir("transform");
+    let work = temp_dir("handlers-transform");
     let input = work.join("input");
     std::fs::create_dir_all(&input).unwrap();
     std::fs::write(input.join("a.csv"), "1.0,2.0\n").unwrap();

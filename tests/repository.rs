@@ -4,34 +4,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{repo_path, spawn_server};
+use common::{copy_dir, repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
 use tfserve::settings::Settings;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tfserve-repo-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 /// Copies a version in under a temporary name, then renames it into place,
 /// so a poll never sees half a model.
@@ -73,7 +53,7 @@ fn server(settings: Settings) -> String {
 
 #[test]
 fn versions_swap_under_traffic_without_a_failed_request() {
-    let base = temp_dir("swap").join("adder");
+    let base = temp_dir("repo-swap").join("adder");
     publish_version(&repo_path("models/adder/1"), &base, 1);
     let url = server(Settings {
         model_name: "adder".into(),
@@ -135,7 +115,7 @@ fn versions_swap_under_traffic_without_a_failed_request() {
 
 #[test]
 fn config_reloads_in_every_dialect() {
-    let dir = temp_dir("dialects");
+    let dir = temp_dir("repo-dialects");
     let config = dir.join("models.config");
     let adder = repo_path("models/adder");
     std::fs::write(
@@ -205,13 +185,13 @@ fn config_reloads_in_every_dialect() {
 
 #[test]
 fn management_api_loads_and_unloads_within_the_roots() {
-    let root = temp_dir("roots");
+    let root = temp_dir("repo-roots");
     copy_dir(&repo_path("models/half_plus_three"), &root.join("half"));
-    let outside = temp_dir("outside");
+    let outside = temp_dir("repo-outside");
     copy_dir(&repo_path("models/adder"), &outside.join("adder"));
     std::os::unix::fs::symlink(outside.join("adder"), root.join("escape")).unwrap();
     let url = server(Settings {
-        models_dir: temp_dir("empty-models"),
+        models_dir: temp_dir("repo-empty-models"),
         model_roots: vec![root.clone()],
         max_models: 2,
         ..Settings::default()
@@ -331,7 +311,7 @@ fn management_api_loads_and_unloads_within_the_roots() {
 
 #[test]
 fn readiness_follows_the_configured_models() {
-    let base = temp_dir("ready").join("broken");
+    let base = temp_dir("repo-ready").join("broken");
     std::fs::create_dir_all(base.join("1")).unwrap();
     std::fs::write(base.join("1/saved_model.pb"), b"garbage").unwrap();
     let url = server(Settings {
@@ -362,10 +342,10 @@ fn rss_kib() -> u64 {
 
 #[test]
 fn unloading_gives_memory_back() {
-    let root = temp_dir("rss");
+    let root = temp_dir("repo-rss");
     copy_dir(&repo_path("models/mnist_cnn"), &root.join("cnn"));
     let url = server(Settings {
-        models_dir: temp_dir("rss-empty"),
+        models_dir: temp_dir("repo-rss-empty"),
         model_roots: vec![root.clone()],
         ..Settings::default()
     });

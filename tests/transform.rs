@@ -4,19 +4,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_close, base_url, floats, repo_path};
+use common::{assert_close, base_url, floats, repo_path, temp_dir};
 use serde_json::Value;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tfserve-transform-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// `count` distinct 28×28 JPEGs.
 fn write_jpegs(dir: &Path, count: usize) {
@@ -54,7 +47,7 @@ fn transform(input: &Path, output: &Path, extra: &[&str]) -> Command {
 
 #[test]
 fn every_image_gets_the_endpoints_answer() {
-    let (input, output) = (temp_dir("in"), temp_dir("out"));
+    let (input, output) = (temp_dir("transform-in"), temp_dir("transform-out"));
     write_jpegs(&input, 24);
     let run = transform(
         &input,
@@ -97,7 +90,7 @@ fn every_image_gets_the_endpoints_answer() {
 
 #[test]
 fn a_killed_run_resumes_with_only_the_missing_outputs() {
-    let (input, output) = (temp_dir("resume-in"), temp_dir("resume-out"));
+    let (input, output) = (temp_dir("transform-resume-in"), temp_dir("transform-resume-out"));
     let total = 1500;
     write_jpegs(&input, total);
     let mut first = transform(&input, &output, &["--max_concurrent_transforms", "1"])
