@@ -221,10 +221,16 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     });
     let addr = format!("{}:{}", settings.host, settings.http_port());
     let app_state = state.clone();
-    let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
-        .on_connect(http::on_connect)
-        .workers(settings.rest_api_num_threads)
-        .shutdown_timeout(30);
+    let cors = settings.enable_cors;
+    let server = HttpServer::new(move || {
+        App::new()
+            .wrap(actix_web::middleware::Condition::new(cors, http::cors()))
+            .app_data(app_state.clone())
+            .configure(http::configure)
+    })
+    .on_connect(http::on_connect)
+    .workers(settings.rest_api_num_threads)
+    .shutdown_timeout(30);
     let bind_error = |source| StartError::Bind {
         addr: addr.clone(),
         source,

@@ -122,6 +122,18 @@ pub fn client_gone(req: &HttpRequest) -> Option<Box<dyn Fn() -> bool + Send + Sy
     Some(Box::new(move || peer.closed()))
 }
 
+/// CORS for `--enable_cors`: any origin, method and header, as Simple
+/// TensorFlow Serving's flask_cors default; no credentials, so other sites
+/// cannot ride on a browser's cached basic-auth login.
+pub fn cors() -> actix_cors::Cors {
+    actix_cors::Cors::default()
+        .allow_any_origin()
+        .allow_any_method()
+        .allow_any_header()
+        .expose_any_header()
+        .max_age(3600)
+}
+
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.default_service(web::to(dispatch));
 }

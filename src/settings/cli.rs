@@ -122,6 +122,11 @@ pub struct Cli {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth_password: Option<String>,
 
+    /// Answer cross-origin browser requests (CORS: any origin, without credentials).
+    #[arg(long = "enable_cors", alias = "enable-cors", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_cors: Option<bool>,
+
     /// Serve HTTPS only (rustls), with --secret_pem and --secret_key.
     #[arg(long = "enable_ssl", alias = "enable-ssl", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]

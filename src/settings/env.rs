@@ -107,7 +107,11 @@ pub(super) fn stfs_env(
         })?;
         map.insert("port".into(), json!(port));
     }
-    for (var, key) in [("STFS_ENABLE_AUTH", "enable_auth"), ("STFS_ENABLE_SSL", "enable_ssl")] {
+    for (var, key) in [
+        ("STFS_ENABLE_AUTH", "enable_auth"),
+        ("STFS_ENABLE_SSL", "enable_ssl"),
+        ("STFS_ENABLE_CORS", "enable_cors"),
+    ] {
         if let Some(value) = env(var) {
             map.insert(key.into(), json!(boolean(var, value)?));
         }
