@@ -71,7 +71,10 @@ def install_requirements(requirements, target):
         os.makedirs(staging)
         command = [python_executable(), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
                    "--quiet", "--target", staging, "-r", requirements]
-        finished = subprocess.run(command, capture_output=True, text=True)
+        # --target leaves the interpreter's own packages alone; older Debian pips
+        # still refuse an "externally managed" Python without this.
+        env = dict(os.environ, PIP_BREAK_SYSTEM_PACKAGES="1")
+        finished = subprocess.run(command, capture_output=True, text=True, env=env)
         if finished.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
             return f"pip install -r {requirements} failed: " + (finished.stderr or finished.stdout).strip()[-2000:]
