@@ -145,6 +145,17 @@ pub fn batch_tensor(files: &[ImageFile], feed: Feed) -> Result<Tensor, ImageErro
             dtype,
             resize,
         } => {
+            // The whole batch decoded, before decoding any of it.
+            let element = if dtype == DType::UInt8 { 1 } else { 4 };
+            let needed = rows.saturating_mul(height * width * channels * element);
+            if needed > MAX_BATCH_BYTES {
+                return Err(ImageError::Signature(format!(
+                    "{rows} images of {width}x{height}x{channels} need {} MiB decoded, over the {} MiB limit; \
+                     send fewer images per request",
+                    needed >> 20,
+                    MAX_BATCH_BYTES >> 20
+                )));
+            }
             let decoded: Vec<Vec<u8>> = files
                 .par_iter()
                 .map(|file| decode_pixels(file, height, width, channels, resize))
@@ -176,6 +187,8 @@ pub async fn batch_tensor_off_thread(files: Vec<ImageFile>, feed: Feed) -> Resul
 
 /// Largest width or height an upload may decode to.
 const MAX_SIDE: u32 = 16_384;
+/// Most memory the decoded pixels of one request may take.
+const MAX_BATCH_BYTES: usize = 1 << 30;
 /// Most memory one decode may allocate.
 const MAX_DECODED_BYTES: u64 = 512 << 20;
 
@@ -321,6 +334,16 @@ mod tests {
             err.starts_with("image 'bomb.png'") && err.contains("16384x16384"),
             "{err}"
         );
+        // A request whose decoded batch would not fit is refused before decoding.
+        let giant = Feed::Pixels {
+            height: 16_000,
+            width: 16_000,
+            channels: 3,
+            dtype: DType::Float,
+            resize: true,
+        };
+        let err = batch_tensor(&files, giant).unwrap_err().to_string();
+        assert!(err.contains("over the 1024 MiB limit"), "{err}");
     }
 
     #[test]

@@ -246,7 +246,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let public = server.addrs();
     // Handlers call context.rest_uri with plain HTTP; under TLS they get a
     // loopback-only listener of their own (auth, when on, still applies).
-    let server = if scheme == "https" && (!handlers.is_empty() || settings.multi_model) {
+    let server = if scheme == "https" {
         server.bind("127.0.0.1:0").map_err(|source| StartError::Bind {
             addr: "127.0.0.1:0".into(),
             source,

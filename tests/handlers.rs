@@ -274,6 +274,27 @@ fn config_reloads_load_and_drop_handlers() {
     write_config(&plain);
     reload();
     assert_eq!(lines().status, 200);
+    // An inference.py that cannot load: the model answers 500 naming it, until the file is fixed.
+    let bad = archive(&root, "bad", "half_plus_three", None);
+    std::fs::create_dir_all(bad.join("code")).unwrap();
+    std::fs::write(bad.join("code/inference.py"), "def handler(:\n").unwrap();
+    write_config(&bad);
+    reload();
+    let answer = lines();
+    assert_eq!(answer.status, 500, "{}", answer.body);
+    assert!(answer.error().starts_with("model m: cannot load "), "{}", answer.body);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::copy(
+        repo_path("tests/handlers/pair/code/inference.py"),
+        bad.join("code/inference.py"),
+    )
+    .unwrap();
+    reload();
+    let answer = invoke(&base, "/invocations", "m", "text/csv", None, b"1.0,2.0".to_vec());
+    assert_eq!(
+        (answer.status, answer.json()),
+        (200, json!({"predictions": [3.5, 4.0]}))
+    );
 }
 
 #[test]

@@ -113,6 +113,7 @@ def load(module_name, path, search_paths):
         if entry in sys.path:
             sys.path.remove(entry)
         sys.path.insert(0, entry)
+        _path_users[entry] = _path_users.get(entry, 0) + 1
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
@@ -128,16 +129,29 @@ def load(module_name, path, search_paths):
     return None, input_handler, output_handler
 
 
+# How many loaded models use each sys.path entry (models may share code/,
+# --handler_path, or an install of the same requirements).
+_path_users = {}
+
+
 def unload(module_name, search_paths):
-    """Forgets a model's handler module, the modules it brought and its paths."""
-    roots = [os.path.abspath(p) for p in search_paths]
-    sys.modules.pop(module_name, None)
-    for name, module in list(sys.modules.items()):
-        if _under(getattr(module, "__file__", None), roots):
-            del sys.modules[name]
+    """Forgets a model's handler module (None: a newer load has its name), and
+    the paths and modules no other loaded model uses."""
+    if module_name is not None:
+        sys.modules.pop(module_name, None)
+    unused = []
     for entry in search_paths:
+        users = _path_users.get(entry, 0) - 1
+        if users > 0:
+            _path_users[entry] = users
+            continue
+        _path_users.pop(entry, None)
+        unused.append(os.path.abspath(entry))
         while entry in sys.path:
             sys.path.remove(entry)
+    for name, module in list(sys.modules.items()):
+        if _under(getattr(module, "__file__", None), unused):
+            del sys.modules[name]
 
 
 def _body(value):

@@ -128,9 +128,12 @@ impl HandlerSet {
         };
         let handlers = self.load(model, &file)?;
         log::info!("model {model}: requests go through {}", file.display());
-        if let Ok(mut models) = self.models.write() {
-            models.insert(model.to_string(), Arc::new(handlers));
-        }
+        let replaced = self
+            .models
+            .write()
+            .ok()
+            .and_then(|mut models| models.insert(model.to_string(), Arc::new(handlers)));
+        self.release(replaced, true);
         if let Ok(mut origins) = self.origins.lock() {
             origins.insert(model.to_string(), (file.clone(), modified(&file)));
         }
@@ -157,6 +160,11 @@ impl HandlerSet {
                 self.remove(&source.name);
                 if let Ok(mut models) = self.models.write() {
                     models.insert(source.name.clone(), Arc::new(ModelHandlers::Broken(err.to_string())));
+                }
+                // Remembered like a load, so only a changed or removed file retries.
+                if let (Some(file), Ok(mut origins)) = (file, self.origins.lock()) {
+                    let at = modified(&file);
+                    origins.insert(source.name.clone(), (file, at));
                 }
             }
         }
@@ -221,14 +229,20 @@ impl HandlerSet {
         if let Ok(mut origins) = self.origins.lock() {
             origins.remove(model);
         }
+        self.release(removed, false);
+    }
+
+    /// Lets the interpreter forget handlers no longer in use (`replaced`: by a
+    /// newer load of the same model).
+    fn release(&self, handlers: Option<Arc<ModelHandlers>>, replaced: bool) {
         #[cfg(feature = "python")]
-        if let (Some(handlers), Some(Ok(engine))) = (removed, self.engine.get()) {
+        if let (Some(handlers), Some(Ok(engine))) = (handlers, self.engine.get()) {
             if let ModelHandlers::Python(loaded) = &*handlers {
-                engine.unload(loaded);
+                engine.unload(loaded, replaced);
             }
         }
         #[cfg(not(feature = "python"))]
-        drop(removed);
+        let _ = (handlers, replaced);
     }
 
     /// Whether no model has handlers.
@@ -315,7 +329,10 @@ impl HandlerSet {
                     .map_err(|_| timed_out())??;
                 // The model's answer goes to output_handler whatever it is, as
                 // the container relays TF Serving's response.
-                let (status, content) = match run_model(request).await {
+                let answer = tokio::time::timeout_at(deadline, run_model(request))
+                    .await
+                    .map_err(|_| timed_out())?;
+                let (status, content) = match answer {
                     Ok(content) => (200, content),
                     Err(err) => (
                         err.status().as_u16(),

@@ -31,6 +31,14 @@ struct JobQueue {
     capacity: usize,
 }
 
+/// Runs one call; a panic fails that call alone (its caller sees the pool
+/// as stopped for it) and the worker goes on.
+fn run_guarded(py: Python<'_>, job: Job) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(py))).is_err() {
+        log::error!("a Python handler call panicked; the worker continues");
+    }
+}
+
 impl JobQueue {
     fn push(&self, job: Job) -> Result<(), HandlerError> {
         let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
@@ -95,9 +103,9 @@ impl Engine {
                     // (mmap/munmap of its frame stack, TLB shootdowns on every core).
                     Python::with_gil(|py| loop {
                         let job = py.allow_threads(|| queue.pop());
-                        job(py);
+                        run_guarded(py, job);
                         while let Some(next) = queue.try_pop() {
-                            next(py);
+                            run_guarded(py, next);
                         }
                     })
                 })
@@ -158,12 +166,16 @@ impl Engine {
     }
 
     /// Forgets a model's module, the helper modules it imported and its paths.
-    pub fn unload(&self, loaded: &Loaded) {
+    ///
+    /// `replaced`: a newer load of the same model took its module name, so
+    /// only the paths' use counts go down.
+    pub fn unload(&self, loaded: &Loaded, replaced: bool) {
         Python::with_gil(|py| {
+            let module = if replaced { None } else { Some(loaded.module.as_str()) };
             if let Err(e) = self
                 .glue
                 .bind(py)
-                .call_method1("unload", (loaded.module.as_str(), loaded.search_paths.clone()))
+                .call_method1("unload", (module, loaded.search_paths.clone()))
             {
                 log::warn!("unloading {}: {}", loaded.module, describe(py, &e));
             }

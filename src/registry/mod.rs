@@ -102,7 +102,7 @@ pub struct Registry {
     options: LoadOptions,
     /// Serializes changes (polls, config syncs, HTTP management); reads never wait on it.
     changes: Mutex<()>,
-    /// Told the sources of every sync, after the registry has applied them.
+    /// Told the sources of every sync, before the registry applies them.
     sync_listener: std::sync::OnceLock<SyncListener>,
 }
 
@@ -118,7 +118,7 @@ impl Registry {
         }
     }
 
-    /// Calls `listener` with the sources of every later [`Registry::sync`].
+    /// Calls `listener` with the sources of every later [`Registry::sync`], first.
     pub fn on_sync(&self, listener: impl Fn(&[ModelSource]) + Send + Sync + 'static) {
         let _ = self.sync_listener.set(Box::new(listener));
     }
@@ -209,6 +209,10 @@ impl Registry {
     /// new models load, changed ones reconcile, missing ones unload.
     pub fn sync(&self, sources: &[ModelSource]) {
         let _changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        // Before the models: a new model's handlers are ready by the time it serves.
+        if let Some(listener) = self.sync_listener.get() {
+            listener(sources);
+        }
         let wanted: BTreeMap<&str, &ModelSource> = sources.iter().map(|s| (s.name.as_str(), s)).collect();
         let gone: Vec<String> = self
             .read()
@@ -229,9 +233,6 @@ impl Registry {
                     labels: BTreeMap::new(),
                 });
             self.reconcile(&source.name);
-        }
-        if let Some(listener) = self.sync_listener.get() {
-            listener(sources);
         }
     }
 
