@@ -47,6 +47,7 @@ fn state_lists_models_signatures_and_metrics() {
         .collect();
     assert_eq!(versions, vec![2, 1]);
     assert_eq!(adder["versions"][0]["state"], "AVAILABLE");
+    assert_eq!(adder["handlers"], false);
     let cnn = models.iter().find(|m| m["name"] == "mnist_cnn").unwrap();
     let input = &cnn["versions"][0]["signatures"][0]["inputs"][0];
     assert_eq!(input["dtype"], "DT_FLOAT");

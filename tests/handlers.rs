@@ -328,6 +328,21 @@ fn models_without_handlers_keep_the_default_conversions() {
         .send()
         .unwrap();
     assert_eq!(response.json::<Value>().unwrap(), json!({"predictions": [3.5]}));
+    // The dashboard tells the two kinds apart.
+    let state: Value = reqwest::blocking::get(format!("{}/dashboard/state", base_url()))
+        .unwrap()
+        .json()
+        .unwrap();
+    let handlers = |name: &str| {
+        state["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .map(|m| m["handlers"].clone())
+    };
+    assert_eq!(handlers("pair"), Some(json!(true)));
+    assert_eq!(handlers("plain"), Some(json!(false)));
 }
 
 #[test]

@@ -19,8 +19,9 @@ pub fn page() -> HttpResponse {
         .body(PAGE)
 }
 
-/// `GET /dashboard/state`: every model with its versions' states and the
-/// signatures of the loaded ones, and the metric totals.
+/// `GET /dashboard/state`: every model with its versions' states, the
+/// signatures of the loaded ones and whether invocations go through its
+/// `inference.py`, and the metric totals.
 pub fn state(state: &AppState) -> HttpResponse {
     let registry = &state.service.registry;
     let models: Vec<Value> = registry
@@ -49,7 +50,8 @@ pub fn state(state: &AppState) -> HttpResponse {
                            "error": status.error, "signatures": signatures})
                 })
                 .collect();
-            json!({"name": model.name, "versions": versions})
+            let handlers = state.service.handlers.get(&model.name).is_some();
+            json!({"name": model.name, "versions": versions, "handlers": handlers})
         })
         .collect();
     let body = json!({"models": models, "metrics": METRICS.summary()});
