@@ -60,7 +60,10 @@ impl ApiError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ApiError::Registry(RegistryError::AlreadyLoaded(_)) => StatusCode::CONFLICT,
-            ApiError::Registry(RegistryError::LoadFailed { .. }) => StatusCode::BAD_REQUEST,
+            // TF Serving's InvalidArgument: a label is checked like the rest of the request.
+            ApiError::Registry(RegistryError::LoadFailed { .. } | RegistryError::UnknownLabel(_)) => {
+                StatusCode::BAD_REQUEST
+            }
             ApiError::Registry(_) => StatusCode::NOT_FOUND,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -172,6 +175,7 @@ mod tests {
                 429,
             ),
             (ApiError::SignatureNotFound("s".into()), 404),
+            (RegistryError::UnknownLabel("nope".into()).into(), 400),
             (ApiError::PayloadTooLarge { limit: 1, got: Some(2) }, 413),
             (ApiError::Timeout(5), 504),
         ];

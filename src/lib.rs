@@ -18,6 +18,7 @@ pub mod error;
 pub mod handlers;
 pub mod http;
 pub mod imaging;
+pub mod inspect;
 pub mod metrics;
 pub mod model_config;
 pub mod registry;
@@ -76,9 +77,10 @@ pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError
         return Ok(Vec::new());
     }
     if let Some(base_path) = &settings.model_base_path {
-        return Ok(vec![ModelSource::all_versions(
+        return Ok(vec![ModelSource::with_policy(
             settings.model_name.clone(),
             base_path.clone(),
+            settings.model_version_policy.policy(),
         )]);
     }
     // Version directories straight inside the models directory (a SageMaker
@@ -97,9 +99,17 @@ pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError
                     .map(|n| n.to_string_lossy().into_owned())
             })
             .unwrap_or_else(|| settings.model_name.clone());
-        return Ok(vec![ModelSource::all_versions(name, settings.models_dir.clone())]);
+        let policy = settings.model_version_policy.policy();
+        return Ok(vec![ModelSource::with_policy(
+            name,
+            settings.models_dir.clone(),
+            policy,
+        )]);
     }
-    Ok(discover_models(&settings.models_dir)?)
+    Ok(discover_models(
+        &settings.models_dir,
+        &settings.model_version_policy.policy(),
+    )?)
 }
 
 /// Loads every custom op library a `--custom_op_paths` list names (files, or
@@ -197,7 +207,8 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
         registry.clone(),
         handlers,
         Duration::from_millis(settings.rest_api_timeout_in_ms),
-    );
+    )
+    .with_method_name_check(settings.enable_signature_method_name_check);
     Ok((service, batcher))
 }
 

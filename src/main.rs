@@ -21,8 +21,10 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    if let Some(Command::Transform(args)) = &cli.command {
-        return transform(&settings, args);
+    match &cli.command {
+        Some(Command::Transform(args)) => return transform(&settings, args),
+        Some(Command::Inspect(args)) => return inspect(&settings, args),
+        _ => {}
     }
     let result = actix_web::rt::System::new().block_on(async move {
         let running = tfserve::start(&settings)?;
@@ -66,6 +68,39 @@ fn transform(settings: &Settings, args: &tfserve::transform::TransformArgs) -> s
         Ok(_) => std::process::ExitCode::from(1),
         Err(err) => {
             eprintln!("tfserve transform: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn inspect(settings: &Settings, args: &tfserve::inspect::InspectArgs) -> std::process::ExitCode {
+    let target = match tfserve::inspect::target(&args.dir) {
+        Ok(target) => target,
+        Err(err) => {
+            eprintln!("tfserve inspect: {err}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    if let Some((base, version)) = &target.base_path {
+        println!("{}: version {version} (the highest)\n", base.display());
+    }
+    match tfserve::inspect::report(&target.saved_model) {
+        Ok(text) => print!("{text}"),
+        Err(err) => {
+            eprintln!("tfserve inspect: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    let Some(body) = &args.run else {
+        return std::process::ExitCode::SUCCESS;
+    };
+    match tfserve::inspect::run(settings, &target, body, args.method.as_deref()) {
+        Ok(answer) => {
+            println!("{answer}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err((status, error)) => {
+            println!("HTTP {status}: {error}");
             std::process::ExitCode::FAILURE
         }
     }

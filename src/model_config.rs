@@ -30,6 +30,27 @@ impl VersionPolicy {
     }
 }
 
+/// Which versions a model found without a config file (`--model_base_path`,
+/// `--models_dir`) serves: TF Serving's default, or every version (what the
+/// SageMaker container and Simple TensorFlow Serving load).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultVersionPolicy {
+    /// `latest { num_versions: 1 }`: a new version replaces the old one.
+    #[default]
+    Latest,
+    All,
+}
+
+impl DefaultVersionPolicy {
+    pub fn policy(self) -> VersionPolicy {
+        match self {
+            DefaultVersionPolicy::Latest => VersionPolicy::Latest(1),
+            DefaultVersionPolicy::All => VersionPolicy::All,
+        }
+    }
+}
+
 /// One model as configured: where its versions live and which to serve.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelSource {
@@ -129,10 +150,14 @@ impl SessionOverrides {
 
 impl ModelSource {
     pub fn all_versions(name: impl Into<String>, base_path: impl Into<PathBuf>) -> ModelSource {
+        ModelSource::with_policy(name, base_path, VersionPolicy::All)
+    }
+
+    pub fn with_policy(name: impl Into<String>, base_path: impl Into<PathBuf>, policy: VersionPolicy) -> ModelSource {
         ModelSource {
             name: name.into(),
             base_path: base_path.into(),
-            policy: VersionPolicy::All,
+            policy,
             labels: BTreeMap::new(),
             session: SessionOverrides::default(),
             images: ImagePolicy::default(),

@@ -21,6 +21,9 @@ pub struct Service {
     /// Models' own `inference.py` handlers (SageMaker invocations only).
     pub handlers: Arc<HandlerSet>,
     timeout: Duration,
+    /// `--enable_signature_method_name_check`: classify/regress only on
+    /// signatures whose method_name says so, not on any of the right structure.
+    method_name_check: bool,
 }
 
 /// Tells whether a request's client has gone away.
@@ -59,6 +62,14 @@ impl Service {
             registry,
             handlers,
             timeout,
+            method_name_check: false,
+        }
+    }
+
+    pub fn with_method_name_check(self, method_name_check: bool) -> Service {
+        Service {
+            method_name_check,
+            ..self
         }
     }
 
@@ -133,7 +144,8 @@ impl Service {
         trace: &mut Trace,
     ) -> Result<Vec<u8>, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
-        let envelope = PredictEnvelope::parse(body)?;
+        let body = crate::codec::nonfinite::quote_bare_tokens(body);
+        let envelope = PredictEnvelope::parse(&body)?;
         let signature = Self::signature(&servable, envelope.signature_name.as_deref())?;
         trace.resolved(&servable, &signature);
         let format = envelope.format()?;
@@ -182,36 +194,28 @@ impl Service {
         trace: &mut Trace,
     ) -> Result<Vec<u8>, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
-        let request = ExamplesRequest::parse(body)?;
+        let body = crate::codec::nonfinite::quote_bare_tokens(body);
+        let request = ExamplesRequest::parse(&body)?;
         let signature = Self::signature(&servable, request.signature_name.as_deref())?;
         trace.resolved(&servable, &signature);
-        if signature.method_name != method {
-            let kind = if method == CLASSIFY_METHOD {
-                "classification"
-            } else {
-                "regression"
-            };
+        let kind = if method == CLASSIFY_METHOD {
+            "classification"
+        } else {
+            "regression"
+        };
+        // TF2 exports write the predict method on every signature, so TF Serving
+        // only checks the structure unless told to check the method too.
+        if self.method_name_check && signature.method_name != method {
             return Err(ApiError::BadRequest(format!(
                 "Expected {kind} signature method_name to be {method}. Was: {}",
                 signature.method_name
             )));
         }
-        let examples_input = match signature.inputs.as_slice() {
-            [single] => single,
-            _ => signature.input("inputs").ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "signature '{}' must have one string input named 'inputs' for serialized tf.Examples; it has: {}",
-                    signature.name,
-                    signature.input_names()
-                ))
-            })?,
-        };
         if signature.inputs.len() != 1 {
             return Err(ApiError::BadRequest(format!(
-                "signature '{}' has inputs {} besides '{}'; classify/regress feed only serialized examples",
+                "Expected one input Tensor. Signature '{}' of the {kind} request has inputs: {}",
                 signature.name,
-                signature.input_names(),
-                examples_input.key
+                signature.input_names()
             )));
         }
         let examples = request.serialized_examples()?;
@@ -221,8 +225,10 @@ impl Service {
             let (classes, scores) = (find("classes"), find("scores"));
             if classes.is_none() && scores.is_none() {
                 return Err(ApiError::BadRequest(format!(
-                    "classification signature '{}' has neither a 'classes' nor a 'scores' output",
-                    signature.name
+                    "Expected classification signature outputs to contain at least one of \"classes\" or \"scores\". \
+                     Signature '{}' has outputs: {}",
+                    signature.name,
+                    output_names(&signature)
                 )));
             }
             Ok(classify_response(classes, scores)?)
@@ -234,8 +240,9 @@ impl Service {
             });
             let values = values.ok_or_else(|| {
                 ApiError::BadRequest(format!(
-                    "regression signature '{}' has no 'outputs' output",
-                    signature.name
+                    "No regression outputs found in SignatureDef '{}': expected an output named 'outputs', found: {}",
+                    signature.name,
+                    output_names(&signature)
                 ))
             })?;
             Ok(regress_response(values)?)
@@ -281,6 +288,15 @@ impl Service {
             "metadata": { "signature_def": { "signature_def": defs } }
         }))
     }
+}
+
+fn output_names(signature: &SignatureSpec) -> String {
+    signature
+        .outputs
+        .iter()
+        .map(|s| s.key.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// How often a waiting request checks that its client is still connected.

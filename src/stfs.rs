@@ -58,8 +58,10 @@ pub fn known_model(service: &Service, model: &str) -> Result<(), ApiError> {
 
 /// `POST /` with a JSON body.
 pub async fn infer(service: &Service, body: &[u8], trace: &mut Trace) -> Result<Vec<u8>, ApiError> {
+    // Python's json module, which STFS parses with, reads bare NaN and Infinity.
+    let body = crate::codec::nonfinite::quote_bare_tokens(body);
     let request: Request<'_> =
-        serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("Invalid json data: {e}")))?;
+        serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("Invalid json data: {e}")))?;
     let model = request.model_name.as_deref().unwrap_or(DEFAULT_MODEL);
     let selector = version_selector(request.model_version.as_ref())?;
     let data = request

@@ -104,7 +104,7 @@ fn versions_are_routed() {
     assert_eq!(predict("/v1/models/adder:predict").1, json!({"predictions": [3.0]}));
     let message = error_of(predict("/v1/models/adder/versions/9:predict"), 404);
     assert_eq!(message, "Servable not found for request: Specific(adder, 9)");
-    let message = error_of(predict("/v1/models/adder/labels/stable:predict"), 404);
+    let message = error_of(predict("/v1/models/adder/labels/stable:predict"), 400);
     assert_eq!(message, "Unrecognized servable version label: stable");
 }
 

@@ -181,6 +181,7 @@ impl State {
         for id in order {
             let entry = self.queues.get_mut(&id)?;
             if let Some(batch) = entry.queue.pop_ready(now) {
+                let merge = entry.queue.merges() && !batch.runs_alone();
                 self.cursor = id;
                 entry.metrics.depth.set(entry.queue.depth() as i64);
                 return Some(Work {
@@ -188,7 +189,7 @@ impl State {
                     runner: entry.runner.clone(),
                     metrics: entry.metrics.clone(),
                     params: entry.queue.params().clone(),
-                    merge: entry.queue.merges(),
+                    merge,
                 });
             }
         }
@@ -464,14 +465,24 @@ pub struct QueueHandle {
 impl QueueHandle {
     /// Queues a request. `input_names` label the tensors in error messages.
     pub fn submit(&self, inputs: Vec<Tensor>, input_names: &[&str]) -> Result<Pending, BatchError> {
-        let rows = if self.merge {
-            batch_rows(&inputs, input_names)?
-        } else {
-            1
+        // As TF Serving's batching session: requests merge along the 0th
+        // dimension; one whose inputs have none (or disagree on it) cannot be
+        // merged, so it runs alone and the graph decides whether it is valid.
+        let (rows, alone) = match (self.merge, batch_rows(&inputs)) {
+            (true, Some(rows)) => (rows, false),
+            (true, None) => {
+                log::debug!(
+                    "{}: inputs {} have no common 0th dimension; running the request alone",
+                    self.name,
+                    input_names.join(",")
+                );
+                (1, true)
+            }
+            (false, _) => (1, true),
         };
         let (sender, receiver) = oneshot::channel();
         let enqueued = Instant::now();
-        let splitting = self.merge && rows > self.params.max_batch_size && self.params.enable_large_batch_splitting;
+        let splitting = !alone && rows > self.params.max_batch_size && self.params.enable_large_batch_splitting;
         let tasks = if splitting {
             // Slicing happens outside the lock; if the open batch fills meanwhile,
             // the first piece simply opens a new batch.
@@ -497,6 +508,7 @@ impl QueueHandle {
                 .map(|(index, (inputs, &rows))| Task {
                     inputs,
                     rows,
+                    alone: false,
                     enqueued,
                     reply: Reply::Part {
                         gather: gather.clone(),
@@ -508,6 +520,7 @@ impl QueueHandle {
             vec![Task {
                 inputs,
                 rows,
+                alone,
                 enqueued,
                 reply: Reply::Whole(sender),
             }]
@@ -546,30 +559,12 @@ impl QueueHandle {
     }
 }
 
-/// The shared 0th dimension of a request's inputs.
-fn batch_rows(inputs: &[Tensor], names: &[&str]) -> Result<usize, BatchError> {
-    let name = |i: usize| names.get(i).copied().unwrap_or("?");
-    let mut rows = None;
-    for (i, input) in inputs.iter().enumerate() {
-        let Some(&n) = input.shape.first() else {
-            return Err(BatchError::Inputs(format!(
-                "input '{}' is a scalar, but batching needs a batch (0th) dimension on every input",
-                name(i)
-            )));
-        };
-        match rows {
-            None => rows = Some((i, n)),
-            Some((first, m)) if m != n => {
-                return Err(BatchError::Inputs(format!(
-                    "inputs disagree on the batch (0th) dimension: '{}' has {m} rows, '{}' has {n}",
-                    name(first),
-                    name(i)
-                )))
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(rows.map(|r| r.1).unwrap_or(0))
+/// The 0th dimension all of a request's inputs share, or `None` when one is a
+/// scalar or they disagree (such a request cannot be merged with others).
+fn batch_rows(inputs: &[Tensor]) -> Option<usize> {
+    let mut dims = inputs.iter().map(|t| t.shape.first().copied());
+    let first = dims.next().unwrap_or(Some(0))?;
+    dims.all(|d| d == Some(first)).then_some(first)
 }
 
 impl Drop for QueueHandle {
@@ -590,5 +585,24 @@ impl Drop for QueueHandle {
         // Outside the lock: dropping the last runner closes a TensorFlow session.
         drop(removed);
         self.shared.wake.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::TensorData;
+
+    fn floats(shape: Vec<usize>) -> Tensor {
+        let len = shape.iter().product();
+        Tensor::new(shape, TensorData::Float(vec![0.0; len]))
+    }
+
+    #[test]
+    fn batch_rows_need_a_shared_0th_dimension() {
+        assert_eq!(batch_rows(&[floats(vec![3]), floats(vec![3, 2])]), Some(3));
+        assert_eq!(batch_rows(&[floats(vec![])]), None);
+        assert_eq!(batch_rows(&[floats(vec![3]), floats(vec![])]), None);
+        assert_eq!(batch_rows(&[floats(vec![3]), floats(vec![2])]), None);
     }
 }

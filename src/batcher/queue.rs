@@ -11,19 +11,34 @@ use crate::tensor::Tensor;
 pub struct Task<R> {
     pub inputs: Vec<Tensor>,
     pub rows: usize,
+    /// Inputs that cannot be concatenated with others (a scalar, or inputs
+    /// disagreeing on the 0th dimension): the request runs as a batch of its own.
+    pub alone: bool,
     pub enqueued: Instant,
     pub reply: R,
 }
 
 /// What must agree for tasks to share one tensor: per input, the non-batch
-/// dimensions, or only the rank when variable-length padding is on.
-type ShapeKey = Vec<Vec<usize>>;
+/// dimensions, or only the rank when variable-length padding is on. `None`
+/// joins nothing: the batch holds one request that runs alone.
+type ShapeKey = Option<Vec<Vec<usize>>>;
+
+fn joinable(open: &ShapeKey, key: &ShapeKey) -> bool {
+    matches!((open, key), (Some(a), Some(b)) if a == b)
+}
 
 pub struct Batch<R> {
     pub tasks: Vec<Task<R>>,
     pub rows: usize,
     pub opened: Instant,
     key: ShapeKey,
+}
+
+impl<R> Batch<R> {
+    /// Whether the batch is one request that must run as it came (no merging, no padding).
+    pub fn runs_alone(&self) -> bool {
+        self.key.is_none()
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -67,23 +82,33 @@ impl<R> Queue<R> {
         self.batches.is_empty()
     }
 
-    fn key(&self, inputs: &[Tensor]) -> ShapeKey {
-        inputs
-            .iter()
-            .map(|t| {
-                if self.params.pad_variable_length_inputs {
-                    vec![t.shape.len()]
-                } else {
-                    t.shape[1..].to_vec()
-                }
-            })
-            .collect()
+    fn key(&self, task: &Task<R>) -> ShapeKey {
+        if task.alone {
+            return None;
+        }
+        self.inputs_key(&task.inputs)
     }
 
-    /// Rows the open batch can still take from a request with these inputs.
+    fn inputs_key(&self, inputs: &[Tensor]) -> ShapeKey {
+        if !self.merge {
+            return None;
+        }
+        let dims = inputs.iter().map(|t| {
+            if self.params.pad_variable_length_inputs {
+                vec![t.shape.len()]
+            } else {
+                t.shape.get(1..).unwrap_or_default().to_vec()
+            }
+        });
+        Some(dims.collect())
+    }
+
+    /// Rows the open batch can still take from a (batchable) request with these inputs.
     pub fn room_for(&self, inputs: &[Tensor]) -> usize {
         match self.batches.back() {
-            Some(open) if self.merge && open.key == self.key(inputs) => self.params.max_batch_size - open.rows,
+            Some(open) if joinable(&open.key, &self.inputs_key(inputs)) => {
+                self.params.max_batch_size.saturating_sub(open.rows)
+            }
             _ => 0,
         }
     }
@@ -96,9 +121,11 @@ impl<R> Queue<R> {
         let mut open = self.batches.back().map(|b| (b.key.clone(), b.rows));
         let mut opened = 0;
         for task in tasks {
-            let key = self.key(&task.inputs);
+            let key = self.key(task);
             match &mut open {
-                Some((k, rows)) if *k == key && *rows + task.rows <= self.params.max_batch_size => *rows += task.rows,
+                Some((k, rows)) if joinable(k, &key) && *rows + task.rows <= self.params.max_batch_size => {
+                    *rows += task.rows
+                }
                 _ => {
                     opened += 1;
                     open = Some((key, task.rows));
@@ -111,7 +138,7 @@ impl<R> Queue<R> {
     /// Adds tasks all together or not at all.
     pub fn enqueue(&mut self, tasks: Vec<Task<R>>) -> Result<(), (EnqueueError, Vec<Task<R>>)> {
         if self.merge {
-            if let Some(big) = tasks.iter().find(|t| t.rows > self.params.max_batch_size) {
+            if let Some(big) = tasks.iter().find(|t| !t.alone && t.rows > self.params.max_batch_size) {
                 let error = EnqueueError::TooLarge {
                     rows: big.rows,
                     max: self.params.max_batch_size,
@@ -134,11 +161,11 @@ impl<R> Queue<R> {
     }
 
     fn push(&mut self, task: Task<R>) {
-        let key = self.key(&task.inputs);
+        let key = self.key(&task);
         self.tasks += 1;
         if self.merge {
             if let Some(open) = self.batches.back_mut() {
-                if open.key == key && open.rows + task.rows <= self.params.max_batch_size {
+                if joinable(&open.key, &key) && open.rows + task.rows <= self.params.max_batch_size {
                     open.rows += task.rows;
                     open.tasks.push(task);
                     return;
@@ -159,6 +186,7 @@ impl<R> Queue<R> {
     pub fn pop_ready(&mut self, now: Instant) -> Option<Batch<R>> {
         let front = self.batches.front()?;
         let ready = !self.merge
+            || front.runs_alone()
             || self.batches.len() > 1
             || front.rows >= self.params.max_batch_size
             || now >= front.opened + self.params.timeout();
@@ -228,6 +256,7 @@ mod tests {
         Task {
             inputs,
             rows,
+            alone: false,
             enqueued: at,
             reply: rows,
         }
@@ -301,6 +330,33 @@ mod tests {
     }
 
     #[test]
+    fn requests_that_cannot_be_batched_run_alone_at_once() {
+        let now = Instant::now();
+        let mut queue = Queue::new(params(8, 1_000_000, 10), true);
+        let scalar = Task {
+            inputs: vec![Tensor::new(vec![], TensorData::Float(vec![3.5]))],
+            rows: 1,
+            alone: true,
+            enqueued: now,
+            reply: 0,
+        };
+        queue.enqueue(vec![scalar]).map_err(|e| e.0).unwrap();
+        queue.enqueue(vec![task(1, 1, now)]).map_err(|e| e.0).unwrap();
+        let first = queue
+            .pop_ready(now)
+            .expect("a lone request does not wait for its timeout");
+        assert!(first.runs_alone());
+        assert_eq!(first.tasks.len(), 1);
+        assert_eq!(first.tasks[0].inputs[0].shape, Vec::<usize>::new());
+        assert!(queue.pop_ready(now).is_none(), "the batchable request still waits");
+        let unmerged: Queue<usize> = Queue::new(params(8, 0, 10), false);
+        assert_eq!(
+            unmerged.room_for(&[Tensor::new(vec![], TensorData::Float(vec![1.0]))]),
+            0
+        );
+    }
+
+    #[test]
     fn large_requests_split_into_the_open_batch_then_full_batches() {
         assert_eq!(chunk_sizes(10, 3, 4), vec![3, 4, 3]);
         assert_eq!(chunk_sizes(8, 0, 4), vec![4, 4]);
@@ -315,6 +371,7 @@ mod tests {
             .map(|(inputs, &rows)| Task {
                 inputs,
                 rows,
+                alone: false,
                 enqueued: now,
                 reply: rows,
             })

@@ -4,6 +4,7 @@
 pub mod decode;
 pub mod encode;
 pub mod example;
+pub mod nonfinite;
 mod shape;
 
 pub use decode::{PredictEnvelope, RequestFormat};

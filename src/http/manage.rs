@@ -198,6 +198,13 @@ pub async fn sagemaker_models(
                 return Err(ApiError::Conflict(format!("Model {name} is already loaded.")));
             }
             let base_path = confine(&url, &state.model_roots, &name)?;
+            // As the container's validate_model_dir: no numeric version directory, no model.
+            let has_versions = crate::registry::discover_versions(&base_path).is_ok_and(|v| !v.is_empty());
+            if !has_versions {
+                return Err(ApiError::NotFound(format!(
+                    "Could not find valid base path {url} for servable {name}"
+                )));
+            }
             add_model(state, ModelSource::all_versions(name.clone(), base_path))
                 .await
                 .map_err(|e| match e {

@@ -94,9 +94,8 @@ async fn read_upload(req: &HttpRequest, payload: web::Payload, limit: usize) -> 
 pub fn gen_json(state: &AppState, model: &str) -> Result<HttpResponse, ApiError> {
     stfs::known_model(&state.service, model)?;
     let (_, signature) = state.service.resolve(model, &VersionSelector::Latest, None)?;
-    let mut example = stfs::gen_json(&signature);
-    example["model_name"] = model.into();
-    Ok(json_response(example.to_string().into_bytes()))
+    // STFS answers `{"data": {...}}` and nothing else.
+    Ok(json_response(stfs::gen_json(&signature).to_string().into_bytes()))
 }
 
 /// Liveness, as STFS answers it.

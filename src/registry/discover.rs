@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::RegistryError;
-use crate::model_config::ModelSource;
+use crate::model_config::{ModelSource, VersionPolicy};
 
 /// Numeric child directories of `base_path`, as (version, path), ascending.
 pub fn discover_versions(base_path: &Path) -> Result<Vec<(i64, PathBuf)>, RegistryError> {
@@ -28,7 +28,7 @@ pub fn discover_versions(base_path: &Path) -> Result<Vec<(i64, PathBuf)>, Regist
 }
 
 /// Each subdirectory of `root` holding numeric version directories is a model.
-pub fn discover_models(root: &Path) -> Result<Vec<ModelSource>, RegistryError> {
+pub fn discover_models(root: &Path, policy: &VersionPolicy) -> Result<Vec<ModelSource>, RegistryError> {
     let entries = std::fs::read_dir(root).map_err(|e| RegistryError::BadBasePath {
         path: root.display().to_string(),
         message: e.to_string(),
@@ -37,7 +37,13 @@ pub fn discover_models(root: &Path) -> Result<Vec<ModelSource>, RegistryError> {
         .filter_map(Result::ok)
         .filter(|e| e.path().is_dir())
         .filter(|e| discover_versions(&e.path()).map(|v| !v.is_empty()).unwrap_or(false))
-        .filter_map(|e| Some(ModelSource::all_versions(e.file_name().to_str()?, e.path())))
+        .filter_map(|e| {
+            Some(ModelSource::with_policy(
+                e.file_name().to_str()?,
+                e.path(),
+                policy.clone(),
+            ))
+        })
         .collect();
     models.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(models)
@@ -59,7 +65,11 @@ mod tests {
             .map(|v| v.0)
             .collect();
         assert_eq!(versions, vec![1, 2, 10]);
-        let models: Vec<String> = discover_models(&dir).unwrap().into_iter().map(|m| m.name).collect();
+        let models: Vec<String> = discover_models(&dir, &VersionPolicy::Latest(1))
+            .unwrap()
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
         assert_eq!(models, vec!["m"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }

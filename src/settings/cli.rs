@@ -79,6 +79,13 @@ pub struct Cli {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swap_policy: Option<String>,
 
+    /// Versions served from --model_base_path and --models_dir: latest (TF
+    /// Serving's default: only the highest version) or all. Default latest;
+    /// all under SageMaker and Simple TensorFlow Serving's variables.
+    #[arg(long = "model_version_policy", alias = "model-version-policy", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_version_policy: Option<String>,
+
     /// Comma-separated directories that models loaded over HTTP must live in.
     /// Default: --models_dir.
     #[arg(long = "model_roots", alias = "model-roots", value_delimiter = ',', global = true)]
@@ -126,6 +133,13 @@ pub struct Cli {
     #[arg(long = "enable_cors", alias = "enable-cors", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_cors: Option<bool>,
+
+    /// Run :classify and :regress only on signatures whose method_name is
+    /// classify or regress (TF Serving's flag). Default false: any signature
+    /// of the right structure answers.
+    #[arg(long = "enable_signature_method_name_check", alias = "enable-signature-method-name-check", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_signature_method_name_check: Option<bool>,
 
     /// Serve HTTPS only (rustls), with --secret_pem and --secret_key.
     #[arg(long = "enable_ssl", alias = "enable-ssl", num_args = 0..=1, default_missing_value = "true", value_parser = boolean(), global = true)]
@@ -232,6 +246,10 @@ pub enum Command {
     /// Batch transform, offline: run every record of the input files through
     /// the /invocations path in process and write `<name>.out` files.
     Transform(crate::transform::TransformArgs),
+    /// Show a SavedModel's tag-sets and signatures (dtypes, declared shapes,
+    /// method names), warn where a declared shape is inexact, and with --run
+    /// answer one TF Serving REST body through the server's own request path.
+    Inspect(crate::inspect::InspectArgs),
 }
 
 /// Boolean flags take true/false, 1/0, yes/no, on/off in any case

@@ -49,6 +49,8 @@ pub(super) fn sagemaker_defaults(
         json!([if multi_model { "/opt/ml/models" } else { "/opt/ml/model" }]),
     );
     map.insert("multi_model".into(), json!(multi_model));
+    // The container's generated model config lists every version it finds.
+    map.insert("model_version_policy".into(), json!("all"));
     if let Some(workers) = number("SAGEMAKER_GUNICORN_WORKERS")?.filter(|n| *n > 0) {
         map.insert("python_workers".into(), json!(workers));
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::batcher::{BatchParams, ParamsOverride};
-use crate::model_config::SessionOverrides;
+use crate::model_config::{DefaultVersionPolicy, SessionOverrides};
 use crate::registry::SwapPolicy;
 use crate::runtime::SessionConfig;
 
@@ -29,6 +29,8 @@ pub struct Settings {
     pub file_system_poll_wait_seconds: i64,
     pub model_config_file_poll_wait_seconds: u64,
     pub swap_policy: SwapPolicy,
+    /// Versions served from `--model_base_path` and `--models_dir` (a config file names its own).
+    pub model_version_policy: DefaultVersionPolicy,
     pub model_roots: Vec<PathBuf>,
     pub max_models: usize,
     pub session_config: Option<String>,
@@ -36,6 +38,8 @@ pub struct Settings {
     pub auth_username: Option<String>,
     pub auth_password: Option<Secret>,
     pub enable_cors: bool,
+    /// `:classify`/`:regress` only on signatures whose method_name says so (TF Serving's flag, off by default).
+    pub enable_signature_method_name_check: bool,
     pub enable_ssl: bool,
     pub secret_pem: Option<PathBuf>,
     pub secret_key: Option<PathBuf>,
@@ -87,6 +91,7 @@ impl Default for Settings {
             file_system_poll_wait_seconds: 1,
             model_config_file_poll_wait_seconds: 0,
             swap_policy: SwapPolicy::default(),
+            model_version_policy: DefaultVersionPolicy::default(),
             model_roots: Vec::new(),
             max_models: 0,
             session_config: None,
@@ -94,6 +99,7 @@ impl Default for Settings {
             auth_username: None,
             auth_password: None,
             enable_cors: false,
+            enable_signature_method_name_check: false,
             enable_ssl: false,
             secret_pem: None,
             secret_key: None,

@@ -1,0 +1,169 @@
+//! `tfserve inspect`: what `saved_model_cli show --all` prints, without
+//! Python, plus a warning for every declared input shape the graph does not
+//! enforce, and `--run` to send one request through the server's own path.
+
+pub mod saved_model;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::registry::{discover_versions, VersionSelector};
+use crate::service::Trace;
+use crate::settings::Settings;
+use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
+
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct InspectArgs {
+    /// A SavedModel directory, or a model base path (its highest version is inspected).
+    pub dir: PathBuf,
+    /// A TF Serving REST request body to run through the model, e.g. '{"instances": [1.0]}'.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// The REST method for --run: predict, classify or regress. Default: classify
+    /// for a body with "examples", predict otherwise.
+    #[arg(long)]
+    pub method: Option<String>,
+}
+
+/// The SavedModel directory to read and, for `--run`, the base path to serve.
+#[derive(Debug, PartialEq)]
+pub struct Target {
+    pub saved_model: PathBuf,
+    /// A base path holding numeric versions, and the version picked.
+    pub base_path: Option<(PathBuf, i64)>,
+}
+
+pub fn target(dir: &Path) -> Result<Target, String> {
+    if dir.join("saved_model.pb").is_file() {
+        return Ok(Target {
+            saved_model: dir.to_path_buf(),
+            base_path: None,
+        });
+    }
+    let versions = discover_versions(dir).map_err(|e| e.to_string())?;
+    match versions.last() {
+        Some((version, path)) => Ok(Target {
+            saved_model: path.clone(),
+            base_path: Some((dir.to_path_buf(), *version)),
+        }),
+        None => Err(format!(
+            "{}: neither a SavedModel (no saved_model.pb) nor a model base path (no numeric version directory)",
+            dir.display()
+        )),
+    }
+}
+
+/// The `show --all` text for one SavedModel directory.
+pub fn report(dir: &Path) -> Result<String, String> {
+    let metas = saved_model::read(dir)?;
+    let mut out = String::new();
+    for meta in &metas {
+        let _ = writeln!(
+            out,
+            "MetaGraphDef with tag-set: '{}' contains the following SignatureDefs:{}\n",
+            meta.tags.join(", "),
+            if meta.tensorflow_version.is_empty() {
+                String::new()
+            } else {
+                format!(" (written by TensorFlow {})", meta.tensorflow_version)
+            }
+        );
+        for signature in &meta.signatures {
+            let _ = writeln!(out, "signature_def['{}']:", signature.name);
+            let _ = writeln!(
+                out,
+                "  The given SavedModel SignatureDef contains the following input(s):"
+            );
+            for input in &signature.inputs {
+                write_tensor(&mut out, "inputs", input);
+            }
+            let _ = writeln!(
+                out,
+                "  The given SavedModel SignatureDef contains the following output(s):"
+            );
+            for output in &signature.outputs {
+                write_tensor(&mut out, "outputs", output);
+            }
+            let _ = writeln!(out, "  Method name is: {}", signature.method_name);
+            for warning in signature.inputs.iter().filter_map(saved_model::inexact) {
+                let _ = writeln!(out, "  warning: {warning}");
+            }
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+fn write_tensor(out: &mut String, map: &str, tensor: &saved_model::TensorEntry) {
+    let _ = writeln!(out, "    {map}['{}'] tensor_info:", tensor.key);
+    let _ = writeln!(out, "        dtype: {}", tensor.dtype.proto_name());
+    let _ = writeln!(out, "        shape: {}", saved_model::format_dims(&tensor.declared));
+    let _ = writeln!(out, "        name: {}", tensor.tensor_name);
+}
+
+/// Runs one request body through the model exactly as the server would
+/// (decoding, batching settings, TensorFlow, encoding). `Ok` is the answer
+/// body; `Err` is the HTTP status and the error body the server would send.
+pub fn run(settings: &Settings, target: &Target, body: &str, method: Option<&str>) -> Result<String, (u16, String)> {
+    let internal = |message: String| (500, error_body(&message));
+    let scratch = std::env::temp_dir().join(format!("tfserve-inspect-{}", std::process::id()));
+    let base_path = match &target.base_path {
+        Some((base, _)) => base.clone(),
+        None => {
+            // A bare SavedModel becomes version 1 of a temporary base path.
+            let _ = std::fs::remove_dir_all(&scratch);
+            std::fs::create_dir_all(&scratch).map_err(|e| internal(e.to_string()))?;
+            let absolute = std::fs::canonicalize(&target.saved_model).map_err(|e| internal(e.to_string()))?;
+            std::os::unix::fs::symlink(absolute, scratch.join("1")).map_err(|e| internal(e.to_string()))?;
+            scratch.clone()
+        }
+    };
+    let settings = Settings {
+        model_name: "model".into(),
+        model_base_path: Some(base_path),
+        model_config_file: None,
+        multi_model: false,
+        file_system_poll_wait_seconds: 0,
+        model_version_policy: crate::model_config::DefaultVersionPolicy::Latest,
+        ..settings.clone()
+    };
+    let method = match method {
+        Some(m) => m.to_ascii_lowercase(),
+        None if body.contains("\"examples\"") => "classify".into(),
+        None => "predict".into(),
+    };
+    let outcome = actix_web::rt::System::new().block_on(async {
+        let (service, batcher) = crate::build_service(&settings).map_err(|e| internal(e.to_string()))?;
+        let mut trace = Trace::default();
+        let selector = VersionSelector::Latest;
+        let answer = match method.as_str() {
+            "predict" => service.predict("model", &selector, body.as_bytes(), &mut trace).await,
+            "classify" => {
+                service
+                    .classify_or_regress("model", &selector, body.as_bytes(), CLASSIFY_METHOD, &mut trace)
+                    .await
+            }
+            "regress" => {
+                service
+                    .classify_or_regress("model", &selector, body.as_bytes(), REGRESS_METHOD, &mut trace)
+                    .await
+            }
+            other => {
+                return Err((
+                    400,
+                    error_body(&format!("--method must be predict, classify or regress, got '{other}'")),
+                ))
+            }
+        };
+        batcher.shutdown();
+        answer
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .map_err(|e| (e.status().as_u16(), error_body(&e.to_string())))
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    outcome
+}
+
+fn error_body(message: &str) -> String {
+    serde_json::json!({ "error": message }).to_string()
+}
