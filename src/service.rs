@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::handlers::HandlerSet;
 use crate::registry::{Registry, Servable, VersionSelector};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 pub struct Service {
     pub registry: Arc<Registry>,
@@ -211,11 +211,23 @@ impl Service {
                 signature.method_name
             )));
         }
-        if signature.inputs.len() != 1 {
+        let examples_input = match signature.inputs.as_slice() {
+            [single] => single,
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "Expected one input Tensor. Signature '{}' of the {kind} request has inputs: {}",
+                    signature.name,
+                    signature.input_names()
+                )))
+            }
+        };
+        // TF Serving wants the input keyed `inputs`; a lone string input under
+        // another key is taken too, as it can only mean serialized examples.
+        if examples_input.key != "inputs" && examples_input.dtype != DType::String {
             return Err(ApiError::BadRequest(format!(
-                "Expected one input Tensor. Signature '{}' of the {kind} request has inputs: {}",
-                signature.name,
-                signature.input_names()
+                "No {kind} inputs found in SignatureDef '{}': classify and regress feed serialized tf.Examples \
+                 to one string input keyed 'inputs', and its input is '{}' ({})",
+                signature.name, examples_input.key, examples_input.dtype
             )));
         }
         let examples = request.serialized_examples()?;

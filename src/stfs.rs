@@ -8,14 +8,14 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
-use crate::codec::decode::decode_named_inputs;
+use crate::codec::decode::{decode_base64, decode_named_inputs, Coercion};
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
 use crate::imaging::{self, ImageFile};
 use crate::registry::VersionSelector;
 use crate::service::{Service, Trace};
 use crate::signature::SignatureSpec;
-use crate::tensor::DType;
+use crate::tensor::{DType, Tensor, TensorData};
 
 /// The model a request without `model_name` addresses, as in STFS.
 pub const DEFAULT_MODEL: &str = "default";
@@ -30,6 +30,53 @@ struct Request<'a> {
     signature_name: Option<String>,
     #[serde(borrow, default)]
     data: Option<&'a RawValue>,
+    /// STFS's flag for Estimator exports: serialized `tf.Example`s arrive as
+    /// URL-safe base64 text and are decoded before the run.
+    #[serde(default)]
+    base64_decode: Option<Value>,
+}
+
+/// The tensor name STFS decodes under `base64_decode` (an Estimator's
+/// serving input receiver).
+const ESTIMATOR_EXAMPLES_TENSOR: &str = "input_example_tensor:0";
+
+/// With `base64_decode`, the string inputs whose values are base64 text: the
+/// Estimator's examples tensor as STFS has it, or the only string input.
+fn base64_decode_inputs(signature: &SignatureSpec, inputs: &mut [Tensor]) -> Result<(), ApiError> {
+    let strings: Vec<usize> = (0..signature.inputs.len())
+        .filter(|&i| signature.inputs[i].dtype == DType::String)
+        .collect();
+    let chosen: Vec<usize> = match strings
+        .iter()
+        .copied()
+        .find(|&i| signature.inputs[i].tensor_name == ESTIMATOR_EXAMPLES_TENSOR)
+    {
+        Some(i) => vec![i],
+        None if strings.len() == 1 => strings,
+        None => {
+            return Err(ApiError::BadRequest(format!(
+                "base64_decode: signature '{}' has {} string inputs and none is {ESTIMATOR_EXAMPLES_TENSOR}; \
+                 send bytes as {{\"b64\": ...}} objects instead",
+                signature.name,
+                strings.len()
+            )))
+        }
+    };
+    for i in chosen {
+        let key = &signature.inputs[i].key;
+        if let TensorData::String(values) = &mut inputs[i].data {
+            for (n, value) in values.iter_mut().enumerate() {
+                let text = std::str::from_utf8(value).ok();
+                *value = text.and_then(decode_base64).ok_or_else(|| {
+                    ApiError::BadRequest(format!(
+                        "base64_decode: element {n} of input '{key}' is not base64 text ({} bytes)",
+                        value.len()
+                    ))
+                })?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `model_version` as a number or a numeric string; absent or null: the latest
@@ -41,6 +88,18 @@ pub fn version_selector(version: Option<&Value>) -> Result<VersionSelector, ApiE
         Some(v @ Value::Number(n)) => n.as_i64().map(VersionSelector::Specific).ok_or_else(|| invalid(v)),
         Some(v @ Value::String(s)) => s.trim().parse().map(VersionSelector::Specific).map_err(|_| invalid(v)),
         Some(v) => Err(invalid(v)),
+    }
+}
+
+/// Python's truthiness, as STFS tests the flag.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        Value::Null => false,
     }
 }
 
@@ -69,7 +128,10 @@ pub async fn infer(service: &Service, body: &[u8], trace: &mut Trace) -> Result<
         .ok_or_else(|| ApiError::BadRequest("Inference with empty data: the body has no 'data' object".into()))?;
     known_model(service, model)?;
     let (servable, signature) = service.resolve(model, &selector, request.signature_name.as_deref())?;
-    let inputs = decode_named_inputs(data.get(), &signature)?;
+    let mut inputs = decode_named_inputs(data.get(), &signature, Coercion::Numpy)?;
+    if request.base64_decode.as_ref().is_some_and(truthy) {
+        base64_decode_inputs(&signature, &mut inputs)?;
+    }
     service
         .predict_inputs(&servable, &signature, inputs, RequestFormat::Named, trace)
         .await

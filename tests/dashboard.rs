@@ -45,7 +45,8 @@ fn state_lists_models_signatures_and_metrics() {
         .iter()
         .map(|v| v["version"].as_i64().unwrap())
         .collect();
-    assert_eq!(versions, vec![2, 1]);
+    // As TF Serving by default, only the highest version serves.
+    assert_eq!(versions, vec![2]);
     assert_eq!(adder["versions"][0]["state"], "AVAILABLE");
     assert_eq!(adder["handlers"], false);
     let cnn = models.iter().find(|m| m["name"] == "mnist_cnn").unwrap();

@@ -18,6 +18,8 @@ fn base_url() -> &'static str {
             host: "127.0.0.1".into(),
             rest_api_port: Some(0),
             models_dir: repo_path("models"),
+            // What `tfserve serve` sets: the container serves every version it finds.
+            model_version_policy: tfserve::model_config::DefaultVersionPolicy::All,
             ..Settings::default()
         };
         format!("http://{}", spawn_server(settings))

@@ -19,8 +19,8 @@ fn post_root_runs_every_model() {
             json!({"y": [3.5, 4.0, 5.5]}),
         ),
         (
-            json!({"model_name": "adder", "model_version": 1, "data": {"x": [1.0]}}),
-            json!({"y": [2.0]}),
+            json!({"model_name": "adder", "model_version": 2, "data": {"x": [1.0]}}),
+            json!({"y": [3.0]}),
         ),
         (
             json!({"model_name": "adder", "model_version": "2", "data": {"x": [1.0]}}),

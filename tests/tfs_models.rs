@@ -36,9 +36,11 @@ fn classify_and_regress_errors() {
         ),
         400,
     );
-    assert_eq!(
-        message,
-        "Expected classification signature method_name to be tensorflow/serving/classify. Was: tensorflow/serving/predict"
+    // With the method-name check off (TF Serving's default) the structure
+    // decides: a float input is no input for serialized tf.Examples.
+    assert!(
+        message.starts_with("No classification inputs found in SignatureDef 'serving_default'"),
+        "{message}"
     );
     let message = error_of(
         post_json(
@@ -65,7 +67,6 @@ fn model_status_lists_versions() {
     assert_eq!(
         body,
         json!({"model_version_status": [
-            {"version": "1", "state": "AVAILABLE", "status": ok},
             {"version": "2", "state": "AVAILABLE", "status": ok}
         ]})
     );

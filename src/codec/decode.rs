@@ -63,15 +63,32 @@ impl<'a> PredictEnvelope<'a> {
         match self.format()? {
             RequestFormat::Row => decode_instances(self.instances.map(RawValue::get), signature),
             // `format()` only yields the two TF Serving layouts.
-            RequestFormat::Columnar | RequestFormat::Named => decode_inputs(self.inputs.map(RawValue::get), signature),
+            RequestFormat::Columnar | RequestFormat::Named => {
+                decode_inputs(self.inputs.map(RawValue::get), signature, Coercion::Strict)
+            }
         }
     }
 }
 
+/// How JSON values convert to an input's dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coercion {
+    /// TF Serving's rules: no float-to-int narrowing, no bools as numbers.
+    Strict,
+    /// What `np.asarray(value, dtype)` does, as Simple TensorFlow Serving feeds
+    /// its JSON through numpy: floats truncate into integer inputs, bools and
+    /// numbers convert both ways, numeric strings parse.
+    Numpy,
+}
+
 /// Decodes an object keyed by input name (Simple TensorFlow Serving's
 /// `data`, TF Serving's columnar `inputs`) into one tensor per signature input.
-pub fn decode_named_inputs(raw: &str, signature: &SignatureSpec) -> Result<Vec<Tensor>, CodecError> {
-    decode_inputs(Some(raw), signature)
+pub fn decode_named_inputs(
+    raw: &str,
+    signature: &SignatureSpec,
+    coercion: Coercion,
+) -> Result<Vec<Tensor>, CodecError> {
+    decode_inputs(Some(raw), signature, coercion)
 }
 
 /// One signature input being filled.
@@ -79,6 +96,7 @@ struct Column<'s> {
     spec: &'s TensorSpec,
     data: TensorData,
     shape: ShapeTracker,
+    coercion: Coercion,
     /// Set by a visitor before it fails, so the caller reports a clean message
     /// instead of serde's position-suffixed one.
     error: Option<CodecError>,
@@ -97,8 +115,13 @@ impl<'s> Column<'s> {
             spec,
             data,
             shape: ShapeTracker::default(),
+            coercion: Coercion::Strict,
             error: None,
         })
+    }
+
+    fn numpy(&self) -> bool {
+        self.coercion == Coercion::Numpy
     }
 
     fn fail<E: de::Error>(&mut self, message: String) -> E {
@@ -121,9 +144,23 @@ impl<'s> Column<'s> {
     }
 
     fn push_f64<E: de::Error>(&mut self, v: f64) -> Result<(), E> {
+        let numpy = self.numpy();
         match &mut self.data {
             TensorData::Float(buf) => buf.push(v as f32),
             TensorData::Double(buf) => buf.push(v),
+            TensorData::Bool(buf) if numpy => buf.push(v != 0.0),
+            TensorData::String(_) => return Err(self.type_error(&v, "Number")),
+            _ if numpy => {
+                if !v.is_finite() {
+                    return Err(self.fail(format!("cannot convert float {v} to integer")));
+                }
+                // numpy truncates toward zero; out-of-range values are refused below.
+                let truncated = v.trunc();
+                if truncated < i64::MIN as f64 || truncated >= i64::MAX as f64 {
+                    return Err(self.out_of_range(&v));
+                }
+                return self.push_i64(truncated as i64);
+            }
             _ => return Err(self.type_error(&v, "Number")),
         }
         Ok(())
@@ -149,6 +186,7 @@ impl<'s> Column<'s> {
             TensorData::UInt16(buf) => narrow!(buf),
             TensorData::UInt32(buf) => narrow!(buf),
             TensorData::UInt64(buf) => narrow!(buf),
+            TensorData::Bool(buf) if self.coercion == Coercion::Numpy => buf.push(v != 0),
             TensorData::Bool(_) | TensorData::String(_) => return Err(self.type_error(&v, "Number")),
         }
         Ok(())
@@ -179,25 +217,51 @@ impl<'s> Column<'s> {
     }
 
     fn push_bool<E: de::Error>(&mut self, v: bool) -> Result<(), E> {
+        let numpy = self.numpy();
         match &mut self.data {
             TensorData::Bool(buf) => {
                 buf.push(v);
                 Ok(())
             }
+            TensorData::String(_) => Err(self.type_error(&v, if v { "True" } else { "False" })),
+            _ if numpy => self.push_i64(i64::from(v)),
             _ => Err(self.type_error(&v, if v { "True" } else { "False" })),
         }
     }
 
     fn push_str<E: de::Error>(&mut self, v: &str) -> Result<(), E> {
+        let numpy = self.numpy();
         match &mut self.data {
             TensorData::String(buf) => buf.push(v.as_bytes().to_vec()),
             // JSON has no token for these; TF Serving accepts them bare, we accept them quoted too.
             TensorData::Float(_) | TensorData::Double(_) if non_finite(v).is_some() => {
                 return self.push_f64(non_finite(v).unwrap_or(f64::NAN));
             }
+            TensorData::Bool(_) => return Err(self.type_error(&format_args!("{v:?}"), "String")),
+            _ if numpy => return self.push_numeric_text(v),
             _ => return Err(self.type_error(&format_args!("{v:?}"), "String")),
         }
         Ok(())
+    }
+
+    /// A numeric string for a numeric input, parsed as numpy parses it
+    /// (`int("1.5")` fails, `float("1.5")` does not).
+    fn push_numeric_text<E: de::Error>(&mut self, v: &str) -> Result<(), E> {
+        let text = v.trim();
+        let floating = matches!(self.data, TensorData::Float(_) | TensorData::Double(_));
+        if floating {
+            if let Ok(x) = text.parse::<f64>() {
+                return self.push_f64(x);
+            }
+            return Err(self.fail(format!("could not convert string to float: {v:?}")));
+        }
+        if let Some(x) = non_finite(text) {
+            return self.push_f64(x);
+        }
+        match text.parse::<i64>() {
+            Ok(x) => self.push_i64(x),
+            Err(_) => Err(self.fail(format!("invalid literal for int() with base 10: {v:?}"))),
+        }
     }
 
     fn push_b64<E: de::Error>(&mut self, encoded: &str) -> Result<(), E> {
@@ -357,12 +421,19 @@ fn decode_instances(raw: Option<&str>, signature: &SignatureSpec) -> Result<Vec<
     let raw = raw.unwrap_or("null");
     let mut columns = new_columns(signature)?;
     let mut deserializer = serde_json::Deserializer::from_str(raw);
+    let mut layout = Layout::default();
     let rows = InstancesSeed {
         columns: &mut columns,
         signature,
+        layout: &mut layout,
     }
     .deserialize(&mut deserializer)
-    .map_err(|e| first_column_error(&mut columns, e))?;
+    .map_err(|e| {
+        layout
+            .error
+            .take()
+            .unwrap_or_else(|| first_column_error(&mut columns, e))
+    })?;
     if rows == 0 {
         return Err(CodecError::invalid("No values in 'instances' array"));
     }
@@ -375,9 +446,12 @@ fn decode_instances(raw: Option<&str>, signature: &SignatureSpec) -> Result<Vec<
         .collect()
 }
 
-fn decode_inputs(raw: Option<&str>, signature: &SignatureSpec) -> Result<Vec<Tensor>, CodecError> {
+fn decode_inputs(raw: Option<&str>, signature: &SignatureSpec, coercion: Coercion) -> Result<Vec<Tensor>, CodecError> {
     let raw = raw.unwrap_or("null");
     let mut columns = new_columns(signature)?;
+    for column in &mut columns {
+        column.coercion = coercion;
+    }
     let mut deserializer = serde_json::Deserializer::from_str(raw);
     let mut seen = vec![false; columns.len()];
     InputsSeed {
@@ -399,6 +473,35 @@ fn decode_inputs(raw: Option<&str>, signature: &SignatureSpec) -> Result<Vec<Ten
 struct InstancesSeed<'c, 's> {
     columns: &'c mut [Column<'s>],
     signature: &'s SignatureSpec,
+    layout: &'c mut Layout,
+}
+
+/// Whether `instances` holds objects keyed by input name or bare values and
+/// lists: the first element decides, and TF Serving refuses a mix.
+#[derive(Default)]
+struct Layout {
+    objects: Option<bool>,
+    index: usize,
+    error: Option<CodecError>,
+}
+
+impl Layout {
+    fn element<E: de::Error>(&mut self, is_object: bool) -> Result<(), E> {
+        let expected = *self.objects.get_or_insert(is_object);
+        if expected == is_object {
+            return Ok(());
+        }
+        let message = if expected {
+            format!("Expecting object but got list at item {} of input list", self.index)
+        } else {
+            format!(
+                "Expecting value/list but got object at item {} of input list",
+                self.index
+            )
+        };
+        self.error = Some(CodecError::invalid(message.clone()));
+        Err(E::custom(message))
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for InstancesSeed<'_, '_> {
@@ -418,9 +521,11 @@ impl<'de> Visitor<'de> for InstancesSeed<'_, '_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
         let mut index = 0;
         loop {
+            self.layout.index = index;
             let seed = InstanceSeed {
                 columns: &mut *self.columns,
                 signature: self.signature,
+                layout: &mut *self.layout,
             };
             match seq.next_element_seed(seed) {
                 Ok(Some(())) => index += 1,
@@ -444,10 +549,12 @@ impl<'de> Visitor<'de> for InstancesSeed<'_, '_> {
 struct InstanceSeed<'c, 's> {
     columns: &'c mut [Column<'s>],
     signature: &'s SignatureSpec,
+    layout: &'c mut Layout,
 }
 
 impl<'s> InstanceSeed<'_, 's> {
     fn single<E: de::Error>(&mut self) -> Result<ValueSeed<'_, 's>, E> {
+        self.layout.element(false)?;
         if self.columns.len() != 1 {
             let message = format!(
                 "instances is a plain list, but expecting list of objects as multiple input tensors required as per tensorinfo_map (inputs: {})",
@@ -506,7 +613,11 @@ impl<'de> Visitor<'de> for InstanceSeed<'_, '_> {
         while let Some(key) = map.next_key::<String>()? {
             if first && key == "b64" && self.columns.len() == 1 {
                 // A binary string value for the only input, not a named-input object.
+                self.layout.element(false)?;
                 return self.columns[0].read_b64(&mut map, 1);
+            }
+            if first {
+                self.layout.element(true)?;
             }
             first = false;
             let Some(position) = self.signature.input_index(&key) else {
@@ -690,6 +801,22 @@ mod tests {
     }
 
     #[test]
+    fn instances_must_not_mix_objects_and_values() {
+        let sig = signature(vec![spec("x", DType::Float, None)]);
+        let err = decode(r#"{"instances": [{"x": 1}, [2]]}"#, &sig)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "Expecting object but got list at item 1 of input list");
+        let err = decode(r#"{"instances": [[2], {"x": 1}]}"#, &sig)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "Expecting value/list but got object at item 1 of input list");
+        let strings = signature(vec![spec("s", DType::String, None)]);
+        let out = decode(r#"{"instances": [{"b64": "aGk="}, "x"]}"#, &strings).unwrap();
+        assert_eq!(out[0].data, TensorData::String(vec![b"hi".to_vec(), b"x".to_vec()]));
+    }
+
+    #[test]
     fn ragged_instances_are_rejected() {
         let sig = signature(vec![spec("x", DType::Float, None)]);
         let err = decode(r#"{"instances": [[1, 2], [3]]}"#, &sig).unwrap_err().to_string();
@@ -748,6 +875,34 @@ mod tests {
             decode(r#"{"instances": [1]}"#, &half),
             Err(CodecError::Unimplemented(_))
         ));
+    }
+
+    #[test]
+    fn numpy_coercion_converts_as_stfs_does() {
+        let sig = signature(vec![
+            spec("b", DType::Bool, None),
+            spec("f", DType::Float, None),
+            spec("i", DType::Int32, None),
+        ]);
+        let body = r#"{"i": [[1.0], [2.9], [-3.5]], "f": [true, "2.5", 3], "b": [0, 1.5, true]}"#;
+        let out = decode_named_inputs(body, &sig, Coercion::Numpy).unwrap();
+        assert_eq!(out[0].data, TensorData::Bool(vec![false, true, true]));
+        assert_eq!(out[1].data, TensorData::Float(vec![1.0, 2.5, 3.0]));
+        assert_eq!(out[2], Tensor::new(vec![3, 1], TensorData::Int32(vec![1, 2, -3])));
+        assert!(decode_named_inputs(body, &sig, Coercion::Strict).is_err());
+        let ints = signature(vec![spec("i", DType::Int32, None)]);
+        for (body, wanted) in [
+            (r#"{"i": [NaN]}"#, "cannot convert float NaN"),
+            (r#"{"i": [1e12]}"#, "out of range for int32"),
+            (r#"{"i": ["1.5"]}"#, "invalid literal for int()"),
+        ] {
+            let body = super::super::nonfinite::quote_bare_tokens(body.as_bytes());
+            let raw = std::str::from_utf8(&body).unwrap();
+            let err = decode_named_inputs(raw, &ints, Coercion::Numpy)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(wanted), "{err}");
+        }
     }
 
     #[test]
