@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::{copy_dir, repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
+use tfserve::model_config::DefaultVersionPolicy;
+use tfserve::registry::SwapPolicy;
 use tfserve::settings::Settings;
 
 /// Copies a version in under a temporary name, then renames it into place,
@@ -111,6 +113,49 @@ fn versions_swap_under_traffic_without_a_failed_request() {
         .expect("version 2 answered");
     assert!(answers[..first_v2].iter().all(|a| a.1 == Some(2.0)));
     assert!(answers[first_v2..].iter().all(|a| a.1 == Some(3.0)));
+}
+
+/// The versions a model reports as AVAILABLE.
+fn available(url: &str, model: &str) -> Vec<String> {
+    let (_, body) = call(reqwest::Method::GET, &format!("{url}/v1/models/{model}"), None);
+    body["model_version_status"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|v| v["state"] == "AVAILABLE")
+        .filter_map(|v| v["version"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn a_new_version_retires_the_old_one_unless_every_version_is_asked_for() {
+    for (policy, expected) in [
+        (DefaultVersionPolicy::Latest, vec!["2"]),
+        (DefaultVersionPolicy::All, vec!["1", "2"]),
+    ] {
+        let base = temp_dir(&format!("repo-policy-{policy:?}")).join("adder");
+        publish_version(&repo_path("models/adder/1"), &base, 1);
+        let url = server(Settings {
+            model_name: "adder".into(),
+            model_base_path: Some(base.clone()),
+            model_version_policy: policy,
+            swap_policy: SwapPolicy::ResourcePreserving,
+            ..Settings::default()
+        });
+        assert_eq!(available(&url, "adder"), vec!["1"]);
+        publish_version(&repo_path("models/adder/2"), &base, 2);
+        wait_for("version 2 to serve", || {
+            available(&url, "adder").contains(&"2".to_string())
+        });
+        wait_for("the policy to settle", || available(&url, "adder") == expected);
+        let (status, _) = call(
+            reqwest::Method::POST,
+            &format!("{url}/v1/models/adder/versions/1:predict"),
+            Some(json!({"instances": [1.0]})),
+        );
+        assert_eq!(status, if expected.len() == 2 { 200 } else { 404 }, "{policy:?}");
+    }
 }
 
 #[test]
@@ -248,6 +293,22 @@ fn management_api_loads_and_unloads_within_the_roots() {
     assert_eq!(status, 404);
 
     // SageMaker's multi-model routes.
+    // A SavedModel without a numeric version directory above it: the container's 404.
+    copy_dir(&repo_path("models/adder/1"), &root.join("unversioned"));
+    let url = root.join("unversioned");
+    let (status, body) = api(
+        Method::POST,
+        "/models",
+        Some(json!({"model_name": "unversioned", "url": url})),
+    );
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(
+        body["error"],
+        format!(
+            "Could not find valid base path {} for servable unversioned",
+            url.display()
+        )
+    );
     copy_dir(&repo_path("models/adder"), &root.join("adder"));
     let (status, body) = api(
         Method::POST,

@@ -38,6 +38,11 @@ fn post_root_runs_every_model() {
             json!({"model_name": "first_token", "data": {"tokens": [[7, 8]]}}),
             json!({"first": [7], "width": [2]}),
         ),
+        // STFS feeds JSON through numpy: floats truncate into integer inputs.
+        (
+            json!({"model_name": "first_token", "data": {"tokens": [[7.9, 8.0], [-2.5, 1.0]]}}),
+            json!({"first": [7, -2], "width": [2, 2]}),
+        ),
         (
             json!({"model_name": "multi_io", "data": {"features": [[1, 2, 3]], "count": [4], "label": ["z"], "flag": [true]}}),
             json!({"count_plus_one": [5], "flag_not": [false], "greeting": ["hello z"], "label_bytes": [{"b64": "eg=="}],

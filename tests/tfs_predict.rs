@@ -179,6 +179,29 @@ fn bad_inputs_get_400_naming_the_problem() {
 }
 
 #[test]
+fn bare_non_finite_tokens_are_numbers_as_in_tf_serving() {
+    let response = common::client()
+        .post(format!("{}/v1/models/half_plus_three:predict", common::base_url()))
+        .body(r#"{"instances": [NaN, Infinity, -Infinity, 1.0]}"#)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response.text().unwrap(),
+        r#"{"predictions":[NaN,Infinity,-Infinity,3.5]}"#
+    );
+}
+
+#[test]
+fn instances_mixing_objects_and_lists_get_400() {
+    let path = "/v1/models/half_plus_three:predict";
+    let message = error_of(post(path, r#"{"instances": [{"x": 1.0}, [2.0]]}"#), 400);
+    assert_eq!(message, "Expecting object but got list at item 1 of input list");
+    let message = error_of(post(path, r#"{"instances": [1.0, {"x": 2.0}]}"#), 400);
+    assert_eq!(message, "Expecting value/list but got object at item 1 of input list");
+}
+
+#[test]
 fn unknown_things_get_404() {
     let body = json!({"instances": [1.0]});
     let message = error_of(post_json("/v1/models/nope:predict", &body), 404);
