@@ -15,8 +15,13 @@ use tfserve::settings::Settings;
 
 /// `case`'s code/ next to a copy of `model`'s version 1, under `root/name`.
 fn archive(root: &Path, name: &str, model: &str, case: Option<&str>) -> PathBuf {
+    archive_version(root, name, &format!("models/{model}/1"), "1", case)
+}
+
+/// `case`'s code/ next to a copy of the SavedModel at `saved_model` as `version`.
+fn archive_version(root: &Path, name: &str, saved_model: &str, version: &str, case: Option<&str>) -> PathBuf {
     let dir = root.join(name);
-    copy_dir(&repo_path(&format!("models/{model}/1")), &dir.join("1"));
+    copy_dir(&repo_path(saved_model), &dir.join(version));
     if let Some(case) = case {
         copy_dir(&repo_path(&format!("tests/handlers/{case}/code")), &dir.join("code"));
     }
@@ -33,6 +38,11 @@ fn models_dir() -> &'static Path {
         }
         archive(&root, "image", "image_classifier", Some("image"));
         archive(&root, "plain", "half_plus_three", None);
+        // The container's own test model: a TF 1.x export whose signature declares no dims.
+        for case in ["pair", "rest"] {
+            let tf1 = "tests/compat/models/half_plus_three_tf1/123";
+            archive_version(&root, &format!("{case}_tf1"), tf1, "123", Some(case));
+        }
         root
     })
 }
@@ -91,6 +101,25 @@ fn invoke(base: &str, path: &str, model: &str, content_type: &str, accept: Optio
 
 fn invocation(model: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Answer {
     invoke(base_url(), "/invocations", model, content_type, None, body.into())
+}
+
+#[test]
+#[cfg(feature = "python")]
+fn container_examples_answer_on_a_tf1_export() {
+    for model in ["pair_tf1", "rest_tf1"] {
+        for (content_type, body) in [
+            ("application/json", r#"{"instances": [1.0, 2.0, 5.0]}"#),
+            ("text/csv", "1.0,2.0,5.0"),
+        ] {
+            let answer = invocation(model, content_type, body);
+            assert_eq!(answer.status, 200, "{model} {content_type}: {}", answer.body);
+            assert_eq!(
+                answer.json()["predictions"],
+                json!([3.5, 4.0, 5.5]),
+                "{model} {content_type}"
+            );
+        }
+    }
 }
 
 #[test]
