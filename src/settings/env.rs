@@ -101,6 +101,10 @@ pub(super) fn stfs_env(
             map.insert(key.into(), json!(value));
         }
     }
+    // STFS loads every version directory it finds.
+    if map.contains_key("model_base_path") {
+        map.insert("model_version_policy".into(), json!("all"));
+    }
     if let Some(port) = env("STFS_PORT") {
         let port: u16 = port.trim().parse().map_err(|_| SettingsError::Invalid {
             name: "STFS_PORT",
@@ -174,6 +178,7 @@ mod tests {
         assert_eq!(map["enable_auth"], true);
         assert_eq!(map["auth_username"], "admin");
         assert_eq!(map["model_base_path"], "./model");
+        assert_eq!(map["model_version_policy"], "all");
         assert_eq!(map["file_system_poll_wait_seconds"], 10);
         let error = stfs_env(&env(&[("STFS_ENABLE_SSL", "maybe")])).unwrap_err().to_string();
         assert!(error.contains("STFS_ENABLE_SSL=maybe"), "{error}");
