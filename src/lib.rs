@@ -164,6 +164,7 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
     let session = settings.session(threads)?;
     let (intra, inter) = (session.intra_op_parallelism, session.inter_op_parallelism);
     let options = LoadOptions {
+        loader: Arc::new(runtime::TensorFlowLoader),
         tags: settings.tags(),
         session,
         batcher: batcher.clone(),

@@ -284,7 +284,7 @@ impl Service {
     pub fn model_metadata(&self, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
         let mut defs = Map::new();
-        for signature in servable.runtime.signatures() {
+        for signature in servable.runtime.signatures().iter() {
             defs.insert(
                 signature.name.clone(),
                 json!({
@@ -331,3 +331,6 @@ fn tensor_map(specs: &[TensorSpec]) -> Value {
     }
     Value::Object(map)
 }
+
+#[cfg(test)]
+mod tests;

@@ -321,7 +321,14 @@ fn worker(shared: &Shared) {
             }
         };
         match work {
-            Some(work) => process(work),
+            Some(work) => {
+                // A panic anywhere in a batch must not end the thread: its
+                // requests' reply channels close (they answer an error) and
+                // the thread goes on serving.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process(work))).is_err() {
+                    log::error!("a batch panicked; its requests were answered with an error");
+                }
+            }
             None => {
                 // Let the other threads see the shutdown too.
                 shared.wake.notify_all();
@@ -361,7 +368,13 @@ fn process(work: Work) {
         Err(message) => return reply_all(live, Err(BatchError::Inputs(message))),
     };
     let run_started = Instant::now();
-    let result = runner.run(inputs);
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run(inputs))).unwrap_or_else(|panic| {
+            Err(RuntimeError::Run {
+                code: crate::runtime::StatusCode::Internal,
+                message: format!("the model's run panicked: {}", panic_message(panic.as_ref())),
+            })
+        });
     let run_time = run_started.elapsed();
     metrics.run.observe(run_time.as_secs_f64());
     let outputs = match result {
@@ -401,6 +414,14 @@ fn process(work: Work) {
             batch_rows: rows,
         }));
     }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 fn reply_all(tasks: Vec<Task<Reply>>, result: ReplyResult) {
@@ -589,20 +610,4 @@ impl Drop for QueueHandle {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tensor::TensorData;
-
-    fn floats(shape: Vec<usize>) -> Tensor {
-        let len = shape.iter().product();
-        Tensor::new(shape, TensorData::Float(vec![0.0; len]))
-    }
-
-    #[test]
-    fn batch_rows_need_a_shared_0th_dimension() {
-        assert_eq!(batch_rows(&[floats(vec![3]), floats(vec![3, 2])]), Some(3));
-        assert_eq!(batch_rows(&[floats(vec![])]), None);
-        assert_eq!(batch_rows(&[floats(vec![3]), floats(vec![])]), None);
-        assert_eq!(batch_rows(&[floats(vec![3]), floats(vec![2])]), None);
-    }
-}
+mod tests;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use actix_web::{web, App, HttpResponse, HttpServer};
 use clap::{Parser, Subcommand};
 use tfserve::registry::discover_versions;
-use tfserve::runtime::{LoadedModel, SessionConfig};
+use tfserve::runtime::{LoadedModel, Model, SessionConfig};
 use tfserve::signature::DEFAULT_SIGNATURE;
 use tfserve::tensor::TensorData;
 use tfserve::warmup::synthetic_inputs;
@@ -72,8 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or(model_dir);
             let model = LoadedModel::load(&version_dir, &["serve".to_string()], &config)?;
             let signature = model
-                .signatures()
-                .find(|s| s.name == DEFAULT_SIGNATURE)
+                .signature(DEFAULT_SIGNATURE)
                 .ok_or("no serving_default signature")?
                 .clone();
             for batch in batches {

@@ -39,6 +39,7 @@ pub fn state(state: &AppState) -> HttpResponse {
                             servable
                                 .runtime
                                 .signatures()
+                                .iter()
                                 .map(|s| {
                                     json!({"name": s.name, "method": s.method_name,
                                            "inputs": tensors(&s.inputs), "outputs": tensors(&s.outputs)})

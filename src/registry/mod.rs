@@ -397,7 +397,7 @@ impl Registry {
         let session = source.session.apply(&self.options.session);
         match servable::build(model, version, path, &session, source.images, &self.options) {
             Ok(servable) => {
-                let signatures: Vec<String> = servable.runtime.signatures().map(|s| s.name.clone()).collect();
+                let signatures: Vec<String> = servable.runtime.signatures().iter().map(|s| s.name.clone()).collect();
                 log::info!(
                     "model {model} version {version} available after {:.0} ms, from {} (signatures: {})",
                     started.elapsed().as_secs_f64() * 1000.0,
@@ -425,18 +425,18 @@ impl Registry {
             slot.servable.take()
         };
         if let Some(servable) = servable {
-            let deadline = Instant::now() + DRAIN_TIMEOUT;
-            while Arc::strong_count(&servable) > 1 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            // A batch thread may still hold the session for a moment after the
-            // last reply; wait for it, so the memory is free when it is trimmed.
-            let session = Arc::downgrade(&servable.runtime);
+            // Requests in flight keep the servable, queued batches its runners;
+            // once both let go the session closes, and the memory is free to trim.
+            let holds = servable.holds();
             drop(servable);
-            while session.strong_count() > 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
+            if holds.wait_released(Instant::now() + DRAIN_TIMEOUT) {
+                log::info!("model {model} version {version} unloaded");
+            } else {
+                log::warn!(
+                    "model {model} version {version}: requests still hold it after {} s; unloaded from routing",
+                    DRAIN_TIMEOUT.as_secs()
+                );
             }
-            log::info!("model {model} version {version} unloaded");
         }
         self.set_slot(model, version, VersionState::End, None, None);
     }
@@ -534,3 +534,6 @@ pub fn spawn_poller(
         })?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

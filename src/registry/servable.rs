@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
 use crate::batcher::{BatchParams, Batcher, ParamsOverride, QueueHandle, Runner};
 use crate::imaging::ImagePolicy;
 use crate::metrics::QueueMetrics;
-use crate::runtime::{LoadedModel, RuntimeError, SessionConfig};
+use crate::runtime::{Loader, Model, RuntimeError, SessionConfig};
 use crate::signature::SignatureSpec;
 use crate::tensor::Tensor;
 
@@ -16,10 +17,13 @@ use crate::tensor::Tensor;
 pub struct Servable {
     pub model: String,
     pub version: i64,
-    pub runtime: Arc<LoadedModel>,
+    pub runtime: Arc<dyn Model>,
     /// How uploaded images reach this model.
     pub images: ImagePolicy,
     queues: BTreeMap<String, QueueHandle>,
+    /// Released when the last request lets go of this version.
+    _hold: Hold,
+    holds: Arc<Holds>,
 }
 
 impl std::fmt::Debug for Servable {
@@ -33,18 +37,71 @@ impl std::fmt::Debug for Servable {
 
 impl Servable {
     pub fn signature(&self, name: &str) -> Option<&Arc<SignatureSpec>> {
-        self.runtime.signatures().find(|s| s.name == name)
+        self.runtime.signature(name)
     }
 
     pub fn queue(&self, signature: &str) -> Option<&QueueHandle> {
         self.queues.get(signature)
     }
+
+    /// What tells when this version's memory is free: every request done with
+    /// it and every queued batch run.
+    pub fn holds(&self) -> Arc<Holds> {
+        self.holds.clone()
+    }
+}
+
+/// Counts what keeps a loaded version (and its session) alive: the servable
+/// itself and each signature's runner, which a draining queue keeps until its
+/// last batch has run. Unloading waits on it instead of polling.
+#[derive(Default)]
+pub struct Holds {
+    count: Mutex<usize>,
+    released: Condvar,
+}
+
+impl Holds {
+    fn hold(self: &Arc<Self>) -> Hold {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Hold(self.clone())
+    }
+
+    /// Waits until nothing holds the version; false if `deadline` came first.
+    pub fn wait_released(&self, deadline: Instant) -> bool {
+        let mut count = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        while *count > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            count = self
+                .released
+                .wait_timeout(count, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+}
+
+/// One hold on a version, given back on drop.
+struct Hold(Arc<Holds>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let mut count = self.0.count.lock().unwrap_or_else(|p| p.into_inner());
+        *count -= 1;
+        if *count == 0 {
+            self.0.released.notify_all();
+        }
+    }
 }
 
 /// Runs a batch on one signature of a loaded model.
 struct SignatureRunner {
-    runtime: Arc<LoadedModel>,
+    runtime: Arc<dyn Model>,
     signature: String,
+    _hold: Hold,
 }
 
 impl Runner for SignatureRunner {
@@ -94,6 +151,8 @@ pub enum SwapPolicy {
 
 /// Everything needed to turn a version directory into a servable.
 pub struct LoadOptions {
+    /// TensorFlow in the server; a mock in tests.
+    pub loader: Arc<dyn Loader>,
     pub tags: Vec<String>,
     pub session: SessionConfig,
     pub batcher: Arc<Batcher>,
@@ -111,17 +170,20 @@ pub fn build(
     images: ImagePolicy,
     options: &LoadOptions,
 ) -> Result<Servable, RuntimeError> {
-    let runtime = Arc::new(LoadedModel::load(path, &options.tags, session)?);
+    let runtime = options.loader.load(path, &options.tags, session)?;
     let (params, merge) = options.batching.for_model(model);
     let sizes = if merge { params.warmup_sizes() } else { vec![1] };
-    crate::warmup::warm_up(model, version, path, &runtime, &sizes)?;
+    crate::warmup::warm_up(model, version, path, runtime.as_ref(), &sizes)?;
+    let holds = Arc::new(Holds::default());
     let queues = runtime
         .signatures()
+        .iter()
         .map(|signature| {
             let name = signature.name.clone();
             let runner = Arc::new(SignatureRunner {
                 runtime: runtime.clone(),
                 signature: name.clone(),
+                _hold: holds.hold(),
             });
             let label = format!("model {model} version {version} signature {name}");
             let metrics = QueueMetrics::new(model, version, &name);
@@ -135,5 +197,7 @@ pub fn build(
         runtime,
         images,
         queues,
+        _hold: holds.hold(),
+        holds,
     })
 }

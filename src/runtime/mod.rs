@@ -4,11 +4,39 @@
 
 mod bytes;
 mod graph_trace;
+pub mod mock;
 mod session_config;
 mod tf;
 
+use std::path::Path;
+use std::sync::Arc;
+
 pub use session_config::SessionConfig;
-pub use tf::{load_op_library, LoadedModel};
+pub use tf::{load_op_library, LoadedModel, TensorFlowLoader};
+
+use crate::signature::SignatureSpec;
+use crate::tensor::Tensor;
+
+/// A loaded model whose signatures can run: a TensorFlow session in the
+/// server, a scripted one in tests (`mock`), so everything above this layer
+/// is testable without libtensorflow.
+pub trait Model: Send + Sync {
+    /// The servable signatures, sorted by name.
+    fn signatures(&self) -> &[Arc<SignatureSpec>];
+
+    /// Runs a signature. `inputs` follow the order of the signature's inputs;
+    /// the result follows its outputs.
+    fn run(&self, signature: &str, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError>;
+
+    fn signature(&self, name: &str) -> Option<&Arc<SignatureSpec>> {
+        self.signatures().iter().find(|s| s.name == name)
+    }
+}
+
+/// Turns a SavedModel directory into a `Model`.
+pub trait Loader: Send + Sync {
+    fn load(&self, dir: &Path, tags: &[String], session: &SessionConfig) -> Result<Arc<dyn Model>, RuntimeError>;
+}
 
 /// TensorFlow's status codes, as far as callers need to tell them apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use tensorflow as tfr;
 use tensorflow::{Code, DataType, Graph, Operation, SavedModelBundle, Session, SessionOptions, SessionRunArgs};
 
 use super::bytes::ByteString;
-use super::{RuntimeError, SessionConfig, StatusCode};
+use super::{Loader, Model, RuntimeError, SessionConfig, StatusCode};
 use crate::signature::{split_tensor_name, SignatureSpec, TensorSpec, INIT_OP_SIGNATURE};
 use crate::tensor::{DType, Tensor, TensorData};
 
@@ -24,7 +24,18 @@ struct BoundSignature {
 pub struct LoadedModel {
     session: Session,
     signatures: BTreeMap<String, BoundSignature>,
+    /// The same specs, in name order, for `Model::signatures`.
+    specs: Vec<Arc<SignatureSpec>>,
     _graph: Graph,
+}
+
+/// Loads SavedModels with libtensorflow.
+pub struct TensorFlowLoader;
+
+impl Loader for TensorFlowLoader {
+    fn load(&self, dir: &Path, tags: &[String], session: &SessionConfig) -> Result<Arc<dyn Model>, RuntimeError> {
+        Ok(Arc::new(LoadedModel::load(dir, tags, session)?))
+    }
 }
 
 impl std::fmt::Debug for LoadedModel {
@@ -90,20 +101,22 @@ impl LoadedModel {
                 },
             );
         }
+        let specs = signatures.values().map(|s| s.spec.clone()).collect();
         Ok(LoadedModel {
             session: bundle.session,
             signatures,
+            specs,
             _graph: graph,
         })
     }
+}
 
-    pub fn signatures(&self) -> impl Iterator<Item = &Arc<SignatureSpec>> {
-        self.signatures.values().map(|s| &s.spec)
+impl Model for LoadedModel {
+    fn signatures(&self) -> &[Arc<SignatureSpec>] {
+        &self.specs
     }
 
-    /// Runs a signature. `inputs` follow the order of `spec.inputs`; the result
-    /// follows `spec.outputs`.
-    pub fn run(&self, signature: &str, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
+    fn run(&self, signature: &str, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
         let bound = self
             .signatures
             .get(signature)

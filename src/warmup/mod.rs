@@ -7,7 +7,7 @@ pub mod records;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::runtime::{LoadedModel, RuntimeError};
+use crate::runtime::{Model, RuntimeError};
 use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
 use crate::tensor::{Tensor, TensorData};
 
@@ -63,7 +63,7 @@ pub fn warm_up(
     model: &str,
     version: i64,
     dir: &Path,
-    runtime: &LoadedModel,
+    runtime: &dyn Model,
     sizes: &[usize],
 ) -> Result<(), RuntimeError> {
     let started = Instant::now();
@@ -81,7 +81,7 @@ pub fn warm_up(
     Ok(())
 }
 
-fn replay(file: &Path, runtime: &LoadedModel) -> Result<usize, RuntimeError> {
+fn replay(file: &Path, runtime: &dyn Model) -> Result<usize, RuntimeError> {
     let fail = |message: String| RuntimeError::Load {
         path: file.display().to_string(),
         message,
@@ -91,8 +91,7 @@ fn replay(file: &Path, runtime: &LoadedModel) -> Result<usize, RuntimeError> {
     for (i, request) in requests.iter().enumerate() {
         let name = request.signature.as_deref().unwrap_or(DEFAULT_SIGNATURE);
         let signature = runtime
-            .signatures()
-            .find(|s| s.name == name)
+            .signature(name)
             .ok_or_else(|| fail(format!("record {i}: no signature '{name}'")))?;
         let inputs = signature
             .inputs
@@ -117,7 +116,7 @@ fn replay(file: &Path, runtime: &LoadedModel) -> Result<usize, RuntimeError> {
     Ok(requests.len())
 }
 
-fn synthetic(model: &str, version: i64, runtime: &LoadedModel, sizes: &[usize]) -> usize {
+fn synthetic(model: &str, version: i64, runtime: &dyn Model, sizes: &[usize]) -> usize {
     let mut runs = 0;
     for signature in runtime.signatures() {
         for &rows in sizes {
