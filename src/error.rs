@@ -46,6 +46,11 @@ pub enum ApiError {
     Image(#[from] crate::imaging::ImageError),
     #[error(transparent)]
     Handler(#[from] HandlerError),
+    #[error("server busy: {0} requests are being handled, the limit (max_in_flight_requests); retry later")]
+    Overloaded(usize),
+    /// The server's own failure, not the request's.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl ApiError {
@@ -86,6 +91,8 @@ impl ApiError {
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             // nginx's "client closed request"; nobody reads it, but logs and metrics do.
             ApiError::ClientGone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -178,6 +185,8 @@ mod tests {
             (RegistryError::UnknownLabel("nope".into()).into(), 400),
             (ApiError::PayloadTooLarge { limit: 1, got: Some(2) }, 413),
             (ApiError::Timeout(5), 504),
+            (ApiError::Internal("join".into()), 500),
+            (ApiError::Overloaded(4096), 503),
         ];
         for (error, status) in cases {
             assert_eq!(error.status().as_u16(), status, "{error}");

@@ -223,6 +223,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let state = web::Data::new(http::AppState {
         service,
         max_request_bytes: settings.max_request_bytes,
+        in_flight: http::InFlight::new(settings.max_in_flight_requests),
         config_file: settings.model_config_file.clone(),
         model_roots: settings.roots(),
         max_models: settings.max_models,
@@ -237,6 +238,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let server = HttpServer::new(move || {
         App::new()
             .wrap(actix_web::middleware::Condition::new(cors, http::cors()))
+            .wrap(actix_web::middleware::from_fn(http::request_id::assign))
             .app_data(app_state.clone())
             .configure(http::configure)
     })

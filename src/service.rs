@@ -34,6 +34,8 @@ pub type ClientGone = Box<dyn Fn() -> bool + Send + Sync>;
 #[derive(Default)]
 pub struct Trace {
     pub client_gone: Option<ClientGone>,
+    /// The request's id (`X-Request-Id`), for log lines about it.
+    pub request_id: Option<Arc<str>>,
     pub model: Option<String>,
     pub version: Option<i64>,
     pub signature: Option<String>,
@@ -101,7 +103,7 @@ impl Service {
             .queue(&signature.name)
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
-        let pending = queue.submit(inputs, &names)?;
+        let pending = queue.submit(inputs, &names, trace.request_id.clone())?;
         let output = self.wait(pending, trace.client_gone.take()).await?;
         trace.ran(&output);
         Ok(output.outputs)
@@ -144,12 +146,24 @@ impl Service {
         trace: &mut Trace,
     ) -> Result<Vec<u8>, ApiError> {
         let servable = self.registry.resolve(model, selector)?;
-        let body = crate::codec::nonfinite::quote_bare_tokens(body);
-        let envelope = PredictEnvelope::parse(&body)?;
-        let signature = Self::signature(&servable, envelope.signature_name.as_deref())?;
+        let decode = {
+            let servable = servable.clone();
+            move |body: &[u8]| -> Result<(Arc<SignatureSpec>, RequestFormat, Vec<Tensor>), ApiError> {
+                let body = crate::codec::nonfinite::quote_bare_tokens(body);
+                let envelope = PredictEnvelope::parse(&body)?;
+                let signature = Self::signature(&servable, envelope.signature_name.as_deref())?;
+                let format = envelope.format()?;
+                let inputs = envelope.decode(&signature)?;
+                Ok((signature, format, inputs))
+            }
+        };
+        let (signature, format, inputs) = if body.len() < OFFLOAD_BYTES {
+            decode(body)?
+        } else {
+            let owned = body.to_vec();
+            off_worker(move || decode(&owned)).await?
+        };
         trace.resolved(&servable, &signature);
-        let format = envelope.format()?;
-        let inputs = envelope.decode(&signature)?;
         self.predict_inputs(&servable, &signature, inputs, format, trace).await
     }
 
@@ -169,19 +183,30 @@ impl Service {
     pub async fn predict_inputs(
         &self,
         servable: &Servable,
-        signature: &SignatureSpec,
+        signature: &Arc<SignatureSpec>,
         inputs: Vec<Tensor>,
         format: RequestFormat,
         trace: &mut Trace,
     ) -> Result<Vec<u8>, ApiError> {
         let outputs = self.run(servable, signature, inputs, trace).await?;
-        let named: Vec<NamedOutput<'_>> = signature
-            .outputs
-            .iter()
-            .zip(&outputs)
-            .map(|(spec, tensor)| NamedOutput { key: &spec.key, tensor })
-            .collect();
-        Ok(predict_response(format, &named)?)
+        let elements: usize = outputs.iter().map(|t| t.data.len()).sum();
+        let encode = {
+            let signature = signature.clone();
+            move || -> Result<Vec<u8>, ApiError> {
+                let named: Vec<NamedOutput<'_>> = signature
+                    .outputs
+                    .iter()
+                    .zip(&outputs)
+                    .map(|(spec, tensor)| NamedOutput { key: &spec.key, tensor })
+                    .collect();
+                Ok(predict_response(format, &named)?)
+            }
+        };
+        if elements < OFFLOAD_ELEMENTS {
+            encode()
+        } else {
+            off_worker(encode).await
+        }
     }
 
     /// TF Serving's `:classify` and `:regress`: examples in, `results` out.
@@ -309,6 +334,21 @@ fn output_names(signature: &SignatureSpec) -> String {
         .map(|s| s.key.as_str())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// Bodies at least this large decode on the blocking pool, and outputs of at
+/// least this many elements encode there: megabytes of JSON would otherwise
+/// hold an HTTP worker, and every connection it serves, for milliseconds.
+const OFFLOAD_BYTES: usize = 256 * 1024;
+const OFFLOAD_ELEMENTS: usize = 32 * 1024;
+
+/// Runs CPU-heavy request work off the HTTP workers.
+async fn off_worker<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("a decoding task failed: {e}")))?
 }
 
 /// How often a waiting request checks that its client is still connected.

@@ -193,6 +193,27 @@ fn bare_non_finite_tokens_are_numbers_as_in_tf_serving() {
 }
 
 #[test]
+fn request_ids_are_echoed_or_generated() {
+    let url = format!("{}/v1/models/half_plus_three:predict", common::base_url());
+    let body = r#"{"instances": [1.0]}"#;
+    let response = common::client()
+        .post(&url)
+        .header("X-Request-Id", "trace-7f3a")
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(response.headers()["x-request-id"], "trace-7f3a");
+    let response = common::client().post(&url).body(body).send().unwrap();
+    let generated = response.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert_eq!(generated.len(), 16, "{generated}");
+    assert!(generated.bytes().all(|b| b.is_ascii_hexdigit()), "{generated}");
+    // Error answers carry it too.
+    let response = common::client().post(&url).body("{").send().unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    assert!(response.headers().contains_key("x-request-id"));
+}
+
+#[test]
 fn instances_mixing_objects_and_lists_get_400() {
     let path = "/v1/models/half_plus_three:predict";
     let message = error_of(post(path, r#"{"instances": [{"x": 1.0}, [2.0]]}"#), 400);

@@ -142,6 +142,8 @@ fn merge_parts(parts: Vec<BatchOutput>) -> ReplyResult {
 }
 
 struct Entry {
+    /// Describes the queue in log lines and errors.
+    name: Arc<str>,
     queue: Queue<Reply>,
     runner: Arc<dyn Runner>,
     metrics: QueueMetrics,
@@ -162,6 +164,7 @@ struct State {
 
 /// A batch taken off a queue, with what is needed to run it.
 struct Work {
+    name: Arc<str>,
     batch: Batch<Reply>,
     runner: Arc<dyn Runner>,
     metrics: QueueMetrics,
@@ -185,6 +188,7 @@ impl State {
                 self.cursor = id;
                 entry.metrics.depth.set(entry.queue.depth() as i64);
                 return Some(Work {
+                    name: entry.name.clone(),
                     batch,
                     runner: entry.runner.clone(),
                     metrics: entry.metrics.clone(),
@@ -255,6 +259,7 @@ impl Batcher {
         state.queues.insert(
             id,
             Entry {
+                name: name.as_str().into(),
                 queue,
                 runner,
                 metrics: metrics.clone(),
@@ -341,6 +346,7 @@ fn worker(shared: &Shared) {
 /// Runs one batch: drop abandoned requests, assemble, run, split, reply.
 fn process(work: Work) {
     let Work {
+        name,
         batch,
         runner,
         metrics,
@@ -379,8 +385,16 @@ fn process(work: Work) {
     metrics.run.observe(run_time.as_secs_f64());
     let outputs = match result {
         Ok(outputs) => outputs,
-        Err(error) => return reply_all(live, Err(BatchError::Run(error))),
+        Err(error) => {
+            log::warn!("{name}: batch of {rows} rows failed ({}): {error}", request_ids(&live));
+            return reply_all(live, Err(BatchError::Run(error)));
+        }
     };
+    log::debug!(
+        "{name}: ran {run_rows} rows in {:.3} ms ({})",
+        run_time.as_secs_f64() * 1000.0,
+        request_ids(&live)
+    );
     if live.len() == 1 && run_rows == rows {
         let task = live.pop().expect("one task");
         let queue_time = run_started.duration_since(task.enqueued);
@@ -414,6 +428,12 @@ fn process(work: Work) {
             batch_rows: rows,
         }));
     }
+}
+
+/// The ids of a batch's requests, for log lines.
+fn request_ids(tasks: &[Task<Reply>]) -> String {
+    let ids: Vec<&str> = tasks.iter().filter_map(|t| t.request_id.as_deref()).collect();
+    format!("requests {}", ids.join(","))
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -485,7 +505,12 @@ pub struct QueueHandle {
 
 impl QueueHandle {
     /// Queues a request. `input_names` label the tensors in error messages.
-    pub fn submit(&self, inputs: Vec<Tensor>, input_names: &[&str]) -> Result<Pending, BatchError> {
+    pub fn submit(
+        &self,
+        inputs: Vec<Tensor>,
+        input_names: &[&str],
+        request_id: Option<Arc<str>>,
+    ) -> Result<Pending, BatchError> {
         // As TF Serving's batching session: requests merge along the 0th
         // dimension; one whose inputs have none (or disagree on it) cannot be
         // merged, so it runs alone and the graph decides whether it is valid.
@@ -530,6 +555,7 @@ impl QueueHandle {
                     inputs,
                     rows,
                     alone: false,
+                    request_id: request_id.clone(),
                     enqueued,
                     reply: Reply::Part {
                         gather: gather.clone(),
@@ -542,6 +568,7 @@ impl QueueHandle {
                 inputs,
                 rows,
                 alone,
+                request_id,
                 enqueued,
                 reply: Reply::Whole(sender),
             }]

@@ -2,6 +2,7 @@
 //! share a batch, when a batch is ready, and when the queue is full.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::params::BatchParams;
@@ -14,6 +15,8 @@ pub struct Task<R> {
     /// Inputs that cannot be concatenated with others (a scalar, or inputs
     /// disagreeing on the 0th dimension): the request runs as a batch of its own.
     pub alone: bool,
+    /// The request's id, for log lines written on the batch thread.
+    pub request_id: Option<Arc<str>>,
     pub enqueued: Instant,
     pub reply: R,
 }
@@ -257,6 +260,7 @@ mod tests {
             inputs,
             rows,
             alone: false,
+            request_id: None,
             enqueued: at,
             reply: rows,
         }
@@ -337,6 +341,7 @@ mod tests {
             inputs: vec![Tensor::new(vec![], TensorData::Float(vec![3.5]))],
             rows: 1,
             alone: true,
+            request_id: None,
             enqueued: now,
             reply: 0,
         };
@@ -372,6 +377,7 @@ mod tests {
                 inputs,
                 rows,
                 alone: false,
+                request_id: None,
                 enqueued: now,
                 reply: rows,
             })

@@ -88,7 +88,7 @@ async fn add_model(state: &AppState, source: ModelSource) -> Result<(), ApiError
         Ok(())
     })
     .await
-    .map_err(|e| ApiError::BadRequest(e.to_string()))??;
+    .map_err(|e| ApiError::Internal(format!("the blocking pool failed: {e}")))??;
     Ok(())
 }
 
@@ -101,7 +101,7 @@ async fn remove_model(state: &AppState, name: String) -> Result<(), ApiError> {
         Ok::<(), ApiError>(())
     })
     .await
-    .map_err(|e| ApiError::BadRequest(e.to_string()))??;
+    .map_err(|e| ApiError::Internal(format!("the blocking pool failed: {e}")))??;
     Ok(())
 }
 
@@ -156,7 +156,7 @@ pub async fn tfserve_api(req: &HttpRequest, payload: web::Payload, state: &AppSt
         let registry = state.service.registry.clone();
         web::block(move || registry.sync(&sources))
             .await
-            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+            .map_err(|e| ApiError::Internal(format!("the blocking pool failed: {e}")))?;
         let names = state.service.registry.model_names();
         return Ok(json(StatusCode::OK, json!({"models": names})));
     }

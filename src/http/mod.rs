@@ -3,6 +3,7 @@
 
 mod dashboard;
 mod manage;
+pub mod request_id;
 mod sagemaker;
 mod stfs;
 mod tfs;
@@ -28,6 +29,8 @@ use crate::service::{Service, Trace};
 pub struct AppState {
     pub service: Service,
     pub max_request_bytes: usize,
+    /// The bound on POST requests being handled at once.
+    pub in_flight: InFlight,
     /// The model config file, for reloads over HTTP.
     pub config_file: Option<std::path::PathBuf>,
     /// Directories models loaded over HTTP must live in.
@@ -36,6 +39,40 @@ pub struct AppState {
     pub max_models: usize,
     /// Basic-auth credentials every route but liveness requires, when set.
     pub auth: Option<BasicAuth>,
+}
+
+/// A counter of requests being handled, refusing past its limit: overload
+/// answers 503 at once instead of queueing without bound.
+pub struct InFlight {
+    count: std::sync::atomic::AtomicUsize,
+    limit: usize,
+}
+
+/// One admitted request; leaves the count on drop.
+pub struct Admitted<'a>(&'a InFlight);
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl InFlight {
+    pub fn new(limit: usize) -> InFlight {
+        InFlight {
+            count: std::sync::atomic::AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    pub fn admit(&self) -> Result<Admitted<'_>, ApiError> {
+        let before = self.count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let admitted = Admitted(self);
+        if before >= self.limit {
+            return Err(ApiError::Overloaded(self.limit));
+        }
+        Ok(admitted)
+    }
 }
 
 /// HTTP basic auth: the expected `user:password`, compared in constant time.
@@ -116,6 +153,21 @@ impl PeerSocket {
     }
 }
 
+/// The id the request-id middleware gave the request.
+pub fn request_id(req: &HttpRequest) -> Option<request_id::RequestId> {
+    use actix_web::HttpMessage;
+    req.extensions().get::<request_id::RequestId>().cloned()
+}
+
+/// A fresh trace for an inference request: its id and a way to tell its client left.
+pub fn trace(req: &HttpRequest) -> Trace {
+    Trace {
+        client_gone: client_gone(req),
+        request_id: request_id(req).map(|id| id.0),
+        ..Trace::default()
+    }
+}
+
 /// A check for the request's client having gone, when the connection is known.
 pub fn client_gone(req: &HttpRequest) -> Option<Box<dyn Fn() -> bool + Send + Sync>> {
     let peer = req.conn_data::<PeerSocket>().copied()?;
@@ -153,6 +205,15 @@ async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppS
             return response;
         }
     }
+    // Probes, metrics and pages (GET) always answer; work (POST) is bounded.
+    let _admitted = if req.method() == actix_web::http::Method::POST {
+        match state.in_flight.admit() {
+            Ok(admitted) => Some(admitted),
+            Err(err) => return error_response(err.status(), &err.to_string()),
+        }
+    } else {
+        None
+    };
     if req.method() == actix_web::http::Method::GET && (path == "/metrics" || path == "/monitoring/prometheus/metrics")
     {
         return HttpResponse::Ok()
@@ -216,7 +277,8 @@ async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppS
     };
     result.unwrap_or_else(|err| {
         if err.status().is_server_error() {
-            log::warn!("{} {}: {err}", req.method(), req.path());
+            let id = request_id(&req).map(|id| id.0).unwrap_or_default();
+            log::warn!("[{id}] {} {}: {err}", req.method(), req.path());
         }
         error_response(err.status(), &err.to_string())
     })
@@ -267,7 +329,8 @@ pub fn answer(
         Ok(body) => json_response(body),
         Err(err) => {
             if err.status().is_server_error() {
-                log::warn!("{api} on model {model}: {err}");
+                let id = trace.request_id.as_deref().unwrap_or_default();
+                log::warn!("[{id}] {api} on model {model}: {err}");
             }
             error_response(err.status(), &err.to_string())
         }
@@ -293,6 +356,11 @@ pub fn answer(
     };
     let signature = trace.signature.as_deref().unwrap_or("");
     let status = response.status().as_u16().to_string();
+    log::debug!(
+        "[{}] {api} {model} {version} {signature}: {status} in {:.3} ms",
+        trace.request_id.as_deref().unwrap_or_default(),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
     METRICS
         .requests
         .with_label_values(&[model, &version, signature, api, &status])

@@ -11,7 +11,6 @@ use super::{answer, read_body, AppState};
 use crate::error::error_response;
 use crate::registry::{VersionSelector, VersionState};
 use crate::sagemaker::{default_model, Invocation, CUSTOM_ATTRIBUTES};
-use crate::service::Trace;
 
 fn default_model_name(state: &AppState) -> Option<String> {
     default_model(
@@ -40,10 +39,7 @@ pub async fn invocations(
     model: Option<String>,
 ) -> HttpResponse {
     let started = Instant::now();
-    let mut trace = Trace {
-        client_gone: super::client_gone(req),
-        ..Trace::default()
-    };
+    let mut trace = super::trace(req);
     let header = |name| {
         req.headers()
             .get(name)

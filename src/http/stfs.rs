@@ -13,16 +13,12 @@ use super::{answer, json_response, read_body, AppState};
 use crate::error::ApiError;
 use crate::imaging::ImageFile;
 use crate::registry::VersionSelector;
-use crate::service::Trace;
 use crate::stfs;
 
 /// `POST /` with a JSON body, or a form upload of image files.
 pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -> HttpResponse {
     let started = Instant::now();
-    let mut trace = Trace {
-        client_gone: super::client_gone(req),
-        ..Trace::default()
-    };
+    let mut trace = super::trace(req);
     let content_type = req
         .headers()
         .get(CONTENT_TYPE)

@@ -12,7 +12,6 @@ use regex::Regex;
 use super::{answer, read_body, AppState};
 use crate::error::ApiError;
 use crate::registry::VersionSelector;
-use crate::service::Trace;
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
 
 #[derive(Debug, PartialEq)]
@@ -106,10 +105,7 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) 
     match parse_route(req.method(), req.path())? {
         Route::Infer { model, selector, verb } => {
             let started = Instant::now();
-            let mut trace = Trace {
-                client_gone: super::client_gone(req),
-                ..Trace::default()
-            };
+            let mut trace = super::trace(req);
             let result = async {
                 let body = read_body(req, payload, state.max_request_bytes).await?;
                 match verb {

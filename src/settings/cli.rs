@@ -204,6 +204,12 @@ pub struct Cli {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rest_api_timeout_in_ms: Option<u64>,
 
+    /// POST requests (inference, management) handled at once, image decodes
+    /// included; more answer 503 with Retry-After at once. Default 4096.
+    #[arg(long = "max_in_flight_requests", alias = "max-in-flight-requests", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_in_flight_requests: Option<usize>,
+
     /// Largest accepted request body in bytes; larger ones answer 413. Default 256 MiB.
     #[arg(long = "max_request_bytes", alias = "max-request-bytes", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]

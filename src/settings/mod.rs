@@ -59,6 +59,8 @@ pub struct Settings {
     pub max_queued_runs: usize,
     pub rest_api_timeout_in_ms: u64,
     pub max_request_bytes: usize,
+    /// Inference and management requests (POST) handled at once; more answer 503.
+    pub max_in_flight_requests: usize,
     pub tensorflow_intra_op_parallelism: Option<i32>,
     pub tensorflow_inter_op_parallelism: Option<i32>,
     pub saved_model_tags: String,
@@ -117,6 +119,7 @@ impl Default for Settings {
             max_queued_runs: 1024,
             rest_api_timeout_in_ms: 30_000,
             max_request_bytes: 256 << 20,
+            max_in_flight_requests: 4096,
             tensorflow_intra_op_parallelism: None,
             tensorflow_inter_op_parallelism: None,
             saved_model_tags: "serve".into(),
@@ -205,6 +208,7 @@ impl Settings {
         positive("num_batch_threads", self.num_batch_threads.unwrap_or(1))?;
         positive("max_queued_runs", self.max_queued_runs)?;
         positive("max_request_bytes", self.max_request_bytes)?;
+        positive("max_in_flight_requests", self.max_in_flight_requests)?;
         positive("python_workers", self.python_workers)?;
         if self.enable_auth {
             let missing = |name: &'static str| SettingsError::Invalid {

@@ -1,0 +1,93 @@
+//! Request ids: the client's `X-Request-Id` when it sends a usable one, a
+//! generated one otherwise; echoed on the response and carried into every log
+//! line about the request, batch threads included.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::HttpMessage;
+
+pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Longest client id kept; a longer or non-printable one is replaced.
+const MAX_LEN: usize = 128;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestId(pub Arc<str>);
+
+impl RequestId {
+    /// The client's id if usable, else a new one.
+    pub fn from_header(value: Option<&HeaderValue>) -> RequestId {
+        let given = value
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && v.len() <= MAX_LEN && v.bytes().all(|b| b.is_ascii_graphic()));
+        match given {
+            Some(id) => RequestId(id.into()),
+            None => RequestId::generate(),
+        }
+    }
+
+    /// 16 hex digits, unique within the process and unlikely to repeat across
+    /// restarts (the sequence is mixed with the start time and process id).
+    pub fn generate() -> RequestId {
+        static SEED: OnceLock<u64> = OnceLock::new();
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let seed = *SEED.get_or_init(|| {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or_default();
+            nanos ^ (u64::from(std::process::id()) << 32)
+        });
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        RequestId(format!("{:016x}", mix(seed.wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15)))).into())
+    }
+}
+
+/// splitmix64's finaliser: consecutive inputs give unrelated-looking ids.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Middleware (`middleware::from_fn`): gives the request its id and the response the header.
+pub async fn assign(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let id = RequestId::from_header(req.headers().get(&HEADER));
+    req.extensions_mut().insert(id.clone());
+    let mut response = next.call(req).await?;
+    if let Ok(value) = HeaderValue::from_str(&id.0) {
+        response.headers_mut().insert(HEADER, value);
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_usable_client_ids_and_replaces_the_rest() {
+        let given = HeaderValue::from_static("client-42");
+        assert_eq!(RequestId::from_header(Some(&given)).0.as_ref(), "client-42");
+        let long = HeaderValue::from_str(&"x".repeat(MAX_LEN + 1)).unwrap();
+        assert_eq!(RequestId::from_header(Some(&long)).0.len(), 16);
+        let spaced = HeaderValue::from_static("a b");
+        assert_ne!(RequestId::from_header(Some(&spaced)).0.as_ref(), "a b");
+        assert_eq!(RequestId::from_header(None).0.len(), 16);
+    }
+
+    #[test]
+    fn generated_ids_do_not_repeat() {
+        let ids: std::collections::HashSet<Arc<str>> = (0..1000).map(|_| RequestId::generate().0).collect();
+        assert_eq!(ids.len(), 1000);
+    }
+}

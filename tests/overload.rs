@@ -1,0 +1,74 @@
+//! The bound on requests in flight: past `max_in_flight_requests`, POSTs
+//! answer 503 with `Retry-After` at once while probes keep answering.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+
+use common::{repo_path, spawn_server};
+use tfserve::settings::Settings;
+
+#[test]
+fn requests_past_the_limit_get_503_and_probes_still_answer() {
+    let addr = spawn_server(Settings {
+        host: "127.0.0.1".into(),
+        rest_api_port: Some(0),
+        model_base_path: Some(repo_path("models/half_plus_three")),
+        model_name: "half_plus_three".into(),
+        max_in_flight_requests: 1,
+        ..Settings::default()
+    });
+    let url = format!("http://{addr}/v1/models/half_plus_three:predict");
+    let body = r#"{"instances": [1.0]}"#;
+    let client = common::client();
+    // A request whose body never finishes arriving holds the only slot. If it
+    // lost the race for the slot to a probe request (and was refused), stall another.
+    let stall = || {
+        let mut socket = TcpStream::connect(addr).unwrap();
+        write!(
+            socket,
+            "POST /v1/models/half_plus_three:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{"
+        )
+        .unwrap();
+        socket.flush().unwrap();
+        socket.set_nonblocking(true).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        socket
+    };
+    let answered = |socket: &TcpStream| socket.peek(&mut [0u8; 1]).is_ok();
+    let mut stalled = stall();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let refused = loop {
+        let response = client.post(&url).body(body).send().unwrap();
+        if response.status().as_u16() == 503 {
+            break response;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stalled request never took the slot"
+        );
+        if answered(&stalled) {
+            stalled = stall();
+        }
+    };
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let error: serde_json::Value = refused.json().unwrap();
+    let message = error["error"].as_str().unwrap();
+    assert!(
+        message.contains("max_in_flight_requests") && message.contains('1'),
+        "{message}"
+    );
+    let live = client.get(format!("http://{addr}/v1/health/live")).send().unwrap();
+    assert_eq!(live.status().as_u16(), 200);
+    drop(stalled);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let response = client.post(&url).body(body).send().unwrap();
+        if response.status().as_u16() == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the slot was never given back");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
