@@ -89,9 +89,9 @@ pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError
         .unwrap_or_default()
         .is_empty()
     {
-        let name = std::env::var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME")
-            .ok()
-            .filter(|n| !n.is_empty() && n != "None")
+        let name = settings
+            .default_model_name
+            .clone()
             .or_else(|| {
                 settings
                     .models_dir
@@ -209,7 +209,8 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
         handlers,
         Duration::from_millis(settings.rest_api_timeout_in_ms),
     )
-    .with_method_name_check(settings.enable_signature_method_name_check);
+    .with_method_name_check(settings.enable_signature_method_name_check)
+    .with_default_model(settings.default_model_name.clone());
     Ok((service, batcher))
 }
 

@@ -24,6 +24,8 @@ pub struct Service {
     /// `--enable_signature_method_name_check`: classify/regress only on
     /// signatures whose method_name says so, not on any of the right structure.
     method_name_check: bool,
+    /// SageMaker's default model (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`).
+    default_model: Option<String>,
 }
 
 /// Tells whether a request's client has gone away.
@@ -65,7 +67,20 @@ impl Service {
             handlers,
             timeout,
             method_name_check: false,
+            default_model: None,
         }
+    }
+
+    pub fn with_default_model(self, default_model: Option<String>) -> Service {
+        Service { default_model, ..self }
+    }
+
+    /// The model SageMaker requests without a model name go to: the
+    /// configured default, else the first model by name.
+    pub fn default_model(&self) -> Option<String> {
+        self.default_model
+            .clone()
+            .or_else(|| self.registry.model_names().into_iter().next())
     }
 
     pub fn with_method_name_check(self, method_name_check: bool) -> Service {

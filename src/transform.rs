@@ -173,12 +173,12 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let limit = (args.max_payload_in_mb * 1024.0 * 1024.0) as usize;
-    let invocation = Invocation {
-        model: None,
-        content_type: args.content_type.clone(),
-        custom_attributes: args.custom_attributes.clone().unwrap_or_default(),
-        accept: args.accept.clone(),
-    };
+    let invocation = Invocation::new(
+        None,
+        args.content_type.clone(),
+        args.custom_attributes.clone().unwrap_or_default(),
+        args.accept.clone(),
+    );
     let mut pending: HashMap<usize, Pending> = HashMap::new();
     let mut failures = Vec::new();
     let started = Instant::now();

@@ -12,12 +12,12 @@ use tfserve::settings::Settings;
 fn base_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
-        // Read per request by /ping and /invocations; set before any request is made.
-        std::env::set_var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "half_plus_three");
         let settings = Settings {
             host: "127.0.0.1".into(),
             rest_api_port: Some(0),
             models_dir: repo_path("models"),
+            // SAGEMAKER_TFS_DEFAULT_MODEL_NAME's setting.
+            default_model_name: Some("half_plus_three".into()),
             // What `tfserve serve` sets: the container serves every version it finds.
             model_version_policy: tfserve::model_config::DefaultVersionPolicy::All,
             ..Settings::default()

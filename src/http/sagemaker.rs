@@ -10,13 +10,10 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use super::{answer, read_body, AppState};
 use crate::error::error_response;
 use crate::registry::{VersionSelector, VersionState};
-use crate::sagemaker::{default_model, Invocation, CUSTOM_ATTRIBUTES};
+use crate::sagemaker::{Invocation, CUSTOM_ATTRIBUTES};
 
 fn default_model_name(state: &AppState) -> Option<String> {
-    default_model(
-        std::env::var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME").ok(),
-        &state.service.registry.model_names(),
-    )
+    state.service.default_model()
 }
 
 /// 200 once the default model has an available version (always, with no
@@ -47,12 +44,12 @@ pub async fn invocations(
             .unwrap_or_default()
             .to_string()
     };
-    let invocation = Invocation {
+    let invocation = Invocation::new(
         model,
-        content_type: header(CONTENT_TYPE.as_str()),
-        custom_attributes: header(CUSTOM_ATTRIBUTES),
-        accept: header(ACCEPT.as_str()),
-    };
+        header(CONTENT_TYPE.as_str()),
+        header(CUSTOM_ATTRIBUTES),
+        header(ACCEPT.as_str()),
+    );
     let model_label = invocation.model_name(&state.service);
     let result = async {
         let body = read_body(req, payload, state.max_request_bytes).await?;

@@ -26,31 +26,39 @@ pub struct Invocation {
     /// attributes' `tfs-model-name`; else the default model.
     pub model: Option<String>,
     pub content_type: String,
+    /// The raw header, which handlers see (`context.custom_attributes`).
     pub custom_attributes: String,
+    /// What the header selects, parsed once.
+    pub attributes: CustomAttributes,
     /// The `Accept` header, for handlers (`context.accept_header`).
     pub accept: String,
 }
 
 impl Invocation {
+    pub fn new(model: Option<String>, content_type: String, custom_attributes: String, accept: String) -> Invocation {
+        Invocation {
+            model,
+            content_type,
+            attributes: CustomAttributes::parse(&custom_attributes),
+            custom_attributes,
+            accept,
+        }
+    }
+
     pub fn model_name(&self, service: &Service) -> String {
         self.model
             .clone()
-            .or(CustomAttributes::parse(&self.custom_attributes).model_name)
-            .or_else(|| {
-                default_model(
-                    std::env::var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME").ok(),
-                    &service.registry.model_names(),
-                )
-            })
+            .or_else(|| self.attributes.model_name.clone())
+            .or_else(|| service.default_model())
             .unwrap_or_default()
     }
 
     /// Converts the body as the container does and runs it.
     pub async fn run(&self, service: &Service, body: &[u8], trace: &mut Trace) -> Result<Vec<u8>, ApiError> {
-        let attributes = CustomAttributes::parse(&self.custom_attributes);
+        let attributes = &self.attributes;
         let method = attributes.method.clone().unwrap_or_else(|| "predict".into());
         let model = self.model_name(service);
-        let selector = version_selector(&attributes)?;
+        let selector = version_selector(attributes)?;
         let media = media_type(&self.content_type);
         if is_image(&media) {
             if method != "predict" {
@@ -89,9 +97,9 @@ impl Invocation {
                 content_type: None,
             });
         };
-        let attributes = CustomAttributes::parse(&self.custom_attributes);
+        let attributes = &self.attributes;
         let method = attributes.method.clone().unwrap_or_else(|| "predict".into());
-        let selector = version_selector(&attributes)?;
+        let selector = version_selector(attributes)?;
         let or_json = |value: &str| {
             if value.trim().is_empty() {
                 "application/json".to_string()
@@ -186,13 +194,6 @@ impl CustomAttributes {
     }
 }
 
-/// Which model `/invocations` serves without a `tfs-model-name`:
-/// `SAGEMAKER_TFS_DEFAULT_MODEL_NAME`, else the first model by name.
-pub fn default_model(env: Option<String>, models: &[String]) -> Option<String> {
-    env.filter(|name| !name.is_empty() && name != "None")
-        .or_else(|| models.first().cloned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,13 +206,5 @@ mod tests {
         assert_eq!(attributes.method.as_deref(), Some("regress"));
         assert_eq!(attributes.model_version.as_deref(), Some("2"));
         assert_eq!(CustomAttributes::parse("something else"), CustomAttributes::default());
-    }
-
-    #[test]
-    fn default_model_falls_back_to_the_first() {
-        let models = vec!["a".to_string(), "b".to_string()];
-        assert_eq!(default_model(None, &models).as_deref(), Some("a"));
-        assert_eq!(default_model(Some("None".into()), &models).as_deref(), Some("a"));
-        assert_eq!(default_model(Some("b".into()), &models).as_deref(), Some("b"));
     }
 }

@@ -153,6 +153,15 @@ fn a_client_that_went_away_stops_the_wait() {
 }
 
 #[test]
+fn the_default_model_is_the_configured_one_or_the_first() {
+    let (service, root) = service("default-model", false, 0, Duration::from_secs(5));
+    assert_eq!(service.default_model().as_deref(), Some("model"));
+    let named = service.with_default_model(Some("other".into()));
+    assert_eq!(named.default_model().as_deref(), Some("other"));
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+#[test]
 fn status_and_metadata_follow_tf_serving() {
     let (service, root) = service("status", false, 0, Duration::from_secs(5));
     let status = service.model_status("model", &VersionSelector::Latest).unwrap();

@@ -44,6 +44,12 @@ pub struct Cli {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_name: Option<String>,
 
+    /// The model SageMaker's /invocations and /ping serve without
+    /// tfs-model-name (SAGEMAKER_TFS_DEFAULT_MODEL_NAME). Default: the first by name.
+    #[arg(long = "default_model_name", alias = "default-model-name", global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_model_name: Option<String>,
+
     /// Directory whose numeric subdirectories are versions of one model.
     #[arg(long = "model_base_path", alias = "model-base-path", global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -24,6 +24,9 @@ pub struct Settings {
     pub port: Option<u16>,
     pub host: String,
     pub model_name: String,
+    /// The model `/invocations` and `/ping` serve without `tfs-model-name`
+    /// (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`); unset: the first model by name.
+    pub default_model_name: Option<String>,
     pub model_base_path: Option<PathBuf>,
     pub model_config_file: Option<PathBuf>,
     pub file_system_poll_wait_seconds: i64,
@@ -88,6 +91,7 @@ impl Default for Settings {
             port: None,
             host: "0.0.0.0".into(),
             model_name: "default".into(),
+            default_model_name: None,
             model_base_path: None,
             model_config_file: None,
             file_system_poll_wait_seconds: 1,
@@ -175,6 +179,15 @@ impl Settings {
             })?)?);
         }
         builder = builder.add_source(config::Config::try_from(&stfs_env(&|name| std::env::var(name).ok())?)?);
+        // Read in every mode: a SageMaker-style archive served without `serve` names its model too.
+        if let Some(name) = std::env::var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME")
+            .ok()
+            .filter(|n| !n.is_empty() && n != "None")
+        {
+            let mut map = serde_json::Map::new();
+            map.insert("default_model_name".into(), name.into());
+            builder = builder.add_source(config::Config::try_from(&map)?);
+        }
         if let Some(path) = &cli.config {
             builder = builder.add_source(config::File::from(path.as_path()));
         }
