@@ -46,6 +46,14 @@ pub enum ApiError {
     Image(#[from] crate::imaging::ImageError),
     #[error(transparent)]
     Handler(#[from] HandlerError),
+    #[error("authentication required: send valid HTTP basic credentials (enable_auth)")]
+    Unauthorized,
+    /// Readiness: some model is loading or has no available version.
+    #[error("not ready: {0}")]
+    NotReady(String),
+    /// SageMaker's `/ping`: the default model is not available (502, as the container's nginx).
+    #[error("model {0} is not available")]
+    PingFailed(String),
     #[error("server busy: {0} requests are being handled, the limit (max_in_flight_requests); retry later")]
     Overloaded(usize),
     /// The server's own failure, not the request's.
@@ -93,6 +101,9 @@ impl ApiError {
             ApiError::ClientGone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::PingFailed(_) => StatusCode::BAD_GATEWAY,
         }
     }
 }
@@ -124,6 +135,9 @@ pub fn error_response(status: StatusCode, message: &str) -> HttpResponse {
     response.content_type("application/json");
     if status == StatusCode::SERVICE_UNAVAILABLE {
         response.insert_header(("Retry-After", "1"));
+    }
+    if status == StatusCode::UNAUTHORIZED {
+        response.insert_header(("WWW-Authenticate", "Basic realm=\"tfserve\""));
     }
     response.body(body)
 }
@@ -187,6 +201,9 @@ mod tests {
             (ApiError::Timeout(5), 504),
             (ApiError::Internal("join".into()), 500),
             (ApiError::Overloaded(4096), 503),
+            (ApiError::Unauthorized, 401),
+            (ApiError::NotReady("loading".into()), 503),
+            (ApiError::PingFailed("m".into()), 502),
         ];
         for (error, status) in cases {
             assert_eq!(error.status().as_u16(), status, "{error}");

@@ -238,6 +238,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let cors = settings.enable_cors;
     let server = HttpServer::new(move || {
         App::new()
+            .wrap(actix_web::middleware::from_fn(http::require_auth))
             .wrap(actix_web::middleware::Condition::new(cors, http::cors()))
             .wrap(actix_web::middleware::from_fn(http::request_id::assign))
             .app_data(app_state.clone())

@@ -127,6 +127,25 @@ fn custom_attributes_select_model_version_and_method() {
 }
 
 #[test]
+fn tf_serving_tutorial_model_answers_json_csv_and_examples() {
+    // A TF 1.x export whose signature declares [-1,1] for an input the graph takes as [N].
+    let model = Some("tfs-model-name=half_plus_two");
+    let (status, _, answer) = invoke(
+        Some("application/json"),
+        model,
+        None,
+        r#"{"instances": [1.0, 2.0, 5.0]}"#,
+    );
+    assert_eq!((status, answer), (200, json!({"predictions": [2.5, 3.0, 4.5]})));
+    let (status, _, answer) = invoke(Some("text/csv"), model, None, "1.0\n2.0\n5.0");
+    assert_eq!((status, answer), (200, json!({"predictions": [2.5, 3.0, 4.5]})));
+    let regress = r#"{"signature_name": "regress_x_to_y", "examples": [{"x": 1.0}, {"x": 5.0}]}"#;
+    let attributes = Some("tfs-model-name=half_plus_two,tfs-method=regress");
+    let (status, _, answer) = invoke(Some("application/json"), attributes, None, regress);
+    assert_eq!((status, answer), (200, json!({"results": [2.5, 4.5]})));
+}
+
+#[test]
 fn images_go_to_string_and_float_inputs() {
     let png = std::fs::read(repo_path("tests/data/gradient.png")).unwrap();
     let expected: Value =

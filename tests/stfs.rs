@@ -30,6 +30,11 @@ fn post_root_runs_every_model() {
             json!({"model_name": "adder", "data": {"x": [1.0]}}),
             json!({"y": [3.0]}),
         ),
+        // TF Serving's tutorial model: its signature declares [-1,1], the graph takes [N].
+        (
+            json!({"model_name": "half_plus_two", "data": {"x": [1.0, 2.0, 5.0]}}),
+            json!({"y": [2.5, 3.0, 4.5]}),
+        ),
         (
             json!({"model_name": "tf1_half_plus_two", "data": {"x": [2.0]}}),
             json!({"y": [3.0]}),

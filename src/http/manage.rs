@@ -8,7 +8,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
 use super::{read_body, AppState};
-use crate::error::ApiError;
+use crate::error::{error_response, ApiError};
 use crate::model_config::{self, ModelSource, VersionPolicy};
 use crate::registry::{ModelInfo, RegistryError};
 
@@ -24,10 +24,10 @@ pub fn health(path: &str, state: &AppState) -> Option<HttpResponse> {
         "/v1/health/live" | "/v2/health/live" => Some(json(StatusCode::OK, json!({"status": "live"}))),
         "/v1/health/ready" | "/v2/health/ready" => Some(match state.service.registry.ready() {
             Ok(()) => json(StatusCode::OK, json!({"status": "ready"})),
-            Err(reason) => json(
-                StatusCode::SERVICE_UNAVAILABLE,
-                json!({"error": format!("not ready: {reason}")}),
-            ),
+            Err(reason) => {
+                let error = ApiError::NotReady(reason);
+                error_response(error.status(), &error.to_string())
+            }
         }),
         _ => None,
     }

@@ -107,6 +107,27 @@ impl BasicAuth {
     }
 }
 
+/// Middleware (`middleware::from_fn`): with `--enable_auth`, every route but
+/// liveness needs the credentials. It sits inside CORS, so browsers' preflight
+/// requests (which carry no credentials) are answered.
+pub async fn require_auth(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let denied = req
+        .app_data::<web::Data<AppState>>()
+        .and_then(|state| state.auth.as_ref())
+        .is_some_and(|auth| !is_liveness(req.path()) && !auth.allows(req.request()));
+    if denied {
+        let error = ApiError::Unauthorized;
+        let response = error_response(error.status(), &error.to_string());
+        return Ok(req.into_response(response).map_into_right_body());
+    }
+    next.call(req)
+        .await
+        .map(actix_web::dev::ServiceResponse::map_into_left_body)
+}
+
 /// Liveness stays open, so an orchestrator can probe without credentials.
 fn is_liveness(path: &str) -> bool {
     matches!(path, "/v1/health/live" | "/v2/health/live" | "/health")
@@ -192,19 +213,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
     let path = req.path();
-    if let Some(auth) = &state.auth {
-        if !is_liveness(path) && !auth.allows(&req) {
-            let mut response = error_response(
-                StatusCode::UNAUTHORIZED,
-                "authentication required: send valid HTTP basic credentials (enable_auth)",
-            );
-            response.headers_mut().insert(
-                actix_web::http::header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"tfserve\""),
-            );
-            return response;
-        }
-    }
     // Probes, metrics and pages (GET) always answer; work (POST) is bounded.
     let _admitted = if req.method() == actix_web::http::Method::POST {
         match state.in_flight.admit() {

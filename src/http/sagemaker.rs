@@ -4,11 +4,10 @@
 use std::time::Instant;
 
 use actix_web::http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
-use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::{answer, read_body, AppState};
-use crate::error::error_response;
+use crate::error::{error_response, ApiError};
 use crate::registry::{VersionSelector, VersionState};
 use crate::sagemaker::{Invocation, CUSTOM_ATTRIBUTES};
 
@@ -24,7 +23,10 @@ pub fn ping(state: &AppState) -> HttpResponse {
     };
     match state.service.registry.status(&model, &VersionSelector::Latest) {
         Ok(versions) if versions.iter().any(|v| v.state == VersionState::Available) => HttpResponse::Ok().finish(),
-        _ => error_response(StatusCode::BAD_GATEWAY, &format!("model {model} is not available")),
+        _ => {
+            let error = ApiError::PingFailed(model);
+            error_response(error.status(), &error.to_string())
+        }
     }
 }
 
