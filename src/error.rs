@@ -61,67 +61,170 @@ pub enum ApiError {
     Internal(String),
 }
 
-impl ApiError {
-    pub fn status(&self) -> StatusCode {
-        match self {
-            ApiError::Codec(CodecError::JsonParse(_) | CodecError::Invalid(_)) => StatusCode::BAD_REQUEST,
-            ApiError::Codec(CodecError::Unimplemented(_)) => StatusCode::NOT_IMPLEMENTED,
-            ApiError::Runtime(RuntimeError::Run { code, .. }) => tf_status(*code),
-            ApiError::Runtime(RuntimeError::UnknownSignature(_)) => StatusCode::NOT_FOUND,
-            ApiError::Runtime(RuntimeError::Load { .. }) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Registry(RegistryError::BadBasePath { .. } | RegistryError::LabelTarget { .. }) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-            ApiError::Registry(RegistryError::AlreadyLoaded(_)) => StatusCode::CONFLICT,
-            // TF Serving's InvalidArgument: a label is checked like the rest of the request.
-            ApiError::Registry(RegistryError::LoadFailed { .. } | RegistryError::UnknownLabel(_)) => {
-                StatusCode::BAD_REQUEST
-            }
-            ApiError::Registry(_) => StatusCode::NOT_FOUND,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
-            ApiError::Convert(ConvertError::UnsupportedMediaType(_)) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Convert(ConvertError::Invalid(_)) => StatusCode::BAD_REQUEST,
-            ApiError::Batch(BatchError::QueueFull { .. } | BatchError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Batch(BatchError::TooLarge { .. } | BatchError::Inputs(_)) => StatusCode::BAD_REQUEST,
-            ApiError::Batch(BatchError::Run(RuntimeError::Run { code, .. })) => tf_status(*code),
-            ApiError::Batch(BatchError::Run(_) | BatchError::Split(_)) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::SignatureNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::BadRequest(_) | ApiError::Image(_) => StatusCode::BAD_REQUEST,
-            ApiError::Handler(HandlerError::Raised { status, .. }) => {
-                StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-            }
-            ApiError::Handler(HandlerError::Load { .. }) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Handler(HandlerError::Unsupported { .. }) => StatusCode::NOT_IMPLEMENTED,
-            ApiError::Handler(HandlerError::QueueFull(_) | HandlerError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            // nginx's "client closed request"; nobody reads it, but logs and metrics do.
-            ApiError::ClientGone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::PingFailed(_) => StatusCode::BAD_GATEWAY,
+/// What went wrong, in TF Serving's (gRPC's) canonical codes plus the few
+/// answers only HTTP has. Every layer's error names its code; [`http_status`]
+/// is the one place codes become statuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    Cancelled,
+    InvalidArgument,
+    DeadlineExceeded,
+    NotFound,
+    AlreadyExists,
+    PermissionDenied,
+    ResourceExhausted,
+    FailedPrecondition,
+    Aborted,
+    OutOfRange,
+    Unimplemented,
+    Internal,
+    Unavailable,
+    Unauthenticated,
+    /// The body is over `max_request_bytes`.
+    PayloadTooLarge,
+    /// A SageMaker body of a content type the container does not take.
+    UnsupportedMediaType,
+    /// SageMaker's `/ping` with its default model unavailable (the container's nginx answers 502).
+    BadGateway,
+    /// `--max_models` reached.
+    InsufficientStorage,
+    /// A status an `inference.py` handler chose itself.
+    Handler(u16),
+}
+
+/// TF Serving's `ToHTTPStatusCode`, extended with the HTTP-only codes.
+pub fn http_status(code: Code) -> StatusCode {
+    let custom = |status: u16, fallback: StatusCode| StatusCode::from_u16(status).unwrap_or(fallback);
+    match code {
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => StatusCode::BAD_REQUEST,
+        // nginx's "client closed request"; nobody reads it, but logs and metrics do.
+        Code::Cancelled => custom(499, StatusCode::BAD_REQUEST),
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Code::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        Code::BadGateway => StatusCode::BAD_GATEWAY,
+        Code::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
+        Code::Handler(status) => custom(status, StatusCode::INTERNAL_SERVER_ERROR),
+    }
+}
+
+impl From<TfCode> for Code {
+    fn from(code: TfCode) -> Code {
+        match code {
+            TfCode::Cancelled => Code::Cancelled,
+            TfCode::InvalidArgument => Code::InvalidArgument,
+            TfCode::DeadlineExceeded => Code::DeadlineExceeded,
+            TfCode::NotFound => Code::NotFound,
+            TfCode::AlreadyExists => Code::AlreadyExists,
+            TfCode::PermissionDenied => Code::PermissionDenied,
+            TfCode::ResourceExhausted => Code::ResourceExhausted,
+            TfCode::FailedPrecondition => Code::FailedPrecondition,
+            TfCode::Aborted => Code::Aborted,
+            TfCode::OutOfRange => Code::OutOfRange,
+            TfCode::Unimplemented => Code::Unimplemented,
+            TfCode::Unavailable => Code::Unavailable,
+            TfCode::Unauthenticated => Code::Unauthenticated,
+            TfCode::Internal => Code::Internal,
         }
     }
 }
 
-/// TF Serving's `ToHTTPStatusCode`.
-fn tf_status(code: TfCode) -> StatusCode {
-    match code {
-        TfCode::InvalidArgument | TfCode::FailedPrecondition | TfCode::OutOfRange => StatusCode::BAD_REQUEST,
-        TfCode::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
-        TfCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        TfCode::NotFound => StatusCode::NOT_FOUND,
-        TfCode::AlreadyExists | TfCode::Aborted => StatusCode::CONFLICT,
-        TfCode::PermissionDenied => StatusCode::FORBIDDEN,
-        TfCode::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-        TfCode::Unimplemented => StatusCode::NOT_IMPLEMENTED,
-        TfCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        TfCode::Unauthenticated => StatusCode::UNAUTHORIZED,
-        TfCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+impl CodecError {
+    pub fn code(&self) -> Code {
+        match self {
+            CodecError::JsonParse(_) | CodecError::Invalid(_) => Code::InvalidArgument,
+            CodecError::Unimplemented(_) => Code::Unimplemented,
+        }
+    }
+}
+
+impl RuntimeError {
+    pub fn code(&self) -> Code {
+        match self {
+            RuntimeError::Run { code, .. } => (*code).into(),
+            RuntimeError::UnknownSignature(_) => Code::NotFound,
+            RuntimeError::Load { .. } => Code::Internal,
+        }
+    }
+}
+
+impl RegistryError {
+    pub fn code(&self) -> Code {
+        match self {
+            RegistryError::NotFound(_) | RegistryError::UnknownModel(_) => Code::NotFound,
+            // TF Serving's InvalidArgument: a label is checked like the rest of the request.
+            RegistryError::UnknownLabel(_) | RegistryError::LoadFailed { .. } => Code::InvalidArgument,
+            RegistryError::BadBasePath { .. } | RegistryError::LabelTarget { .. } => Code::Internal,
+            RegistryError::AlreadyLoaded(_) => Code::AlreadyExists,
+        }
+    }
+}
+
+impl BatchError {
+    pub fn code(&self) -> Code {
+        match self {
+            BatchError::QueueFull { .. } | BatchError::ShuttingDown => Code::Unavailable,
+            BatchError::TooLarge { .. } | BatchError::Inputs(_) => Code::InvalidArgument,
+            BatchError::Run(error) => error.code(),
+            BatchError::Split(_) => Code::Internal,
+        }
+    }
+}
+
+impl ConvertError {
+    pub fn code(&self) -> Code {
+        match self {
+            ConvertError::UnsupportedMediaType(_) => Code::UnsupportedMediaType,
+            ConvertError::Invalid(_) => Code::InvalidArgument,
+        }
+    }
+}
+
+impl HandlerError {
+    pub fn code(&self) -> Code {
+        match self {
+            HandlerError::Raised { status, .. } => Code::Handler(*status),
+            HandlerError::Load { .. } => Code::Internal,
+            HandlerError::Unsupported { .. } => Code::Unimplemented,
+            HandlerError::QueueFull(_) | HandlerError::Stopped => Code::Unavailable,
+        }
+    }
+}
+
+impl ApiError {
+    pub fn code(&self) -> Code {
+        match self {
+            ApiError::Codec(e) => e.code(),
+            ApiError::Runtime(e) => e.code(),
+            ApiError::Registry(e) => e.code(),
+            ApiError::Batch(e) => e.code(),
+            ApiError::Convert(e) => e.code(),
+            ApiError::Handler(e) => e.code(),
+            ApiError::Image(_) | ApiError::BadRequest(_) => Code::InvalidArgument,
+            ApiError::SignatureNotFound(_) | ApiError::NotFound(_) => Code::NotFound,
+            ApiError::Forbidden(_) => Code::PermissionDenied,
+            ApiError::Conflict(_) => Code::AlreadyExists,
+            ApiError::InsufficientStorage(_) => Code::InsufficientStorage,
+            ApiError::PayloadTooLarge { .. } => Code::PayloadTooLarge,
+            ApiError::Timeout(_) => Code::DeadlineExceeded,
+            ApiError::ClientGone => Code::Cancelled,
+            ApiError::Internal(_) => Code::Internal,
+            ApiError::Overloaded(_) | ApiError::NotReady(_) => Code::Unavailable,
+            ApiError::Unauthorized => Code::Unauthenticated,
+            ApiError::PingFailed(_) => Code::BadGateway,
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        http_status(self.code())
     }
 }
 
@@ -155,6 +258,35 @@ impl ResponseError for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_code_has_its_status() {
+        let table = [
+            (Code::Cancelled, 499),
+            (Code::InvalidArgument, 400),
+            (Code::DeadlineExceeded, 504),
+            (Code::NotFound, 404),
+            (Code::AlreadyExists, 409),
+            (Code::PermissionDenied, 403),
+            (Code::ResourceExhausted, 429),
+            (Code::FailedPrecondition, 400),
+            (Code::Aborted, 409),
+            (Code::OutOfRange, 400),
+            (Code::Unimplemented, 501),
+            (Code::Internal, 500),
+            (Code::Unavailable, 503),
+            (Code::Unauthenticated, 401),
+            (Code::PayloadTooLarge, 413),
+            (Code::UnsupportedMediaType, 415),
+            (Code::BadGateway, 502),
+            (Code::InsufficientStorage, 507),
+            (Code::Handler(418), 418),
+            (Code::Handler(99), 500),
+        ];
+        for (code, status) in table {
+            assert_eq!(http_status(code).as_u16(), status, "{code:?}");
+        }
+    }
 
     #[test]
     fn statuses_follow_tf_serving() {

@@ -218,6 +218,8 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
 /// Must be called inside an actix (tokio) runtime.
 pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let started = Instant::now();
+    // Once, so an operator sees what every layer merged to (passwords print as ***).
+    log::info!("effective settings: {settings:?}");
     let (service, batcher) = build_service(settings)?;
     let registry = service.registry.clone();
     let handlers = service.handlers.clone();

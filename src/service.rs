@@ -354,11 +354,11 @@ fn output_names(signature: &SignatureSpec) -> String {
 /// Bodies at least this large decode on the blocking pool, and outputs of at
 /// least this many elements encode there: megabytes of JSON would otherwise
 /// hold an HTTP worker, and every connection it serves, for milliseconds.
-const OFFLOAD_BYTES: usize = 256 * 1024;
+pub const OFFLOAD_BYTES: usize = 256 * 1024;
 const OFFLOAD_ELEMENTS: usize = 32 * 1024;
 
 /// Runs CPU-heavy request work off the HTTP workers.
-async fn off_worker<T: Send + 'static>(
+pub async fn off_worker<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work)

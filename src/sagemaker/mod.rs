@@ -82,7 +82,13 @@ impl Invocation {
             && service
                 .resolve(&model, &selector, None)
                 .is_ok_and(|(_, signature)| takes_scalar_instances(&signature));
-        let tfs_body = to_tfs_json(&media, body, scalar_instances)?;
+        let tfs_body = if body.len() < crate::service::OFFLOAD_BYTES {
+            to_tfs_json(&media, body, scalar_instances)?
+        } else {
+            // Megabytes of CSV or JSON Lines convert off the HTTP workers.
+            let body = body.to_vec();
+            crate::service::off_worker(move || Ok(to_tfs_json(&media, &body, scalar_instances)?)).await?
+        };
         call_model(service, &model, &selector, &method, &tfs_body, trace).await
     }
 
