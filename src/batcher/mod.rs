@@ -9,6 +9,8 @@
 pub mod assemble;
 pub mod params;
 pub mod queue;
+mod reply;
+mod worker;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -19,6 +21,7 @@ use tokio::sync::oneshot;
 
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Queue, Task};
+use reply::{Gather, GatherState, Reply};
 
 use crate::metrics::QueueMetrics;
 use crate::runtime::RuntimeError;
@@ -59,87 +62,6 @@ pub enum BatchError {
 
 type ReplyResult = Result<BatchOutput, BatchError>;
 pub type Pending = oneshot::Receiver<ReplyResult>;
-
-/// Where a task's result goes: straight to its request, or into the gather of
-/// a request that was split across batches.
-enum Reply {
-    Whole(oneshot::Sender<ReplyResult>),
-    Part { gather: Arc<Gather>, index: usize },
-}
-
-impl Reply {
-    fn is_closed(&self) -> bool {
-        match self {
-            Reply::Whole(sender) => sender.is_closed(),
-            Reply::Part { gather, .. } => gather.is_closed(),
-        }
-    }
-
-    fn send(self, result: ReplyResult) {
-        match self {
-            // A closed receiver means the client went away; nothing to do.
-            Reply::Whole(sender) => drop(sender.send(result)),
-            Reply::Part { gather, index } => gather.complete(index, result),
-        }
-    }
-}
-
-/// Reassembles a split request's pieces, in order.
-struct Gather {
-    state: Mutex<GatherState>,
-}
-
-struct GatherState {
-    sender: Option<oneshot::Sender<ReplyResult>>,
-    parts: Vec<Option<BatchOutput>>,
-    remaining: usize,
-}
-
-impl Gather {
-    fn lock(&self) -> MutexGuard<'_, GatherState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn is_closed(&self) -> bool {
-        self.lock().sender.as_ref().is_none_or(|s| s.is_closed())
-    }
-
-    fn complete(&self, index: usize, result: ReplyResult) {
-        let mut state = self.lock();
-        match result {
-            Err(error) => {
-                if let Some(sender) = state.sender.take() {
-                    drop(sender.send(Err(error)));
-                }
-            }
-            Ok(output) => {
-                state.parts[index] = Some(output);
-                state.remaining -= 1;
-                if state.remaining == 0 {
-                    let parts: Vec<BatchOutput> = state.parts.drain(..).flatten().collect();
-                    if let Some(sender) = state.sender.take() {
-                        drop(sender.send(merge_parts(parts)));
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn merge_parts(parts: Vec<BatchOutput>) -> ReplyResult {
-    let outputs = (0..parts[0].outputs.len())
-        .map(|i| {
-            let pieces: Vec<Tensor> = parts.iter().map(|p| p.outputs[i].clone()).collect();
-            assemble::concat(&pieces).map_err(BatchError::Split)
-        })
-        .collect::<Result<_, _>>()?;
-    Ok(BatchOutput {
-        outputs,
-        queue_time: parts.iter().map(|p| p.queue_time).max().unwrap_or_default(),
-        run_time: parts.iter().map(|p| p.run_time).sum(),
-        batch_rows: parts.iter().map(|p| p.batch_rows).max().unwrap_or_default(),
-    })
-}
 
 struct Entry {
     /// Describes the queue in log lines and errors.
@@ -233,7 +155,7 @@ impl Batcher {
                 let shared = shared.clone();
                 std::thread::Builder::new()
                     .name(format!("tfserve-batch-{i}"))
-                    .spawn(move || worker(&shared))
+                    .spawn(move || worker::worker(&shared))
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Arc::new(Batcher {
@@ -296,201 +218,6 @@ impl Drop for Batcher {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-fn worker(shared: &Shared) {
-    loop {
-        let work = {
-            let mut state = shared.lock();
-            loop {
-                let now = Instant::now();
-                if let Some(work) = state.take_ready(now) {
-                    break Some(work);
-                }
-                state.queues.retain(|_, e| !(e.closing && e.queue.is_empty()));
-                if state.shutdown && state.queues.values().all(|e| e.queue.is_empty()) {
-                    break None;
-                }
-                state.idle += 1;
-                state = match state.next_deadline() {
-                    Some(deadline) => {
-                        shared
-                            .wake
-                            .wait_timeout(state, queue::until(deadline, now))
-                            .unwrap_or_else(|p| p.into_inner())
-                            .0
-                    }
-                    None => shared.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
-                };
-                state.idle -= 1;
-            }
-        };
-        match work {
-            Some(work) => {
-                // A panic anywhere in a batch must not end the thread: its
-                // requests' reply channels close (they answer an error) and
-                // the thread goes on serving.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process(work))).is_err() {
-                    log::error!("a batch panicked; its requests were answered with an error");
-                }
-            }
-            None => {
-                // Let the other threads see the shutdown too.
-                shared.wake.notify_all();
-                return;
-            }
-        }
-    }
-}
-
-/// Runs one batch: drop abandoned requests, assemble, run, split, reply.
-fn process(work: Work) {
-    let Work {
-        name,
-        batch,
-        runner,
-        metrics,
-        params,
-        merge,
-    } = work;
-    let started = Instant::now();
-    let (mut live, gone): (Vec<Task<Reply>>, Vec<Task<Reply>>) =
-        batch.tasks.into_iter().partition(|t| !t.reply.is_closed());
-    metrics.dropped.inc_by(gone.len() as u64);
-    if live.is_empty() {
-        return;
-    }
-    let rows: usize = live.iter().map(|t| t.rows).sum();
-    metrics.batch_rows.observe(rows as f64);
-    for task in &live {
-        metrics
-            .queue_wait
-            .observe(started.duration_since(task.enqueued).as_secs_f64());
-    }
-    let run_rows = if merge { params.padded_size(rows) } else { rows };
-    metrics.padding_rows.inc_by((run_rows - rows) as u64);
-    let inputs = match assemble_inputs(&mut live, &params, run_rows) {
-        Ok(inputs) => inputs,
-        Err(message) => return reply_all(live, Err(BatchError::Inputs(message))),
-    };
-    let run_started = Instant::now();
-    let result =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run(inputs))).unwrap_or_else(|panic| {
-            Err(RuntimeError::Run {
-                code: crate::runtime::StatusCode::Internal,
-                message: format!("the model's run panicked: {}", panic_message(panic.as_ref())),
-            })
-        });
-    let run_time = run_started.elapsed();
-    metrics.run.observe(run_time.as_secs_f64());
-    let outputs = match result {
-        Ok(outputs) => outputs,
-        Err(error) => {
-            log::warn!("{name}: batch of {rows} rows failed ({}): {error}", request_ids(&live));
-            return reply_all(live, Err(BatchError::Run(error)));
-        }
-    };
-    log::debug!(
-        "{name}: ran {run_rows} rows in {:.3} ms ({})",
-        run_time.as_secs_f64() * 1000.0,
-        request_ids(&live)
-    );
-    if live.len() == 1 && run_rows == rows {
-        let task = live.pop().expect("one task");
-        let queue_time = run_started.duration_since(task.enqueued);
-        return task.reply.send(Ok(BatchOutput {
-            outputs,
-            queue_time,
-            run_time,
-            batch_rows: rows,
-        }));
-    }
-    if let Some(bad) = outputs.iter().find(|o| o.shape.first() != Some(&run_rows)) {
-        let message = format!(
-            "the model returned an output of shape {:?} for a batch of {run_rows} rows; outputs without the batch \
-             dimension cannot be split between batched requests (turn batching off for this model)",
-            bad.shape
-        );
-        return reply_all(live, Err(BatchError::Split(message)));
-    }
-    let mut offset = 0;
-    for task in live {
-        let pieces = outputs
-            .iter()
-            .map(|o| assemble::slice_rows(o, offset, offset + task.rows))
-            .collect();
-        offset += task.rows;
-        let queue_time = run_started.duration_since(task.enqueued);
-        task.reply.send(Ok(BatchOutput {
-            outputs: pieces,
-            queue_time,
-            run_time,
-            batch_rows: rows,
-        }));
-    }
-}
-
-/// The ids of a batch's requests, for log lines.
-fn request_ids(tasks: &[Task<Reply>]) -> String {
-    let ids: Vec<&str> = tasks.iter().filter_map(|t| t.request_id.as_deref()).collect();
-    format!("requests {}", ids.join(","))
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
-}
-
-fn reply_all(tasks: Vec<Task<Reply>>, result: ReplyResult) {
-    for task in tasks {
-        task.reply.send(result.clone());
-    }
-}
-
-/// One tensor per input, the tasks' rows concatenated (padded when allowed)
-/// and extended to `run_rows`.
-fn assemble_inputs(tasks: &mut [Task<Reply>], params: &BatchParams, run_rows: usize) -> Result<Vec<Tensor>, String> {
-    let inputs = tasks[0].inputs.len();
-    let mut assembled = Vec::with_capacity(inputs);
-    for i in 0..inputs {
-        let mut parts: Vec<Tensor> = tasks
-            .iter_mut()
-            .map(|t| std::mem::replace(&mut t.inputs[i], empty()))
-            .collect();
-        if params.pad_variable_length_inputs && parts.iter().any(|p| p.shape[1..] != parts[0].shape[1..]) {
-            let rank = parts[0].shape.len();
-            let target: Vec<usize> = (0..rank)
-                .map(|d| {
-                    parts
-                        .iter()
-                        .map(|p| p.shape.get(d).copied().unwrap_or(0))
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            parts = parts
-                .iter()
-                .map(|p| assemble::pad_inner(p, &target))
-                .collect::<Result<_, _>>()?;
-        }
-        let mut tensor = if parts.len() == 1 {
-            parts.pop().expect("one part")
-        } else {
-            assemble::concat(&parts)?
-        };
-        if tensor.shape.first().is_some_and(|&r| r < run_rows) {
-            assemble::pad_rows(&mut tensor, run_rows);
-        }
-        assembled.push(tensor);
-    }
-    Ok(assembled)
-}
-
-fn empty() -> Tensor {
-    Tensor::new(vec![0], crate::tensor::TensorData::Bool(Vec::new()))
 }
 
 /// A handle on one queue; dropping it lets the queue drain and disappear.

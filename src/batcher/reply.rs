@@ -1,0 +1,90 @@
+//! Where a batch's answers go: straight to a request's one-shot channel, or
+//! into the gather of a request that was split across batches.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::oneshot;
+
+use super::{assemble, BatchError, BatchOutput, ReplyResult};
+use crate::tensor::Tensor;
+
+/// Where a task's result goes: straight to its request, or into the gather of
+/// a request that was split across batches.
+pub(super) enum Reply {
+    Whole(oneshot::Sender<ReplyResult>),
+    Part { gather: Arc<Gather>, index: usize },
+}
+
+impl Reply {
+    pub(super) fn is_closed(&self) -> bool {
+        match self {
+            Reply::Whole(sender) => sender.is_closed(),
+            Reply::Part { gather, .. } => gather.is_closed(),
+        }
+    }
+
+    pub(super) fn send(self, result: ReplyResult) {
+        match self {
+            // A closed receiver means the client went away; nothing to do.
+            Reply::Whole(sender) => drop(sender.send(result)),
+            Reply::Part { gather, index } => gather.complete(index, result),
+        }
+    }
+}
+
+/// Reassembles a split request's pieces, in order.
+pub(super) struct Gather {
+    pub(super) state: Mutex<GatherState>,
+}
+
+pub(super) struct GatherState {
+    pub(super) sender: Option<oneshot::Sender<ReplyResult>>,
+    pub(super) parts: Vec<Option<BatchOutput>>,
+    pub(super) remaining: usize,
+}
+
+impl Gather {
+    pub(super) fn lock(&self) -> MutexGuard<'_, GatherState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.lock().sender.as_ref().is_none_or(|s| s.is_closed())
+    }
+
+    pub(super) fn complete(&self, index: usize, result: ReplyResult) {
+        let mut state = self.lock();
+        match result {
+            Err(error) => {
+                if let Some(sender) = state.sender.take() {
+                    drop(sender.send(Err(error)));
+                }
+            }
+            Ok(output) => {
+                state.parts[index] = Some(output);
+                state.remaining -= 1;
+                if state.remaining == 0 {
+                    let parts: Vec<BatchOutput> = state.parts.drain(..).flatten().collect();
+                    if let Some(sender) = state.sender.take() {
+                        drop(sender.send(merge_parts(parts)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn merge_parts(parts: Vec<BatchOutput>) -> ReplyResult {
+    let outputs = (0..parts[0].outputs.len())
+        .map(|i| {
+            let pieces: Vec<Tensor> = parts.iter().map(|p| p.outputs[i].clone()).collect();
+            assemble::concat(&pieces).map_err(BatchError::Split)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(BatchOutput {
+        outputs,
+        queue_time: parts.iter().map(|p| p.queue_time).max().unwrap_or_default(),
+        run_time: parts.iter().map(|p| p.run_time).sum(),
+        batch_rows: parts.iter().map(|p| p.batch_rows).max().unwrap_or_default(),
+    })
+}

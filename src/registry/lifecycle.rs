@@ -1,0 +1,286 @@
+//! How the registry changes: config syncs, polls of the base paths, models
+//! added and removed over HTTP, and each version's load, drain and unload.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::poll::release_freed_memory;
+use super::{
+    discover_versions, servable, ModelEntry, ModelSource, Registry, RegistryError, Servable, SwapPolicy, VersionSlot,
+    VersionState, VersionStatus, DRAIN_TIMEOUT,
+};
+
+impl Registry {
+    /// Makes the registry serve exactly `sources` (a config load or reload):
+    /// new models load, changed ones reconcile, missing ones unload.
+    pub fn sync(&self, sources: &[ModelSource]) {
+        let _changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        // Before the models: a new model's handlers are ready by the time it serves.
+        if let Some(listener) = self.sync_listener.get() {
+            listener(sources);
+        }
+        let wanted: BTreeMap<&str, &ModelSource> = sources.iter().map(|s| (s.name.as_str(), s)).collect();
+        let gone: Vec<String> = self
+            .read()
+            .keys()
+            .filter(|k| !wanted.contains_key(k.as_str()))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.unload_model(&name);
+        }
+        for source in sources {
+            self.write()
+                .entry(source.name.clone())
+                .and_modify(|e| e.source = source.clone())
+                .or_insert_with(|| ModelEntry {
+                    source: source.clone(),
+                    versions: BTreeMap::new(),
+                    labels: BTreeMap::new(),
+                });
+            self.reconcile(&source.name);
+        }
+    }
+
+    /// Re-reads every model's base path and loads or unloads versions to match its policy.
+    pub fn poll(&self) {
+        let _changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        for name in self.model_names() {
+            self.reconcile(&name);
+        }
+    }
+
+    /// Adds one model (the management API). Fails if the name is taken or no
+    /// version loads.
+    pub fn add_model(&self, source: ModelSource) -> Result<(), RegistryError> {
+        let _changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        let name = source.name.clone();
+        let base_path = source.base_path.display().to_string();
+        {
+            let mut models = self.write();
+            if models.contains_key(&name) {
+                return Err(RegistryError::AlreadyLoaded(name));
+            }
+            models.insert(
+                name.clone(),
+                ModelEntry {
+                    source,
+                    versions: BTreeMap::new(),
+                    labels: BTreeMap::new(),
+                },
+            );
+        }
+        self.reconcile(&name);
+        let failure = {
+            let models = self.read();
+            let entry = models.get(&name);
+            let versions: Vec<&VersionSlot> = entry.map(|e| e.versions.values().collect()).unwrap_or_default();
+            if versions.iter().any(|v| v.status.state == VersionState::Available) {
+                None
+            } else {
+                let errors: Vec<String> = versions.iter().filter_map(|v| v.status.error.clone()).collect();
+                Some(if errors.is_empty() {
+                    "no numeric version directory".to_string()
+                } else {
+                    errors.join("; ")
+                })
+            }
+        };
+        match failure {
+            None => Ok(()),
+            Some(message) => {
+                self.write().remove(&name);
+                Err(RegistryError::LoadFailed {
+                    name,
+                    path: base_path,
+                    message,
+                })
+            }
+        }
+    }
+
+    /// Drains and unloads every version of a model, then forgets it.
+    pub fn remove_model(&self, name: &str) -> Result<(), RegistryError> {
+        let _changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.read().contains_key(name) {
+            return Err(RegistryError::UnknownModel(name.to_string()));
+        }
+        self.unload_model(name);
+        Ok(())
+    }
+
+    fn unload_model(&self, name: &str) {
+        let versions: Vec<i64> = self
+            .read()
+            .get(name)
+            .map(|e| e.versions.keys().copied().collect())
+            .unwrap_or_default();
+        for version in versions {
+            self.unload(name, version);
+        }
+        self.write().remove(name);
+        release_freed_memory();
+    }
+
+    /// Brings one model's versions in line with its base path and policy.
+    fn reconcile(&self, name: &str) {
+        let Some(source) = self.read().get(name).map(|e| e.source.clone()) else {
+            return;
+        };
+        let on_disk = match discover_versions(&source.base_path) {
+            Ok(versions) => versions,
+            Err(err) => {
+                log::warn!("model {name}: {err}");
+                Vec::new()
+            }
+        };
+        let wanted: BTreeMap<i64, std::path::PathBuf> = source.policy.select(&on_disk).into_iter().collect();
+        let (serving, tried): (Vec<i64>, Vec<i64>) = {
+            let models = self.read();
+            let versions = models.get(name).map(|e| &e.versions);
+            let all = versions.into_iter().flat_map(|v| v.iter());
+            let serving = all
+                .clone()
+                .filter(|(_, s)| s.servable.is_some())
+                .map(|(v, _)| *v)
+                .collect();
+            (serving, all.map(|(v, _)| *v).collect())
+        };
+        // A version that failed to load stays END until its directory goes away.
+        let to_load: Vec<(i64, std::path::PathBuf)> = wanted
+            .iter()
+            .filter(|(v, _)| !tried.contains(v))
+            .map(|(v, p)| (*v, p.clone()))
+            .collect();
+        let to_unload: Vec<i64> = serving.iter().filter(|v| !wanted.contains_key(v)).copied().collect();
+        if self.options.swap == SwapPolicy::ResourcePreserving {
+            to_unload.iter().for_each(|&v| self.unload(name, v));
+        }
+        for (version, path) in &to_load {
+            self.load(name, *version, path, &source);
+        }
+        if self.options.swap == SwapPolicy::AvailabilityPreserving {
+            to_unload.iter().for_each(|&v| self.unload(name, v));
+        }
+        if !to_unload.is_empty() {
+            release_freed_memory();
+        }
+        // Forget ended versions whose directories are gone.
+        if let Some(entry) = self.write().get_mut(name) {
+            entry
+                .versions
+                .retain(|v, slot| slot.servable.is_some() || on_disk.iter().any(|(d, _)| d == v));
+        }
+        for (label, &version) in &source.labels {
+            if let Err(err) = self.set_label(name, label, version) {
+                log::warn!("{err}");
+            }
+        }
+    }
+
+    fn set_slot(
+        &self,
+        model: &str,
+        version: i64,
+        state: VersionState,
+        error: Option<String>,
+        servable: Option<Arc<Servable>>,
+    ) {
+        if let Some(entry) = self.write().get_mut(model) {
+            entry.versions.insert(
+                version,
+                VersionSlot {
+                    status: VersionStatus { version, state, error },
+                    servable,
+                },
+            );
+        }
+    }
+
+    fn load(&self, model: &str, version: i64, path: &std::path::Path, source: &ModelSource) {
+        self.set_slot(model, version, VersionState::Loading, None, None);
+        let started = Instant::now();
+        let session = source.session.apply(&self.options.session);
+        match servable::build(model, version, path, &session, source.images, &self.options) {
+            Ok(servable) => {
+                let signatures: Vec<String> = servable.runtime.signatures().iter().map(|s| s.name.clone()).collect();
+                log::info!(
+                    "model {model} version {version} available after {:.0} ms, from {} (signatures: {})",
+                    started.elapsed().as_secs_f64() * 1000.0,
+                    path.display(),
+                    signatures.join(", ")
+                );
+                self.set_slot(model, version, VersionState::Available, None, Some(Arc::new(servable)));
+            }
+            Err(err) => {
+                log::error!("model {model} version {version}: {err}");
+                self.set_slot(model, version, VersionState::End, Some(err.to_string()), None);
+            }
+        }
+    }
+
+    /// Stops routing to a version, waits for its in-flight requests, then drops
+    /// it (its queues drain and its session closes).
+    fn unload(&self, model: &str, version: i64) {
+        let servable = {
+            let mut models = self.write();
+            let Some(slot) = models.get_mut(model).and_then(|e| e.versions.get_mut(&version)) else {
+                return;
+            };
+            slot.status.state = VersionState::Unloading;
+            slot.servable.take()
+        };
+        if let Some(servable) = servable {
+            // Requests in flight keep the servable, queued batches its runners;
+            // once both let go the session closes, and the memory is free to trim.
+            let holds = servable.holds();
+            drop(servable);
+            if holds.wait_released(Instant::now() + DRAIN_TIMEOUT) {
+                log::info!("model {model} version {version} unloaded");
+            } else {
+                log::warn!(
+                    "model {model} version {version}: requests still hold it after {} s; unloaded from routing",
+                    DRAIN_TIMEOUT.as_secs()
+                );
+            }
+        }
+        self.set_slot(model, version, VersionState::End, None, None);
+    }
+
+    /// Points a label at a version; only available versions may be labelled.
+    pub fn set_label(&self, model: &str, label: &str, version: i64) -> Result<(), RegistryError> {
+        let mut models = self.write();
+        let target = || RegistryError::LabelTarget {
+            model: model.into(),
+            label: label.into(),
+            version,
+        };
+        let entry = models.get_mut(model).ok_or_else(target)?;
+        match entry.versions.get(&version) {
+            Some(slot) if slot.status.state == VersionState::Available => {
+                entry.labels.insert(label.to_string(), version);
+                Ok(())
+            }
+            _ => Err(target()),
+        }
+    }
+
+    /// Checks labels of the current sources (for start-up, where a label on a
+    /// missing version is a configuration error).
+    pub fn check_labels(&self) -> Result<(), RegistryError> {
+        let models = self.read();
+        for (name, entry) in models.iter() {
+            for (label, version) in &entry.source.labels {
+                if entry.labels.get(label) != Some(version) {
+                    return Err(RegistryError::LabelTarget {
+                        model: name.clone(),
+                        label: label.clone(),
+                        version: *version,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
