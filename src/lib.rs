@@ -2,7 +2,10 @@
 //!
 //! # Layout
 //! - `settings`: flags, config file and environment, merged.
-//! - `http`: routes and thin handlers for each HTTP dialect.
+//! - `http`: the route table, middleware (request ids, auth, the in-flight
+//!   bound), body reading, management API, health and the dashboard.
+//! - `dialects`: one folder per HTTP dialect (`tfs`, `sagemaker`, `stfs`):
+//!   its decoding, encoding and `configure` for its routes.
 //! - `service`: the request path shared by every dialect.
 //! - `codec`: JSON ⇄ typed tensors, `tf.Example` building.
 //! - `registry`: models, versions and their states.
@@ -14,6 +17,7 @@
 
 pub mod batcher;
 pub mod codec;
+pub mod dialects;
 pub mod error;
 pub mod handlers;
 pub mod http;
@@ -23,11 +27,9 @@ pub mod metrics;
 pub mod model_config;
 pub mod registry;
 pub mod runtime;
-pub mod sagemaker;
 pub mod service;
 pub mod settings;
 pub mod signature;
-pub mod stfs;
 pub mod tensor;
 pub mod textproto;
 pub mod tls;
@@ -240,6 +242,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let cors = settings.enable_cors;
     let server = HttpServer::new(move || {
         App::new()
+            .wrap(actix_web::middleware::from_fn(http::admit))
             .wrap(actix_web::middleware::from_fn(http::require_auth))
             .wrap(actix_web::middleware::Condition::new(cors, http::cors()))
             .wrap(actix_web::middleware::from_fn(http::request_id::assign))

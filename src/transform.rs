@@ -9,8 +9,8 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::dialects::sagemaker::Invocation;
 use crate::error::ApiError;
-use crate::sagemaker::Invocation;
 use crate::service::{Service, Trace};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

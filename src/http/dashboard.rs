@@ -1,7 +1,7 @@
 //! The web dashboard: one self-contained page (no external assets) and the
 //! JSON it polls for models, versions, signatures and live metrics.
 
-use actix_web::HttpResponse;
+use actix_web::{web, HttpResponse};
 use serde_json::{json, Value};
 
 use super::{json_response, AppState};
@@ -12,7 +12,19 @@ use crate::signature::TensorSpec;
 const PAGE: &str = include_str!("dashboard.html");
 
 /// `GET /dashboard` (and `GET /`).
-pub fn page() -> HttpResponse {
+/// The page at `/` and `/dashboard`, and the state it polls.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    for path in ["/", "/dashboard", "/dashboard/"] {
+        cfg.route(path, web::get().to(page));
+    }
+    cfg.route("/dashboard/state", web::get().to(state_route));
+}
+
+async fn state_route(state: web::Data<AppState>) -> HttpResponse {
+    self::state(&state)
+}
+
+pub async fn page() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
         .insert_header(("Cache-Control", "no-cache"))

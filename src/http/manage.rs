@@ -10,12 +10,43 @@ use serde_json::{json, Value};
 use super::{read_body, AppState};
 use crate::error::{error_response, ApiError};
 use crate::model_config::{self, ModelSource, VersionPolicy};
-use crate::registry::{ModelInfo, RegistryError};
+use crate::registry::ModelInfo;
 
-fn json(status: StatusCode, value: Value) -> HttpResponse {
+pub(crate) fn json(status: StatusCode, value: Value) -> HttpResponse {
     HttpResponse::build(status)
         .content_type("application/json")
         .body(value.to_string())
+}
+
+/// Health, metrics and the management API.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    for path in [
+        "/v1/health/live",
+        "/v1/health/ready",
+        "/v2/health/live",
+        "/v2/health/ready",
+    ] {
+        cfg.route(path, web::route().to(health_route));
+    }
+    for path in ["/metrics", "/monitoring/prometheus/metrics"] {
+        cfg.route(path, web::get().to(metrics));
+    }
+    cfg.route("/tfserve/{tail:.*}", web::route().to(tfserve_route));
+}
+
+async fn health_route(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    health(req.path(), &state).unwrap_or_else(|| HttpResponse::NotFound().finish())
+}
+
+async fn metrics() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(crate::metrics::METRICS.render())
+}
+
+async fn tfserve_route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    let result = tfserve_api(&req, payload, &state).await;
+    super::respond(&req, result)
 }
 
 /// `/v1/health/{live,ready}` and KServe's `/v2/health/{live,ready}`.
@@ -33,7 +64,7 @@ pub fn health(path: &str, state: &AppState) -> Option<HttpResponse> {
     }
 }
 
-fn versions_json(info: &ModelInfo) -> Value {
+pub(crate) fn versions_json(info: &ModelInfo) -> Value {
     info.versions
         .iter()
         .map(|v| json!({"version": v.version.to_string(), "state": v.state.as_str(), "error": v.error.clone().unwrap_or_default()}))
@@ -65,7 +96,7 @@ pub fn confine(path: &str, roots: &[PathBuf], model: &str) -> Result<PathBuf, Ap
 }
 
 /// Loads a model on a blocking thread (loading and warm-up take long).
-async fn add_model(state: &AppState, source: ModelSource) -> Result<(), ApiError> {
+pub(crate) async fn add_model(state: &AppState, source: ModelSource) -> Result<(), ApiError> {
     if state.max_models > 0 && state.service.registry.model_names().len() >= state.max_models {
         return Err(ApiError::InsufficientStorage(format!(
             "cannot load model {}: {} models are loaded, the limit (max_models) is {}",
@@ -92,7 +123,7 @@ async fn add_model(state: &AppState, source: ModelSource) -> Result<(), ApiError
     Ok(())
 }
 
-async fn remove_model(state: &AppState, name: String) -> Result<(), ApiError> {
+pub(crate) async fn remove_model(state: &AppState, name: String) -> Result<(), ApiError> {
     let registry = state.service.registry.clone();
     let handlers = state.service.handlers.clone();
     web::block(move || {
@@ -105,7 +136,7 @@ async fn remove_model(state: &AppState, name: String) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn body_json(body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn body_json(body: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("JSON Parse error: {e}")))
 }
 
@@ -161,86 +192,4 @@ pub async fn tfserve_api(req: &HttpRequest, payload: web::Payload, state: &AppSt
         return Ok(json(StatusCode::OK, json!({"models": names})));
     }
     Err(ApiError::NotFound(format!("Not found: {method} {path}")))
-}
-
-/// SageMaker's multi-model endpoint routes.
-pub async fn sagemaker_models(
-    req: &HttpRequest,
-    payload: web::Payload,
-    state: &AppState,
-) -> Result<HttpResponse, ApiError> {
-    let path = req.path().trim_end_matches('/');
-    let method = req.method().clone();
-    let rest = path.strip_prefix("/models").unwrap_or_default();
-    let not_loaded = |name: &str| ApiError::NotFound(format!("Model {name} is not loaded yet."));
-    let info = |name: &str| state.service.registry.list().into_iter().find(|m| m.name == name);
-    match (
-        method.as_str(),
-        rest.trim_start_matches('/').split('/').collect::<Vec<_>>().as_slice(),
-    ) {
-        ("GET", [""]) => {
-            let models: Vec<Value> = state
-                .service
-                .registry
-                .list()
-                .iter()
-                .map(|m| json!({"modelName": m.name, "modelUrl": m.base_path}))
-                .collect();
-            Ok(json(StatusCode::OK, json!({"models": models})))
-        }
-        ("POST", [""]) => {
-            let body = body_json(&read_body(req, payload, state.max_request_bytes).await?)?;
-            let field = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
-            let name =
-                field("model_name").ok_or_else(|| ApiError::BadRequest("missing 'model_name' in the body".into()))?;
-            let url = field("url").ok_or_else(|| ApiError::BadRequest("missing 'url' in the body".into()))?;
-            if info(&name).is_some() {
-                return Err(ApiError::Conflict(format!("Model {name} is already loaded.")));
-            }
-            let base_path = confine(&url, &state.model_roots, &name)?;
-            // As the container's validate_model_dir: no numeric version directory, no model.
-            let has_versions = crate::registry::discover_versions(&base_path).is_ok_and(|v| !v.is_empty());
-            if !has_versions {
-                return Err(ApiError::NotFound(format!(
-                    "Could not find valid base path {url} for servable {name}"
-                )));
-            }
-            add_model(state, ModelSource::all_versions(name.clone(), base_path))
-                .await
-                .map_err(|e| match e {
-                    ApiError::Registry(RegistryError::AlreadyLoaded(_)) => {
-                        ApiError::Conflict(format!("Model {name} is already loaded."))
-                    }
-                    other => other,
-                })?;
-            Ok(json(
-                StatusCode::OK,
-                json!({"success": format!("Successfully loaded model {name}")}),
-            ))
-        }
-        ("GET", [name]) => {
-            let name = super::decode_segment(name);
-            let m = info(&name).ok_or_else(|| not_loaded(&name))?;
-            Ok(json(
-                StatusCode::OK,
-                json!({"modelName": m.name, "modelUrl": m.base_path, "versions": versions_json(&m)}),
-            ))
-        }
-        ("DELETE", [name]) => {
-            let name = super::decode_segment(name);
-            remove_model(state, name.clone()).await.map_err(|_| not_loaded(&name))?;
-            Ok(json(
-                StatusCode::OK,
-                json!({"success": format!("Successfully unloaded model {name}.")}),
-            ))
-        }
-        ("POST", [name, "invoke"]) => {
-            let name = super::decode_segment(name);
-            if info(&name).is_none() {
-                return Err(not_loaded(&name));
-            }
-            Ok(super::sagemaker::invocations(req, payload, state, Some(name)).await)
-        }
-        _ => Err(ApiError::NotFound(format!("Not found: {method} {path}"))),
-    }
 }

@@ -1,12 +1,10 @@
-//! The HTTP front end: one port, every dialect. Routing lives here; handlers
-//! stay thin and call into `service`.
+//! The HTTP front end: one port, every dialect. It composes the dialects'
+//! route tables and owns what they share: middleware (request ids, auth, the
+//! in-flight bound), body reading, answers and their metrics.
 
 mod dashboard;
-mod manage;
+pub mod manage;
 pub mod request_id;
-mod sagemaker;
-mod stfs;
-mod tfs;
 
 use actix_web::dev::Decompress;
 use std::any::Any;
@@ -207,89 +205,59 @@ pub fn cors() -> actix_cors::Cors {
         .max_age(3600)
 }
 
+/// The route table: the management API and pages, then each dialect's
+/// routes. Order matters where paths overlap (health and `gen_json` under
+/// `/v1/`): the first route whose path and method match answers.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.default_service(web::to(dispatch));
+    manage::configure(cfg);
+    dashboard::configure(cfg);
+    crate::dialects::stfs::configure(cfg);
+    crate::dialects::sagemaker::configure(cfg);
+    crate::dialects::tfs::configure(cfg);
+    cfg.default_service(web::to(fallback));
 }
 
-async fn dispatch(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
-    let path = req.path();
-    // Probes, metrics and pages (GET) always answer; work (POST) is bounded.
-    let _admitted = if req.method() == actix_web::http::Method::POST {
-        match state.in_flight.admit() {
-            Ok(admitted) => Some(admitted),
-            Err(err) => return error_response(err.status(), &err.to_string()),
-        }
-    } else {
-        None
-    };
-    if req.method() == actix_web::http::Method::GET && (path == "/metrics" || path == "/monitoring/prometheus/metrics")
-    {
-        return HttpResponse::Ok()
-            .content_type("text/plain; version=0.0.4")
-            .body(METRICS.render());
+/// TF Serving's routes are case-insensitive (`/V1/Models/...`); anything
+/// else unmatched is a JSON 404.
+async fn fallback(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    if crate::dialects::tfs::claims(req.path()) {
+        return crate::dialects::tfs::route(req, payload, state).await;
     }
-    if let Some(response) = manage::health(path, &state) {
-        return response;
-    }
-    if path == "/ping"
-        && matches!(
-            *req.method(),
-            actix_web::http::Method::GET | actix_web::http::Method::HEAD
-        )
-    {
-        return sagemaker::ping(&state);
-    }
-    if path == "/invocations" && req.method() == actix_web::http::Method::POST {
-        return sagemaker::invocations(&req, payload, &state, None).await;
-    }
-    if req.method() == actix_web::http::Method::GET {
-        match path {
-            "/" | "/dashboard" | "/dashboard/" => return dashboard::page(),
-            "/dashboard/state" => return dashboard::state(&state),
-            _ => {}
-        }
-    }
-    if path == "/" && req.method() == actix_web::http::Method::POST {
-        return stfs::infer(&req, payload, &state).await;
-    }
-    if path == "/health" && req.method() == actix_web::http::Method::GET {
-        return stfs::health();
-    }
-    if let Some(model) = path
-        .strip_prefix("/v1/models/")
-        .and_then(|rest| rest.strip_suffix("/gen_client"))
-    {
-        if req.method() == actix_web::http::Method::GET && !model.contains('/') {
-            let model = decode_segment(model);
-            return stfs::gen_client(&req, &state, &model)
-                .unwrap_or_else(|err| error_response(err.status(), &err.to_string()));
-        }
-    }
-    if let Some(model) = path
-        .strip_prefix("/v1/models/")
-        .and_then(|rest| rest.strip_suffix("/gen_json"))
-    {
-        if req.method() == actix_web::http::Method::GET && !model.contains('/') {
-            let model = decode_segment(model);
-            return stfs::gen_json(&state, &model).unwrap_or_else(|err| error_response(err.status(), &err.to_string()));
-        }
-    }
-    let result = if path.len() >= 4 && path[..4].eq_ignore_ascii_case("/v1/") || path.eq_ignore_ascii_case("/v1") {
-        tfs::handle(&req, payload, &state).await
-    } else if path.starts_with("/tfserve/") {
-        manage::tfserve_api(&req, payload, &state).await
-    } else if path == "/models" || path.starts_with("/models/") {
-        manage::sagemaker_models(&req, payload, &state).await
-    } else {
-        Err(ApiError::NotFound(format!("Not found: {} {}", req.method(), path)))
-    };
+    let error = ApiError::NotFound(format!("Not found: {} {}", req.method(), req.path()));
+    error_response(error.status(), &error.to_string())
+}
+
+/// A handler's result as a response; server-side failures are logged with the request id.
+pub fn respond(req: &HttpRequest, result: Result<HttpResponse, ApiError>) -> HttpResponse {
     result.unwrap_or_else(|err| {
         if err.status().is_server_error() {
-            let id = request_id(&req).map(|id| id.0).unwrap_or_default();
+            let id = request_id(req).map(|id| id.0).unwrap_or_default();
             log::warn!("[{id}] {} {}: {err}", req.method(), req.path());
         }
         error_response(err.status(), &err.to_string())
     })
+}
+
+/// Middleware (`middleware::from_fn`): probes, metrics and pages (GET) always
+/// answer; work (POST) is bounded by `--max_in_flight_requests`.
+pub async fn admit(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let state = req.app_data::<web::Data<AppState>>().cloned();
+    let admitted = match &state {
+        Some(state) if req.method() == actix_web::http::Method::POST => match state.in_flight.admit() {
+            Ok(admitted) => Some(admitted),
+            Err(err) => {
+                let response = error_response(err.status(), &err.to_string());
+                return Ok(req.into_response(response).map_into_right_body());
+            }
+        },
+        _ => None,
+    };
+    let response = next.call(req).await;
+    drop(admitted);
+    response.map(actix_web::dev::ServiceResponse::map_into_left_body)
 }
 
 /// Reads the whole body (gzip already undone by actix), refusing bodies over the limit.

@@ -3,6 +3,10 @@
 //! `X-Amzn-SageMaker-Custom-Attributes`, and its environment variables.
 
 pub mod convert;
+pub mod models;
+pub mod routes;
+
+pub use routes::configure;
 
 use std::sync::OnceLock;
 

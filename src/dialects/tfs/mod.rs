@@ -9,8 +9,8 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use percent_encoding::percent_decode_str;
 use regex::Regex;
 
-use super::{answer, read_body, AppState};
 use crate::error::ApiError;
+use crate::http::{answer, read_body, AppState};
 use crate::registry::VersionSelector;
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
 
@@ -100,12 +100,28 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
     Err(malformed())
 }
 
+/// Everything under `/v1` (health answers first, registered earlier).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v1", web::route().to(route))
+        .route("/v1/{tail:.*}", web::route().to(route));
+}
+
+/// Whether a path belongs to TF Serving's API whatever its case (`/V1/Models/...`).
+pub fn claims(path: &str) -> bool {
+    path.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("/v1/")) || path.eq_ignore_ascii_case("/v1")
+}
+
+pub async fn route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    let result = handle(&req, payload, &state).await;
+    crate::http::respond(&req, result)
+}
+
 pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) -> Result<HttpResponse, ApiError> {
     let service = &state.service;
     match parse_route(req.method(), req.path())? {
         Route::Infer { model, selector, verb } => {
             let started = Instant::now();
-            let mut trace = super::trace(req);
+            let mut trace = crate::http::trace(req);
             let result = async {
                 let body = read_body(req, payload, state.max_request_bytes).await?;
                 match verb {
@@ -143,7 +159,7 @@ impl Verb {
 /// Status and metadata are printed with whitespace, as TF Serving prints them.
 fn pretty(value: serde_json::Value) -> Result<HttpResponse, ApiError> {
     let body = serde_json::to_vec_pretty(&value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    Ok(super::json_response(body))
+    Ok(crate::http::json_response(body))
 }
 
 #[cfg(test)]

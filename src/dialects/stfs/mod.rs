@@ -2,6 +2,10 @@
 //! `model_name`, `model_version`, `signature_name` and `data`, answered with an
 //! object of outputs; and `gen_json`, an example request built from a signature.
 
+pub mod routes;
+
+pub use routes::configure;
+
 use std::collections::HashMap;
 
 use serde::Deserialize;

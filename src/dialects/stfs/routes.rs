@@ -9,22 +9,54 @@ use futures_util::StreamExt;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::{answer, json_response, read_body, AppState};
+use crate::dialects::stfs;
 use crate::error::ApiError;
+use crate::http::{answer, json_response, read_body, AppState};
 use crate::imaging::ImageFile;
 use crate::registry::VersionSelector;
-use crate::stfs;
+
+/// `POST /`, `GET /health`, `GET /v1/models/{m}/gen_json` and `.../gen_client`
+/// (registered before TF Serving's `/v1/` routes, which would take them).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/", web::post().to(infer_route))
+        .route("/health", web::get().to(health_route))
+        .route("/v1/models/{model}/gen_json", web::get().to(gen_json_route))
+        .route("/v1/models/{model}/gen_client", web::get().to(gen_client_route));
+}
+
+async fn infer_route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    infer(&req, payload, &state).await
+}
+
+async fn health_route() -> HttpResponse {
+    health()
+}
+
+/// The `{model}` segment as sent, percent-decoded once.
+fn model_segment(req: &HttpRequest) -> String {
+    crate::http::decode_segment(req.match_info().query("model"))
+}
+
+async fn gen_json_route(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let result = gen_json(&state, &model_segment(&req));
+    crate::http::respond(&req, result)
+}
+
+async fn gen_client_route(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let result = gen_client(&req, &state, &model_segment(&req));
+    crate::http::respond(&req, result)
+}
 
 /// `POST /` with a JSON body, or a form upload of image files.
 pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -> HttpResponse {
     let started = Instant::now();
-    let mut trace = super::trace(req);
+    let mut trace = crate::http::trace(req);
     let content_type = req
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let media = crate::sagemaker::convert::media_type(content_type);
+    let media = crate::dialects::sagemaker::convert::media_type(content_type);
     let result = async {
         if media == "multipart/form-data" {
             let upload = read_upload(req, payload, state.max_request_bytes).await?;

@@ -6,10 +6,32 @@ use std::time::Instant;
 use actix_web::http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::{answer, read_body, AppState};
+use crate::dialects::sagemaker::{Invocation, CUSTOM_ATTRIBUTES};
 use crate::error::{error_response, ApiError};
+use crate::http::{answer, read_body, AppState};
 use crate::registry::{VersionSelector, VersionState};
-use crate::sagemaker::{Invocation, CUSTOM_ATTRIBUTES};
+
+/// `/ping`, `/invocations` and the multi-model routes under `/models`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    let get_or_head = actix_web::guard::Any(actix_web::guard::Get()).or(actix_web::guard::Head());
+    cfg.route("/ping", web::route().guard(get_or_head).to(ping_route))
+        .route("/invocations", web::post().to(invocations_route))
+        .route("/models", web::route().to(models_route))
+        .route("/models/{tail:.*}", web::route().to(models_route));
+}
+
+async fn ping_route(state: web::Data<AppState>) -> HttpResponse {
+    ping(&state)
+}
+
+async fn invocations_route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    invocations(&req, payload, &state, None).await
+}
+
+async fn models_route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    let result = super::models::sagemaker_models(&req, payload, &state).await;
+    crate::http::respond(&req, result)
+}
 
 fn default_model_name(state: &AppState) -> Option<String> {
     state.service.default_model()
@@ -38,7 +60,7 @@ pub async fn invocations(
     model: Option<String>,
 ) -> HttpResponse {
     let started = Instant::now();
-    let mut trace = super::trace(req);
+    let mut trace = crate::http::trace(req);
     let header = |name| {
         req.headers()
             .get(name)
