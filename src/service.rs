@@ -1,20 +1,19 @@
-//! The protocol-neutral request path: resolve the servable and signature,
-//! decode into tensors, run off the HTTP threads, encode the answer.
+//! The protocol-neutral core every dialect calls: resolve a model, version and
+//! signature; run tensors through the batcher under the request's deadline;
+//! encode outputs into one of the JSON layouts the HTTP dialects share. Each
+//! dialect decodes its own bodies (`dialects::*`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
-
 use crate::batcher::{BatchError, BatchOutput, Pending};
 use crate::codec::encode::{predict_response, NamedOutput};
-use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
-use crate::codec::{PredictEnvelope, RequestFormat};
+use crate::codec::RequestFormat;
 use crate::error::ApiError;
 use crate::handlers::HandlerSet;
 use crate::registry::{Registry, Servable, VersionSelector};
-use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
-use crate::tensor::{DType, Tensor};
+use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
+use crate::tensor::Tensor;
 
 pub struct Service {
     pub registry: Arc<Registry>,
@@ -47,7 +46,7 @@ pub struct Trace {
 }
 
 impl Trace {
-    fn resolved(&mut self, servable: &Servable, signature: &SignatureSpec) {
+    pub fn resolved(&mut self, servable: &Servable, signature: &SignatureSpec) {
         self.model = Some(servable.model.clone());
         self.version = Some(servable.version);
         self.signature = Some(signature.name.clone());
@@ -83,6 +82,11 @@ impl Service {
             .or_else(|| self.registry.model_names().into_iter().next())
     }
 
+    /// Whether classify and regress check the signature's method name.
+    pub fn checks_method_names(&self) -> bool {
+        self.method_name_check
+    }
+
     pub fn with_method_name_check(self, method_name_check: bool) -> Service {
         Service {
             method_name_check,
@@ -95,7 +99,7 @@ impl Service {
         self.timeout
     }
 
-    fn signature(servable: &Servable, name: Option<&str>) -> Result<Arc<SignatureSpec>, ApiError> {
+    pub fn signature(servable: &Servable, name: Option<&str>) -> Result<Arc<SignatureSpec>, ApiError> {
         let name = name.unwrap_or(DEFAULT_SIGNATURE);
         servable
             .signature(name)
@@ -152,36 +156,6 @@ impl Service {
         }
     }
 
-    /// TF Serving's `:predict`, with the response in the request's layout.
-    pub async fn predict(
-        &self,
-        model: &str,
-        selector: &VersionSelector,
-        body: &[u8],
-        trace: &mut Trace,
-    ) -> Result<Vec<u8>, ApiError> {
-        let servable = self.registry.resolve(model, selector)?;
-        let decode = {
-            let servable = servable.clone();
-            move |body: &[u8]| -> Result<(Arc<SignatureSpec>, RequestFormat, Vec<Tensor>), ApiError> {
-                let body = crate::codec::nonfinite::quote_bare_tokens(body);
-                let envelope = PredictEnvelope::parse(&body)?;
-                let signature = Self::signature(&servable, envelope.signature_name.as_deref())?;
-                let format = envelope.format()?;
-                let inputs = envelope.decode(&signature)?;
-                Ok((signature, format, inputs))
-            }
-        };
-        let (signature, format, inputs) = if body.len() < OFFLOAD_BYTES {
-            decode(body)?
-        } else {
-            let owned = body.to_vec();
-            off_worker(move || decode(&owned)).await?
-        };
-        trace.resolved(&servable, &signature);
-        self.predict_inputs(&servable, &signature, inputs, format, trace).await
-    }
-
     /// The servable and signature a request addresses.
     pub fn resolve(
         &self,
@@ -223,132 +197,6 @@ impl Service {
             off_worker(encode).await
         }
     }
-
-    /// TF Serving's `:classify` and `:regress`: examples in, `results` out.
-    pub async fn classify_or_regress(
-        &self,
-        model: &str,
-        selector: &VersionSelector,
-        body: &[u8],
-        method: &str,
-        trace: &mut Trace,
-    ) -> Result<Vec<u8>, ApiError> {
-        let servable = self.registry.resolve(model, selector)?;
-        let body = crate::codec::nonfinite::quote_bare_tokens(body);
-        let request = ExamplesRequest::parse(&body)?;
-        let signature = Self::signature(&servable, request.signature_name.as_deref())?;
-        trace.resolved(&servable, &signature);
-        let kind = if method == CLASSIFY_METHOD {
-            "classification"
-        } else {
-            "regression"
-        };
-        // TF2 exports write the predict method on every signature, so TF Serving
-        // only checks the structure unless told to check the method too.
-        if self.method_name_check && signature.method_name != method {
-            return Err(ApiError::BadRequest(format!(
-                "Expected {kind} signature method_name to be {method}. Was: {}",
-                signature.method_name
-            )));
-        }
-        let examples_input = match signature.inputs.as_slice() {
-            [single] => single,
-            _ => {
-                return Err(ApiError::BadRequest(format!(
-                    "Expected one input Tensor. Signature '{}' of the {kind} request has inputs: {}",
-                    signature.name,
-                    signature.input_names()
-                )))
-            }
-        };
-        // TF Serving wants the input keyed `inputs`; a lone string input under
-        // another key is taken too, as it can only mean serialized examples.
-        if examples_input.key != "inputs" && examples_input.dtype != DType::String {
-            return Err(ApiError::BadRequest(format!(
-                "No {kind} inputs found in SignatureDef '{}': classify and regress feed serialized tf.Examples \
-                 to one string input keyed 'inputs', and its input is '{}' ({})",
-                signature.name, examples_input.key, examples_input.dtype
-            )));
-        }
-        let examples = request.serialized_examples()?;
-        let outputs = self.run(&servable, &signature, vec![examples], trace).await?;
-        let find = |key: &str| signature.outputs.iter().position(|s| s.key == key).map(|i| &outputs[i]);
-        if method == CLASSIFY_METHOD {
-            let (classes, scores) = (find("classes"), find("scores"));
-            if classes.is_none() && scores.is_none() {
-                return Err(ApiError::BadRequest(format!(
-                    "Expected classification signature outputs to contain at least one of \"classes\" or \"scores\". \
-                     Signature '{}' has outputs: {}",
-                    signature.name,
-                    output_names(&signature)
-                )));
-            }
-            Ok(classify_response(classes, scores)?)
-        } else {
-            debug_assert_eq!(method, REGRESS_METHOD);
-            let values = find("outputs").or(match outputs.as_slice() {
-                [single] => Some(single),
-                _ => None,
-            });
-            let values = values.ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "No regression outputs found in SignatureDef '{}': expected an output named 'outputs', found: {}",
-                    signature.name,
-                    output_names(&signature)
-                ))
-            })?;
-            Ok(regress_response(values)?)
-        }
-    }
-
-    /// `GET /v1/models/{m}[/versions/{v}]`: TF Serving's GetModelStatusResponse.
-    pub fn model_status(&self, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
-        let statuses = self.registry.status(model, selector)?;
-        let entries: Vec<Value> = statuses
-            .iter()
-            .map(|s| {
-                json!({
-                    "version": s.version.to_string(),
-                    "state": s.state.as_str(),
-                    "status": {
-                        "error_code": if s.error.is_some() { "UNKNOWN" } else { "OK" },
-                        "error_message": s.error.clone().unwrap_or_default(),
-                    }
-                })
-            })
-            .collect();
-        Ok(json!({ "model_version_status": entries }))
-    }
-
-    /// `GET /v1/models/{m}[/versions/{v}]/metadata`: the signature defs.
-    pub fn model_metadata(&self, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
-        let servable = self.registry.resolve(model, selector)?;
-        let mut defs = Map::new();
-        for signature in servable.runtime.signatures().iter() {
-            defs.insert(
-                signature.name.clone(),
-                json!({
-                    "inputs": tensor_map(&signature.inputs),
-                    "outputs": tensor_map(&signature.outputs),
-                    "method_name": signature.method_name,
-                    "defaults": {},
-                }),
-            );
-        }
-        Ok(json!({
-            "model_spec": { "name": model, "signature_name": "", "version": servable.version.to_string() },
-            "metadata": { "signature_def": { "signature_def": defs } }
-        }))
-    }
-}
-
-fn output_names(signature: &SignatureSpec) -> String {
-    signature
-        .outputs
-        .iter()
-        .map(|s| s.key.as_str())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Bodies at least this large decode on the blocking pool, and outputs of at
@@ -368,24 +216,6 @@ pub async fn off_worker<T: Send + 'static>(
 
 /// How often a waiting request checks that its client is still connected.
 const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(20);
-
-fn tensor_map(specs: &[TensorSpec]) -> Value {
-    let mut map = Map::new();
-    for spec in specs {
-        let shape = match &spec.shape {
-            None => json!({ "dim": [], "unknown_rank": true }),
-            Some(dims) => json!({
-                "dim": dims.iter().map(|d| json!({ "size": d.to_string(), "name": "" })).collect::<Vec<_>>(),
-                "unknown_rank": false,
-            }),
-        };
-        map.insert(
-            spec.key.clone(),
-            json!({ "dtype": spec.dtype.proto_name(), "tensor_shape": shape, "name": spec.tensor_name }),
-        );
-    }
-    Value::Object(map)
-}
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@ pub mod saved_model;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::dialects::tfs::api as tfs;
 use crate::registry::{discover_versions, VersionSelector};
 use crate::service::Trace;
 use crate::settings::Settings;
@@ -137,16 +138,28 @@ pub fn run(settings: &Settings, target: &Target, body: &str, method: Option<&str
         let mut trace = Trace::default();
         let selector = VersionSelector::Latest;
         let answer = match method.as_str() {
-            "predict" => service.predict("model", &selector, body.as_bytes(), &mut trace).await,
+            "predict" => tfs::predict(&service, "model", &selector, body.as_bytes(), &mut trace).await,
             "classify" => {
-                service
-                    .classify_or_regress("model", &selector, body.as_bytes(), CLASSIFY_METHOD, &mut trace)
-                    .await
+                tfs::classify_or_regress(
+                    &service,
+                    "model",
+                    &selector,
+                    body.as_bytes(),
+                    CLASSIFY_METHOD,
+                    &mut trace,
+                )
+                .await
             }
             "regress" => {
-                service
-                    .classify_or_regress("model", &selector, body.as_bytes(), REGRESS_METHOD, &mut trace)
-                    .await
+                tfs::classify_or_regress(
+                    &service,
+                    "model",
+                    &selector,
+                    body.as_bytes(),
+                    REGRESS_METHOD,
+                    &mut trace,
+                )
+                .await
             }
             other => {
                 return Err((

@@ -66,7 +66,13 @@ fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
 }
 
 fn predict(service: &Service, selector: VersionSelector, body: &str) -> Result<Value, ApiError> {
-    let bytes = block_on(service.predict("model", &selector, body.as_bytes(), &mut Trace::default()))?;
+    let bytes = block_on(crate::dialects::tfs::api::predict(
+        service,
+        "model",
+        &selector,
+        body.as_bytes(),
+        &mut Trace::default(),
+    ))?;
     Ok(serde_json::from_slice(&bytes).unwrap())
 }
 
@@ -94,7 +100,14 @@ fn the_trace_records_what_a_request_resolved_to() {
     let (service, root) = service("trace", true, 0, Duration::from_secs(5));
     let mut trace = Trace::default();
     let body = br#"{"instances": [1.0, 2.0, 3.0]}"#;
-    block_on(service.predict("model", &VersionSelector::Latest, body, &mut trace)).unwrap();
+    block_on(crate::dialects::tfs::api::predict(
+        &service,
+        "model",
+        &VersionSelector::Latest,
+        body,
+        &mut trace,
+    ))
+    .unwrap();
     assert_eq!(trace.model.as_deref(), Some("model"));
     assert_eq!(trace.version, Some(2));
     assert_eq!(trace.signature.as_deref(), Some("serving_default"));
@@ -147,7 +160,14 @@ fn a_client_that_went_away_stops_the_wait() {
         ..Trace::default()
     };
     let body = br#"{"instances": [1.0]}"#;
-    let error = block_on(service.predict("model", &VersionSelector::Specific(2), body, &mut trace)).unwrap_err();
+    let error = block_on(crate::dialects::tfs::api::predict(
+        &service,
+        "model",
+        &VersionSelector::Specific(2),
+        body,
+        &mut trace,
+    ))
+    .unwrap_err();
     assert!(matches!(error, ApiError::ClientGone), "{error}");
     std::fs::remove_dir_all(root).unwrap();
 }
@@ -164,10 +184,10 @@ fn the_default_model_is_the_configured_one_or_the_first() {
 #[test]
 fn status_and_metadata_follow_tf_serving() {
     let (service, root) = service("status", false, 0, Duration::from_secs(5));
-    let status = service.model_status("model", &VersionSelector::Latest).unwrap();
+    let status = crate::dialects::tfs::api::model_status(&service, "model", &VersionSelector::Latest).unwrap();
     assert_eq!(status["model_version_status"].as_array().unwrap().len(), 2);
     assert_eq!(status["model_version_status"][1]["state"], "AVAILABLE");
-    let metadata = service.model_metadata("model", &VersionSelector::Specific(1)).unwrap();
+    let metadata = crate::dialects::tfs::api::model_metadata(&service, "model", &VersionSelector::Specific(1)).unwrap();
     assert_eq!(metadata["model_spec"]["version"], "1");
     let def = &metadata["metadata"]["signature_def"]["signature_def"]["serving_default"];
     assert_eq!(def["inputs"]["x"]["dtype"], "DT_FLOAT");
@@ -179,7 +199,8 @@ fn status_and_metadata_follow_tf_serving() {
 fn classify_needs_an_examples_input() {
     let (service, root) = service("classify", false, 0, Duration::from_secs(5));
     let body = br#"{"examples": [{"x": 1.0}]}"#;
-    let error = block_on(service.classify_or_regress(
+    let error = block_on(crate::dialects::tfs::api::classify_or_regress(
+        &service,
         "model",
         &VersionSelector::Latest,
         body,
@@ -192,7 +213,8 @@ fn classify_needs_an_examples_input() {
         "{error}"
     );
     let strict = service.with_method_name_check(true);
-    let error = block_on(strict.classify_or_regress(
+    let error = block_on(crate::dialects::tfs::api::classify_or_regress(
+        &strict,
         "model",
         &VersionSelector::Latest,
         body,

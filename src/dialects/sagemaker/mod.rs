@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use crate::codec::RequestFormat;
+use crate::dialects::tfs::api as tfs;
 use crate::error::ApiError;
 use crate::handlers::{Answer, CallContext};
 use crate::imaging::{self, ImageFile};
@@ -159,17 +160,9 @@ async fn call_model(
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
     match method {
-        "predict" => service.predict(model, selector, tfs_body, trace).await,
-        "classify" => {
-            service
-                .classify_or_regress(model, selector, tfs_body, CLASSIFY_METHOD, trace)
-                .await
-        }
-        "regress" => {
-            service
-                .classify_or_regress(model, selector, tfs_body, REGRESS_METHOD, trace)
-                .await
-        }
+        "predict" => tfs::predict(service, model, selector, tfs_body, trace).await,
+        "classify" => tfs::classify_or_regress(service, model, selector, tfs_body, CLASSIFY_METHOD, trace).await,
+        "regress" => tfs::classify_or_regress(service, model, selector, tfs_body, REGRESS_METHOD, trace).await,
         other => Err(ApiError::BadRequest(format!(
             "tfs-method must be predict, classify or regress, got '{other}'"
         ))),

@@ -1,6 +1,8 @@
 //! TensorFlow Serving's REST API: `/v1/models/...` predict, classify, regress,
 //! status and metadata, with TF Serving's routes matched the way it matches them.
 
+pub mod api;
+
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -125,24 +127,20 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) 
             let result = async {
                 let body = read_body(req, payload, state.max_request_bytes).await?;
                 match verb {
-                    Verb::Predict => service.predict(&model, &selector, &body, &mut trace).await,
+                    Verb::Predict => api::predict(service, &model, &selector, &body, &mut trace).await,
                     Verb::Classify => {
-                        service
-                            .classify_or_regress(&model, &selector, &body, CLASSIFY_METHOD, &mut trace)
-                            .await
+                        api::classify_or_regress(service, &model, &selector, &body, CLASSIFY_METHOD, &mut trace).await
                     }
                     Verb::Regress => {
-                        service
-                            .classify_or_regress(&model, &selector, &body, REGRESS_METHOD, &mut trace)
-                            .await
+                        api::classify_or_regress(service, &model, &selector, &body, REGRESS_METHOD, &mut trace).await
                     }
                 }
             }
             .await;
             Ok(answer(result, &model, verb.api(), &trace, started))
         }
-        Route::Status { model, selector } => pretty(service.model_status(&model, &selector)?),
-        Route::Metadata { model, selector } => pretty(service.model_metadata(&model, &selector)?),
+        Route::Status { model, selector } => pretty(api::model_status(service, &model, &selector)?),
+        Route::Metadata { model, selector } => pretty(api::model_metadata(service, &model, &selector)?),
     }
 }
 

@@ -1,0 +1,192 @@
+//! TF Serving's REST API on the service: `:predict` bodies decoded into
+//! tensors, `:classify`/`:regress` examples, and the status and metadata
+//! answers. SageMaker's invocations and `tfserve inspect` come through here
+//! too, as the container forwards to TF Serving's REST API.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
+use crate::codec::{PredictEnvelope, RequestFormat};
+use crate::error::ApiError;
+use crate::registry::VersionSelector;
+use crate::service::{off_worker, Service, Trace, OFFLOAD_BYTES};
+use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, REGRESS_METHOD};
+use crate::tensor::{DType, Tensor};
+
+/// TF Serving's `:predict`, with the response in the request's layout.
+pub async fn predict(
+    service: &Service,
+    model: &str,
+    selector: &VersionSelector,
+    body: &[u8],
+    trace: &mut Trace,
+) -> Result<Vec<u8>, ApiError> {
+    let servable = service.registry.resolve(model, selector)?;
+    let decode = {
+        let servable = servable.clone();
+        move |body: &[u8]| -> Result<(Arc<SignatureSpec>, RequestFormat, Vec<Tensor>), ApiError> {
+            let body = crate::codec::nonfinite::quote_bare_tokens(body);
+            let envelope = PredictEnvelope::parse(&body)?;
+            let signature = Service::signature(&servable, envelope.signature_name.as_deref())?;
+            let format = envelope.format()?;
+            let inputs = envelope.decode(&signature)?;
+            Ok((signature, format, inputs))
+        }
+    };
+    let (signature, format, inputs) = if body.len() < OFFLOAD_BYTES {
+        decode(body)?
+    } else {
+        let owned = body.to_vec();
+        off_worker(move || decode(&owned)).await?
+    };
+    trace.resolved(&servable, &signature);
+    service
+        .predict_inputs(&servable, &signature, inputs, format, trace)
+        .await
+}
+
+/// TF Serving's `:classify` and `:regress`: examples in, `results` out.
+pub async fn classify_or_regress(
+    service: &Service,
+    model: &str,
+    selector: &VersionSelector,
+    body: &[u8],
+    method: &str,
+    trace: &mut Trace,
+) -> Result<Vec<u8>, ApiError> {
+    let servable = service.registry.resolve(model, selector)?;
+    let body = crate::codec::nonfinite::quote_bare_tokens(body);
+    let request = ExamplesRequest::parse(&body)?;
+    let signature = Service::signature(&servable, request.signature_name.as_deref())?;
+    trace.resolved(&servable, &signature);
+    let kind = if method == CLASSIFY_METHOD {
+        "classification"
+    } else {
+        "regression"
+    };
+    // TF2 exports write the predict method on every signature, so TF Serving
+    // only checks the structure unless told to check the method too.
+    if service.checks_method_names() && signature.method_name != method {
+        return Err(ApiError::BadRequest(format!(
+            "Expected {kind} signature method_name to be {method}. Was: {}",
+            signature.method_name
+        )));
+    }
+    let examples_input = match signature.inputs.as_slice() {
+        [single] => single,
+        _ => {
+            return Err(ApiError::BadRequest(format!(
+                "Expected one input Tensor. Signature '{}' of the {kind} request has inputs: {}",
+                signature.name,
+                signature.input_names()
+            )))
+        }
+    };
+    // TF Serving wants the input keyed `inputs`; a lone string input under
+    // another key is taken too, as it can only mean serialized examples.
+    if examples_input.key != "inputs" && examples_input.dtype != DType::String {
+        return Err(ApiError::BadRequest(format!(
+            "No {kind} inputs found in SignatureDef '{}': classify and regress feed serialized tf.Examples \
+             to one string input keyed 'inputs', and its input is '{}' ({})",
+            signature.name, examples_input.key, examples_input.dtype
+        )));
+    }
+    let examples = request.serialized_examples()?;
+    let outputs = service.run(&servable, &signature, vec![examples], trace).await?;
+    let find = |key: &str| signature.outputs.iter().position(|s| s.key == key).map(|i| &outputs[i]);
+    if method == CLASSIFY_METHOD {
+        let (classes, scores) = (find("classes"), find("scores"));
+        if classes.is_none() && scores.is_none() {
+            return Err(ApiError::BadRequest(format!(
+                "Expected classification signature outputs to contain at least one of \"classes\" or \"scores\". \
+                 Signature '{}' has outputs: {}",
+                signature.name,
+                output_names(&signature)
+            )));
+        }
+        Ok(classify_response(classes, scores)?)
+    } else {
+        debug_assert_eq!(method, REGRESS_METHOD);
+        let values = find("outputs").or(match outputs.as_slice() {
+            [single] => Some(single),
+            _ => None,
+        });
+        let values = values.ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "No regression outputs found in SignatureDef '{}': expected an output named 'outputs', found: {}",
+                signature.name,
+                output_names(&signature)
+            ))
+        })?;
+        Ok(regress_response(values)?)
+    }
+}
+
+/// `GET /v1/models/{m}[/versions/{v}]`: TF Serving's GetModelStatusResponse.
+pub fn model_status(service: &Service, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
+    let statuses = service.registry.status(model, selector)?;
+    let entries: Vec<Value> = statuses
+        .iter()
+        .map(|s| {
+            json!({
+                "version": s.version.to_string(),
+                "state": s.state.as_str(),
+                "status": {
+                    "error_code": if s.error.is_some() { "UNKNOWN" } else { "OK" },
+                    "error_message": s.error.clone().unwrap_or_default(),
+                }
+            })
+        })
+        .collect();
+    Ok(json!({ "model_version_status": entries }))
+}
+
+/// `GET /v1/models/{m}[/versions/{v}]/metadata`: the signature defs.
+pub fn model_metadata(service: &Service, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
+    let servable = service.registry.resolve(model, selector)?;
+    let mut defs = Map::new();
+    for signature in servable.runtime.signatures().iter() {
+        defs.insert(
+            signature.name.clone(),
+            json!({
+                "inputs": tensor_map(&signature.inputs),
+                "outputs": tensor_map(&signature.outputs),
+                "method_name": signature.method_name,
+                "defaults": {},
+            }),
+        );
+    }
+    Ok(json!({
+        "model_spec": { "name": model, "signature_name": "", "version": servable.version.to_string() },
+        "metadata": { "signature_def": { "signature_def": defs } }
+    }))
+}
+
+fn output_names(signature: &SignatureSpec) -> String {
+    signature
+        .outputs
+        .iter()
+        .map(|s| s.key.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn tensor_map(specs: &[TensorSpec]) -> Value {
+    let mut map = Map::new();
+    for spec in specs {
+        let shape = match &spec.shape {
+            None => json!({ "dim": [], "unknown_rank": true }),
+            Some(dims) => json!({
+                "dim": dims.iter().map(|d| json!({ "size": d.to_string(), "name": "" })).collect::<Vec<_>>(),
+                "unknown_rank": false,
+            }),
+        };
+        map.insert(
+            spec.key.clone(),
+            json!({ "dtype": spec.dtype.proto_name(), "tensor_shape": shape, "name": spec.tensor_name }),
+        );
+    }
+    Value::Object(map)
+}
