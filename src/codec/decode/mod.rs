@@ -7,6 +7,7 @@
 //! serde visitors that append to `TensorData` vectors and infer the shape.
 
 mod column;
+mod csv_body;
 mod seeds;
 #[cfg(test)]
 mod tests;
@@ -20,6 +21,7 @@ use crate::signature::SignatureSpec;
 use crate::tensor::Tensor;
 pub use column::decode_base64;
 use column::Column;
+pub use csv_body::decode_csv;
 use seeds::{InputsSeed, InstancesSeed, Layout};
 
 /// Which of TF Serving's two request layouts a body used; the response mirrors it.

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+use crate::codec::decode::decode_csv;
 use crate::codec::RequestFormat;
 use crate::dialects::tfs::api as tfs;
 use crate::error::ApiError;
@@ -82,6 +83,27 @@ impl Invocation {
             return service
                 .predict_inputs(&servable, &signature, vec![input], RequestFormat::Row, trace)
                 .await;
+        }
+        if media == "text/csv" && method == "predict" {
+            let (servable, signature) = service.resolve(&model, &selector, None)?;
+            if signature.inputs.len() == 1 {
+                // Straight into the input's tensor: no TF Serving JSON text in between.
+                let scalar_instances = takes_scalar_instances(&signature);
+                let decode = {
+                    let signature = signature.clone();
+                    move |body: &[u8]| decode_csv(body, &signature, scalar_instances)
+                };
+                let tensor = if body.len() < crate::service::OFFLOAD_BYTES {
+                    decode(body)?
+                } else {
+                    let body = body.to_vec();
+                    crate::service::off_worker(move || Ok(decode(&body)?)).await?
+                };
+                trace.resolved(&servable, &signature);
+                return service
+                    .predict_inputs(&servable, &signature, vec![tensor], RequestFormat::Row, trace)
+                    .await;
+            }
         }
         let scalar_instances = media == "text/csv"
             && service
