@@ -195,7 +195,14 @@ impl HandlerError {
             HandlerError::Load { .. } => Code::Internal,
             HandlerError::Unsupported { .. } => Code::Unimplemented,
             HandlerError::QueueFull(_) | HandlerError::Stopped => Code::Unavailable,
+            HandlerError::Timeout(_) => Code::DeadlineExceeded,
         }
+    }
+}
+
+impl crate::handlers::StepError for ApiError {
+    fn status_code(&self) -> u16 {
+        self.status().as_u16()
     }
 }
 

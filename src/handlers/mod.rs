@@ -69,6 +69,15 @@ pub enum HandlerError {
     QueueFull(usize),
     #[error("the Python handler workers have stopped")]
     Stopped,
+    #[error("request timed out after {0} ms (rest_api_timeout_in_ms)")]
+    Timeout(u64),
+}
+
+/// The error of a handler chain's model step: the caller's own type, so this
+/// module needs nothing from the layers above it.
+pub trait StepError: From<HandlerError> + std::fmt::Display {
+    /// The HTTP status `output_handler` sees as `response.status_code`.
+    fn status_code(&self) -> u16;
 }
 
 /// A model's loaded handlers.
@@ -284,17 +293,18 @@ impl HandlerSet {
     /// Runs one invocation through a model's handlers: `handler` alone, or
     /// `input_handler` → the model in process (`run_model`, given the TF
     /// Serving body and answering its body or error) → `output_handler`.
-    pub async fn invoke<F, Fut>(
+    pub async fn invoke<F, Fut, E>(
         &self,
         handlers: &ModelHandlers,
         context: CallContext,
         body: Vec<u8>,
         timeout: Duration,
         run_model: F,
-    ) -> Result<Answer, crate::error::ApiError>
+    ) -> Result<Answer, E>
     where
         F: FnOnce(Vec<u8>) -> Fut,
-        Fut: Future<Output = Result<Vec<u8>, crate::error::ApiError>>,
+        Fut: Future<Output = Result<Vec<u8>, E>>,
+        E: StepError,
     {
         #[cfg(not(feature = "python"))]
         let _ = (body, timeout, run_model);
@@ -316,7 +326,7 @@ impl HandlerSet {
                     _ => return Err(HandlerError::Stopped.into()),
                 };
                 let deadline = tokio::time::Instant::now() + timeout;
-                let timed_out = || crate::error::ApiError::Timeout(timeout.as_millis() as u64);
+                let timed_out = || E::from(HandlerError::Timeout(timeout.as_millis() as u64));
                 if python::Engine::has_handler(loaded) {
                     let call = engine.call_handler(loaded.clone(), body, context);
                     return Ok(tokio::time::timeout_at(deadline, call)
@@ -335,7 +345,7 @@ impl HandlerSet {
                 let (status, content) = match answer {
                     Ok(content) => (200, content),
                     Err(err) => (
-                        err.status().as_u16(),
+                        err.status_code(),
                         serde_json::json!({ "error": err.to_string() }).to_string().into_bytes(),
                     ),
                 };
@@ -369,64 +379,4 @@ fn safe_name(model: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(handler_path: Option<PathBuf>, shared: Option<PathBuf>) -> HandlerSet {
-        HandlerSet::new(HandlerSettings {
-            handler_path,
-            shared_code_dir: shared,
-            deps_dir: std::env::temp_dir(),
-            workers: 1,
-            queue: 1,
-        })
-    }
-
-    #[test]
-    fn handler_files_are_found_where_the_container_looks() {
-        let root = std::env::temp_dir().join(format!("tfserve-handler-files-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        for dir in ["own/code", "own/1", "other/1", "code"] {
-            std::fs::create_dir_all(root.join(dir)).unwrap();
-        }
-        std::fs::write(root.join("own/code/inference.py"), "").unwrap();
-        std::fs::write(root.join("code/inference.py"), "").unwrap();
-        let handlers = set(None, Some(root.join("code")));
-        assert_eq!(
-            handlers.handler_file(&root.join("own")),
-            Some(root.join("own/code/inference.py"))
-        );
-        // A model of the archive without its own code/ takes the shared one...
-        assert_eq!(
-            handlers.handler_file(&root.join("other")),
-            Some(root.join("code/inference.py"))
-        );
-        // ...but a model from elsewhere does not.
-        assert_eq!(handlers.handler_file(&std::env::temp_dir().join("elsewhere")), None);
-        assert_eq!(set(None, None).handler_file(&root.join("other")), None);
-        let forced = set(Some("/srv/inference.py".into()), None);
-        assert_eq!(forced.handler_file(&root.join("own")), Some("/srv/inference.py".into()));
-        std::fs::remove_dir_all(&root).unwrap();
-    }
-
-    #[test]
-    fn rest_uris_are_reachable_urls() {
-        let handlers = set(None, None);
-        handlers.set_rest_address("0.0.0.0:8080".parse().unwrap(), None);
-        assert_eq!(
-            handlers.rest_uri("half_plus_three", None, "predict"),
-            "http://127.0.0.1:8080/v1/models/half_plus_three:predict"
-        );
-        handlers.set_rest_address("[::]:9000".parse().unwrap(), Some(("ann", "p@ss word")));
-        assert_eq!(
-            handlers.rest_uri("my model", Some("2"), "regress"),
-            "http://ann:p%40ss%20word@[::1]:9000/v1/models/my%20model/versions/2:regress"
-        );
-        handlers.set_rest_address("[::1]:9001".parse().unwrap(), None);
-        assert!(handlers
-            .rest_uri("m", None, "predict")
-            .starts_with("http://[::1]:9001/"));
-        assert!(handlers.is_empty());
-        assert!(handlers.get("m").is_none());
-    }
-}
+mod tests;

@@ -1,0 +1,70 @@
+//! Model config files in every accepted form, and version policies.
+
+use super::*;
+
+#[test]
+fn tf_serving_text_format() {
+    let text = r#"
+        model_config_list {
+          config {
+            name: 'adder'
+            base_path: '/models/adder'
+            model_platform: 'tensorflow'
+            model_version_policy { specific { versions: 1 versions: 2 } }
+            version_labels { key: 'stable' value: 1 }
+            version_labels { key: 'canary' value: 2 }
+          }
+          config { name: 'half' base_path: '/models/half' }
+        }"#;
+    let sources = parse(text).unwrap();
+    assert_eq!(sources[0].policy, VersionPolicy::Specific(vec![1, 2]));
+    assert_eq!(sources[0].labels["canary"], 2);
+    assert_eq!(sources[1].policy, VersionPolicy::Latest(1));
+}
+
+#[test]
+fn json_forms() {
+    let tfs = r#"{"model_config_list": {"config": [{"name": "a", "base_path": "/a", "model_version_policy": {"all": {}}, "version_labels": {"stable": "3"}}]}}"#;
+    let sources = parse(tfs).unwrap();
+    assert_eq!(sources[0].policy, VersionPolicy::All);
+    assert_eq!(sources[0].labels["stable"], 3);
+    let stfs = r#"{"model_config_list": [{"name": "b", "base_path": "./b", "platform": "tensorflow",
+                    "session_config": {"intra_op_parallelism_threads": 1, "allow_growth": true}}]}"#;
+    let source = &parse(stfs).unwrap()[0];
+    assert_eq!(source.policy, VersionPolicy::All);
+    let session = source.session.apply(&SessionConfig {
+        intra_op_parallelism: 4,
+        inter_op_parallelism: -1,
+        ..Default::default()
+    });
+    assert_eq!(
+        (
+            session.intra_op_parallelism,
+            session.inter_op_parallelism,
+            session.gpu_allow_growth
+        ),
+        (1, -1, true)
+    );
+    let typo = r#"{"model_config_list": [{"name": "b", "base_path": "./b", "session_config": {"intra_op": 1}}]}"#;
+    assert!(parse(typo).unwrap_err().contains("intra_op"));
+}
+
+#[test]
+fn errors_name_the_model_and_field() {
+    assert!(parse("model_config_list { config { name: 'a' } }")
+        .unwrap_err()
+        .contains("'a' has no base_path"));
+    let onnx = r#"{"model_config_list": [{"name": "m", "base_path": "/m", "platform": "onnx"}]}"#;
+    assert!(parse(onnx).unwrap_err().contains("model_platform 'onnx'"));
+    let twice = "model_config_list { config { name: 'a' base_path: '/a' } config { name: 'a' base_path: '/b' } }";
+    assert!(parse(twice).unwrap_err().contains("twice"));
+}
+
+#[test]
+fn policies_select_versions() {
+    let available = [(1, ()), (2, ()), (5, ())];
+    let versions = |p: VersionPolicy| p.select(&available).into_iter().map(|v| v.0).collect::<Vec<_>>();
+    assert_eq!(versions(VersionPolicy::Latest(2)), vec![2, 5]);
+    assert_eq!(versions(VersionPolicy::All), vec![1, 2, 5]);
+    assert_eq!(versions(VersionPolicy::Specific(vec![2, 7])), vec![2]);
+}
