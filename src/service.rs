@@ -202,11 +202,24 @@ impl Service {
 /// Bodies at least this large decode on the blocking pool, and outputs of at
 /// least this many elements encode there: megabytes of JSON would otherwise
 /// hold an HTTP worker, and every connection it serves, for milliseconds.
-pub const OFFLOAD_BYTES: usize = 256 * 1024;
+const OFFLOAD_BYTES: usize = 256 * 1024;
 const OFFLOAD_ELEMENTS: usize = 32 * 1024;
 
+/// Decodes a request body where it is cheapest: inline when small, on the
+/// blocking pool (after one copy of the body) when large.
+pub async fn decode_body<T: Send + 'static>(
+    body: &[u8],
+    decode: impl FnOnce(&[u8]) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    if body.len() < OFFLOAD_BYTES {
+        return decode(body);
+    }
+    let owned = body.to_vec();
+    off_worker(move || decode(&owned)).await
+}
+
 /// Runs CPU-heavy request work off the HTTP workers.
-pub async fn off_worker<T: Send + 'static>(
+async fn off_worker<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work)

@@ -19,7 +19,7 @@ use crate::error::ApiError;
 use crate::handlers::{Answer, CallContext};
 use crate::imaging::{self, ImageFile};
 use crate::registry::VersionSelector;
-use crate::service::{Service, Trace};
+use crate::service::{decode_body, Service, Trace};
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
 use convert::{is_image, media_type, takes_scalar_instances, to_tfs_json};
 
@@ -93,12 +93,7 @@ impl Invocation {
                     let signature = signature.clone();
                     move |body: &[u8]| decode_csv(body, &signature, scalar_instances)
                 };
-                let tensor = if body.len() < crate::service::OFFLOAD_BYTES {
-                    decode(body)?
-                } else {
-                    let body = body.to_vec();
-                    crate::service::off_worker(move || Ok(decode(&body)?)).await?
-                };
+                let tensor = decode_body(body, move |body| Ok(decode(body)?)).await?;
                 trace.resolved(&servable, &signature);
                 return service
                     .predict_inputs(&servable, &signature, vec![tensor], RequestFormat::Row, trace)
@@ -109,13 +104,7 @@ impl Invocation {
             && service
                 .resolve(&model, &selector, None)
                 .is_ok_and(|(_, signature)| takes_scalar_instances(&signature));
-        let tfs_body = if body.len() < crate::service::OFFLOAD_BYTES {
-            to_tfs_json(&media, body, scalar_instances)?
-        } else {
-            // Megabytes of CSV or JSON Lines convert off the HTTP workers.
-            let body = body.to_vec();
-            crate::service::off_worker(move || Ok(to_tfs_json(&media, &body, scalar_instances)?)).await?
-        };
+        let tfs_body = decode_body(body, move |body| Ok(to_tfs_json(&media, body, scalar_instances)?)).await?;
         call_model(service, &model, &selector, &method, &tfs_body, trace).await
     }
 

@@ -33,14 +33,10 @@ async fn models_route(req: HttpRequest, payload: web::Payload, state: web::Data<
     crate::http::respond(&req, result)
 }
 
-fn default_model_name(state: &AppState) -> Option<String> {
-    state.service.default_model()
-}
-
 /// 200 once the default model has an available version (always, with no
 /// models: a multi-model endpoint starts empty); 502 otherwise, as the container.
 pub fn ping(state: &AppState) -> HttpResponse {
-    let Some(model) = default_model_name(state) else {
+    let Some(model) = state.service.default_model() else {
         return HttpResponse::Ok().finish();
     };
     match state.service.registry.status(&model, &VersionSelector::Latest) {

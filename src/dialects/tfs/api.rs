@@ -11,7 +11,7 @@ use crate::codec::example::{classify_response, regress_response, ExamplesRequest
 use crate::codec::{PredictEnvelope, RequestFormat};
 use crate::error::ApiError;
 use crate::registry::VersionSelector;
-use crate::service::{off_worker, Service, Trace, OFFLOAD_BYTES};
+use crate::service::{decode_body, Service, Trace};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::{DType, Tensor};
 
@@ -35,12 +35,7 @@ pub async fn predict(
             Ok((signature, format, inputs))
         }
     };
-    let (signature, format, inputs) = if body.len() < OFFLOAD_BYTES {
-        decode(body)?
-    } else {
-        let owned = body.to_vec();
-        off_worker(move || decode(&owned)).await?
-    };
+    let (signature, format, inputs) = decode_body(body, decode).await?;
     trace.resolved(&servable, &signature);
     service
         .predict_inputs(&servable, &signature, inputs, format, trace)
