@@ -6,7 +6,7 @@ use actix_web::{HttpResponse, ResponseError};
 
 use crate::batcher::BatchError;
 use crate::codec::CodecError;
-use crate::dialects::sagemaker::convert::ConvertError;
+use crate::dialects::sagemaker::payload::ConvertError;
 use crate::handlers::HandlerError;
 use crate::registry::RegistryError;
 use crate::runtime::{RuntimeError, StatusCode as TfCode};
@@ -41,7 +41,7 @@ pub enum ApiError {
     #[error("{0}")]
     InsufficientStorage(String),
     #[error(transparent)]
-    Convert(#[from] crate::dialects::sagemaker::convert::ConvertError),
+    Convert(#[from] crate::dialects::sagemaker::payload::ConvertError),
     #[error(transparent)]
     Image(#[from] crate::imaging::ImageError),
     #[error(transparent)]

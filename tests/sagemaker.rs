@@ -71,6 +71,7 @@ fn every_content_type_reaches_the_default_model() {
         ("text/csv; charset=utf-8", "1.0\r\n2.0\r\n5.0"),
         ("application/jsonlines", "1.0\n2.0\n5.0"),
         ("application/jsons", "1.0\n2.0\n5.0"),
+        ("application/jsonlines", "1.0 2.0\n\n5.0\n"),
     ];
     for (content_type, body) in cases {
         let (status, _, answer) = invoke(Some(content_type), None, None, *body);
@@ -81,6 +82,11 @@ fn every_content_type_reaches_the_default_model() {
             answer
         };
         assert_eq!(answer, expected, "{content_type} {body:?}");
+    }
+    // A list of lists is the instances list itself, however it is spaced.
+    for body in ["[[1.0], [2.0], [5.0]]", "[ [1.0],\n  [2.0],\n  [5.0]\n]"] {
+        let (_, _, answer) = invoke(Some("application/json"), None, None, body);
+        assert_eq!(answer, json!({"predictions": [[3.5], [4.0], [5.5]]}), "{body:?}");
     }
     // A bare value is one instance.
     let (_, _, answer) = invoke(Some("application/json"), None, None, "2.0");
@@ -124,6 +130,29 @@ fn custom_attributes_select_model_version_and_method() {
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["predictions"][1]["count_plus_one"], json!(6));
     assert_eq!(answer["predictions"][0]["greeting"], json!("hello a"));
+    // Pretty-printed objects, one after another, are JSON Lines too.
+    let pretty = "{\n  \"features\": [1, 2, 3],\n  \"count\": 1,\n  \"label\": \"a\",\n  \"flag\": true\n}\n\
+                  {\"features\": [0, 0, 1], \"count\": NaN, \"label\": \"b\", \"flag\": false}";
+    let (status, _, answer) = invoke(Some("application/json"), Some("tfs-model-name=multi_io"), None, pretty);
+    // NaN parses as TF Serving parses it, then fails the int64 input, naming the element.
+    assert_eq!(status, 400, "{answer}");
+    let message = answer["error"].as_str().unwrap_or_default();
+    assert!(message.contains("element: 1"), "{message}");
+    let (status, _, answer) = invoke(
+        Some("application/json"),
+        Some("tfs-model-name=multi_io"),
+        None,
+        pretty.replace("NaN", "5"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["predictions"][1]["count_plus_one"], json!(6));
+    // CSV lines are plain-list instances, which a signature of several inputs refuses.
+    let (status, _, answer) = invoke(Some("text/csv"), Some("tfs-model-name=multi_io"), None, "1,2,3");
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap_or_default().contains("plain list"),
+        "{answer}"
+    );
 }
 
 #[test]

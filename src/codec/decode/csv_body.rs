@@ -14,9 +14,10 @@ use crate::tensor::Tensor;
 /// field is an instance of its own (the input's declared shape is `[-1]`).
 pub fn decode_csv(body: &[u8], signature: &SignatureSpec, scalar_instances: bool) -> Result<Tensor, CodecError> {
     let [spec] = signature.inputs.as_slice() else {
+        // The container turns CSV lines into plain-list instances, which TF
+        // Serving refuses for a signature of several inputs, in these words.
         return Err(CodecError::invalid(format!(
-            "a CSV body feeds a signature with one input; '{}' has inputs {}",
-            signature.name,
+            "instances is a plain list, but expecting list of objects as multiple input tensors required as per tensorinfo_map (inputs: {})",
             signature.input_names()
         )));
     };

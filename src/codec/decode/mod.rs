@@ -22,7 +22,7 @@ use crate::tensor::Tensor;
 pub use column::decode_base64;
 use column::Column;
 pub use csv_body::decode_csv;
-use seeds::{InputsSeed, InstancesSeed, Layout};
+use seeds::{name_failed_element, InputsSeed, InstanceSeed, InstancesSeed, Layout};
 
 /// Which of TF Serving's two request layouts a body used; the response mirrors it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +131,47 @@ fn decode_instances(raw: Option<&str>, signature: &SignatureSpec) -> Result<Vec<
             .take()
             .unwrap_or_else(|| first_column_error(&mut columns, e))
     })?;
+    finish_rows(columns, rows)
+}
+
+/// Decodes a JSON list of instances, as TF Serving's `instances` value.
+pub fn decode_instance_list(raw: &str, signature: &SignatureSpec) -> Result<Vec<Tensor>, CodecError> {
+    decode_instances(Some(raw), signature)
+}
+
+/// Decodes instances given one JSON value each (SageMaker's JSON Lines, or a
+/// lone JSON value), exactly as the elements of an `instances` list.
+pub fn decode_instance_values<'v>(
+    values: impl IntoIterator<Item = &'v str>,
+    signature: &SignatureSpec,
+) -> Result<Vec<Tensor>, CodecError> {
+    let mut columns = new_columns(signature)?;
+    let mut layout = Layout::default();
+    let mut rows = 0;
+    for value in values {
+        layout.index = rows;
+        let mut deserializer = serde_json::Deserializer::from_str(value);
+        let decoded = InstanceSeed {
+            columns: &mut columns,
+            signature,
+            layout: &mut layout,
+        }
+        .deserialize(&mut deserializer)
+        .and_then(|()| deserializer.end());
+        if let Err(error) = decoded {
+            name_failed_element(&mut columns, rows);
+            return Err(layout
+                .error
+                .take()
+                .unwrap_or_else(|| first_column_error(&mut columns, error)));
+        }
+        rows += 1;
+    }
+    finish_rows(columns, rows)
+}
+
+/// The tensors of `rows` instances: each column's outer dimension closed.
+fn finish_rows(columns: Vec<Column<'_>>, rows: usize) -> Result<Vec<Tensor>, CodecError> {
     if rows == 0 {
         return Err(CodecError::invalid("No values in 'instances' array"));
     }

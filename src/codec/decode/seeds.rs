@@ -72,16 +72,21 @@ impl<'de> Visitor<'de> for InstancesSeed<'_, '_> {
                 Ok(Some(())) => index += 1,
                 Ok(None) => return Ok(index),
                 Err(err) => {
-                    if let Some(column) = self.columns.iter_mut().find(|c| c.error.is_some()) {
-                        let inner = column.error.take().map(|e| e.to_string()).unwrap_or_default();
-                        column.error = Some(CodecError::invalid(format!(
-                            "Failed to process element: {index} of 'instances' list. Error: {inner}"
-                        )));
-                    }
+                    name_failed_element(self.columns, index);
                     return Err(err);
                 }
             }
         }
+    }
+}
+
+/// Prefixes a column's error with the element it came from, in TF Serving's words.
+pub(super) fn name_failed_element(columns: &mut [Column<'_>], index: usize) {
+    if let Some(column) = columns.iter_mut().find(|c| c.error.is_some()) {
+        let inner = column.error.take().map(|e| e.to_string()).unwrap_or_default();
+        column.error = Some(CodecError::invalid(format!(
+            "Failed to process element: {index} of 'instances' list. Error: {inner}"
+        )));
     }
 }
 

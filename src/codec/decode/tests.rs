@@ -191,3 +191,31 @@ fn envelope_errors() {
     let err = decode(r#"{"instances": [1,"#, &sig).unwrap_err().to_string();
     assert!(err.starts_with("JSON Parse error"), "{err}");
 }
+
+#[test]
+fn instances_given_one_by_one_decode_as_a_list() {
+    let sig = signature(vec![spec("x", DType::Float, None)]);
+    let lines = decode_instance_values(["[1.0, 2]", "[3, 4.5]"], &sig).unwrap();
+    assert_eq!(
+        lines[0],
+        Tensor::new(vec![2, 2], TensorData::Float(vec![1.0, 2.0, 3.0, 4.5]))
+    );
+    assert_eq!(lines, decode_instance_list("[[1.0, 2], [3, 4.5]]", &sig).unwrap());
+    let error = decode_instance_values(["[1.0]", "[\"a\"]"], &sig)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("element: 1"), "{error}");
+    let error = decode_instance_values(["[1.0]", "[2.0]]"], &sig).unwrap_err();
+    assert!(matches!(error, CodecError::JsonParse(_)), "{error}");
+    assert_eq!(
+        decode_instance_values([], &sig).unwrap_err(),
+        CodecError::invalid("No values in 'instances' array")
+    );
+    let two = signature(vec![spec("a", DType::Int32, None), spec("b", DType::String, None)]);
+    let objects = decode_instance_values([r#"{"a": 1, "b": "x"}"#, r#"{"a": 2, "b": "y"}"#], &two).unwrap();
+    assert_eq!(objects[0].data, TensorData::Int32(vec![1, 2]));
+    let error = decode_instance_values([r#"{"a": 1, "b": "x"}"#, "[2]"], &two)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("Expecting object but got list at item 1"), "{error}");
+}

@@ -1,18 +1,20 @@
 //! The SageMaker TensorFlow Serving container contract: request bodies in its
-//! content types converted to TF Serving requests (as its nginx layer does),
+//! content types read as its nginx layer reads them, decoded into tensors,
 //! `X-Amzn-SageMaker-Custom-Attributes`, and its environment variables.
 
-pub mod convert;
 pub mod models;
+pub mod payload;
 pub mod routes;
 
 pub use routes::configure;
 
-use std::sync::OnceLock;
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 
-use crate::codec::decode::decode_csv;
+use crate::codec::decode::{decode_csv, decode_instance_list, decode_instance_values};
+use crate::codec::nonfinite::quote_bare_tokens;
 use crate::codec::RequestFormat;
 use crate::dialects::tfs::api as tfs;
 use crate::error::ApiError;
@@ -20,8 +22,9 @@ use crate::handlers::{Answer, CallContext};
 use crate::imaging::{self, ImageFile};
 use crate::registry::VersionSelector;
 use crate::service::{decode_body, Service, Trace};
-use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
-use convert::{is_image, media_type, takes_scalar_instances, to_tfs_json};
+use crate::signature::{SignatureSpec, CLASSIFY_METHOD, REGRESS_METHOD};
+use crate::tensor::Tensor;
+use payload::{is_image, media_type, read_payload, takes_scalar_instances, Payload};
 
 pub const CUSTOM_ATTRIBUTES: &str = "x-amzn-sagemaker-custom-attributes";
 
@@ -59,12 +62,11 @@ impl Invocation {
             .unwrap_or_default()
     }
 
-    /// Converts the body as the container does and runs it.
+    /// Reads the body as the container does and runs it.
     pub async fn run(&self, service: &Service, body: &[u8], trace: &mut Trace) -> Result<Vec<u8>, ApiError> {
-        let attributes = &self.attributes;
-        let method = attributes.method.clone().unwrap_or_else(|| "predict".into());
+        let method = self.attributes.method.as_deref().unwrap_or("predict");
         let model = self.model_name(service);
-        let selector = version_selector(attributes)?;
+        let selector = version_selector(&self.attributes)?;
         let media = media_type(&self.content_type);
         if is_image(&media) {
             if method != "predict" {
@@ -72,40 +74,18 @@ impl Invocation {
                     "image requests support tfs-method=predict only, got '{method}'"
                 )));
             }
-            let (servable, signature) = service.resolve(&model, &selector, None)?;
-            let input = imaging::image_input(&signature)?;
-            let feed = imaging::feed_for(&signature, input, servable.images)?;
-            let file = ImageFile {
-                name: "request body".into(),
-                bytes: body.to_vec(),
-            };
-            let input = imaging::batch_tensor_off_thread(vec![file], feed).await?;
-            return service
-                .predict_inputs(&servable, &signature, vec![input], RequestFormat::Row, trace)
-                .await;
+            return predict_image(service, &model, &selector, body, trace).await;
         }
-        if media == "text/csv" && method == "predict" {
-            let (servable, signature) = service.resolve(&model, &selector, None)?;
-            if signature.inputs.len() == 1 {
-                // Straight into the input's tensor: no TF Serving JSON text in between.
-                let scalar_instances = takes_scalar_instances(&signature);
-                let decode = {
-                    let signature = signature.clone();
-                    move |body: &[u8]| decode_csv(body, &signature, scalar_instances)
-                };
-                let tensor = decode_body(body, move |body| Ok(decode(body)?)).await?;
-                trace.resolved(&servable, &signature);
-                return service
-                    .predict_inputs(&servable, &signature, vec![tensor], RequestFormat::Row, trace)
-                    .await;
-            }
+        if method == "predict" {
+            return predict_payload(service, &model, &selector, media, body, trace).await;
         }
-        let scalar_instances = media == "text/csv"
-            && service
-                .resolve(&model, &selector, None)
-                .is_ok_and(|(_, signature)| takes_scalar_instances(&signature));
-        let tfs_body = decode_body(body, move |body| Ok(to_tfs_json(&media, body, scalar_instances)?)).await?;
-        call_model(service, &model, &selector, &method, &tfs_body, trace).await
+        let request = match read_payload(&media, body)? {
+            Payload::Tfs(request) => request,
+            // The container sends anything else as `{"instances": ...}`,
+            // which has no examples: TF Serving answers as for an empty object.
+            Payload::InstanceList(_) | Payload::Instances(_) | Payload::Csv(_) => b"{}",
+        };
+        call_model(service, &model, &selector, method, request, trace).await
     }
 
     /// Runs the invocation through the model's `inference.py` when it ships
@@ -148,6 +128,74 @@ impl Invocation {
             .invoke(&handlers, context, body.to_vec(), service.timeout(), run_model)
             .await
     }
+}
+
+/// An image body as a batch of one, sized for the signature's image input.
+async fn predict_image(
+    service: &Service,
+    model: &str,
+    selector: &VersionSelector,
+    body: &[u8],
+    trace: &mut Trace,
+) -> Result<Vec<u8>, ApiError> {
+    let (servable, signature) = service.resolve(model, selector, None)?;
+    let input = imaging::image_input(&signature)?;
+    let feed = imaging::feed_for(&signature, input, servable.images)?;
+    let file = ImageFile {
+        name: "request body".into(),
+        bytes: body.to_vec(),
+    };
+    let input = imaging::batch_tensor_off_thread(vec![file], feed).await?;
+    trace.resolved(&servable, &signature);
+    service
+        .predict_inputs(&servable, &signature, vec![input], RequestFormat::Row, trace)
+        .await
+}
+
+/// The default signature and its input tensors.
+type DecodedInstances = (Arc<SignatureSpec>, Vec<Tensor>);
+
+/// A JSON, JSON Lines or CSV body for `predict`: a TF Serving request goes
+/// through TF Serving's predict; instances decode straight into the default
+/// signature's tensors (off the HTTP workers when the body is large).
+async fn predict_payload(
+    service: &Service,
+    model: &str,
+    selector: &VersionSelector,
+    media: String,
+    body: &[u8],
+    trace: &mut Trace,
+) -> Result<Vec<u8>, ApiError> {
+    let servable = service.registry.resolve(model, selector)?;
+    let decode = {
+        let servable = servable.clone();
+        move |body: &[u8]| -> Result<Option<DecodedInstances>, ApiError> {
+            let body = if media == "text/csv" {
+                Cow::Borrowed(body)
+            } else {
+                quote_bare_tokens(body)
+            };
+            let payload = read_payload(&media, &body)?;
+            if let Payload::Tfs(_) = payload {
+                return Ok(None);
+            }
+            let signature = Service::signature(&servable, None)?;
+            let inputs = match payload {
+                Payload::Tfs(_) => return Ok(None),
+                Payload::InstanceList(list) => decode_instance_list(list, &signature)?,
+                Payload::Instances(values) => decode_instance_values(values, &signature)?,
+                Payload::Csv(csv) => vec![decode_csv(csv, &signature, takes_scalar_instances(&signature))?],
+            };
+            Ok(Some((signature, inputs)))
+        }
+    };
+    let Some((signature, inputs)) = decode_body(body, decode).await? else {
+        return tfs::predict(service, model, selector, body, trace).await;
+    };
+    trace.resolved(&servable, &signature);
+    service
+        .predict_inputs(&servable, &signature, inputs, RequestFormat::Row, trace)
+        .await
 }
 
 /// `tfs-model-version`, when given.

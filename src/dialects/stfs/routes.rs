@@ -56,7 +56,7 @@ pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let media = crate::dialects::sagemaker::convert::media_type(content_type);
+    let media = crate::dialects::sagemaker::payload::media_type(content_type);
     let result = async {
         if media == "multipart/form-data" {
             let upload = read_upload(req, payload, state.max_request_bytes).await?;
