@@ -7,12 +7,27 @@ use clap::Parser;
 // than glibc's allocator (measured with benches/bench.py).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use tfserve::runtime::tf_log;
 use tfserve::settings::{Cli, Command, Settings};
 
+// Runs before libtensorflow's static initialisers, which log to stderr.
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".preinit_array"]
+static BEFORE_LIBRARIES: unsafe extern "C" fn(
+    std::ffi::c_int,
+    *const *const std::ffi::c_char,
+    *const *const std::ffi::c_char,
+) = tf_log::before_libraries;
+
 fn main() -> std::process::ExitCode {
-    // RUST_LOG wins; Simple TensorFlow Serving's STFS_LOG_LEVEL is the fallback.
-    let level = std::env::var("STFS_LOG_LEVEL").map_or_else(|_| "info".to_string(), |l| l.to_ascii_lowercase());
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
+    let start_up_output = tf_log::restore_stderr();
+    let filter = tf_log::server_log_filter();
+    tf_log::follow_server_level(&filter);
+    env_logger::Builder::new().parse_filters(&filter).init();
+    for line in start_up_output.lines().filter(|l| !l.trim().is_empty()) {
+        log::debug!(target: "tensorflow", "{line}");
+    }
     let cli = Cli::parse();
     let settings = match Settings::load(&cli) {
         Ok(settings) => settings,

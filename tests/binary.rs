@@ -286,3 +286,54 @@ fn serve_in_multi_model_mode_starts_empty_and_loads_over_http() {
     let (status, body) = post_raw(&server, "/models/adder/invoke", "text/csv", "1.0\n2.0");
     assert_eq!((status, body), (200, json!({"predictions": [3.0, 4.0]})));
 }
+
+#[test]
+fn help_and_version_print_only_their_own_text() {
+    for (flag, expected) in [("--version", "tfserve "), ("--help", "Usage: tfserve")] {
+        let output = Command::new(env!("CARGO_BIN_EXE_tfserve"))
+            .arg(flag)
+            .env_remove("TF_CPP_MIN_LOG_LEVEL")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{flag}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains(expected), "{flag}: {stdout}");
+        assert_eq!(String::from_utf8_lossy(&output.stderr), "", "{flag}");
+    }
+}
+
+#[test]
+fn tensorflow_logs_at_the_server_level() {
+    // Every line up to the one announcing the address, when the models have loaded.
+    let start_up_log = |filter: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tfserve"))
+            .args(["--rest_api_port=0", "--model_base_path", "models/half_plus_two"])
+            .env_remove("TF_CPP_MIN_LOG_LEVEL")
+            .env("RUST_LOG", filter)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut log = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            log.push_str(&line);
+            log.push('\n');
+            if line.contains(" on http://") {
+                break;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        log
+    };
+    let quiet = start_up_log("warn,tfserve=info");
+    assert!(quiet.contains(" on http://"), "{quiet}");
+    assert!(!quiet.contains("Reading SavedModel"), "{quiet}");
+    assert!(!quiet.contains("oneDNN"), "{quiet}");
+    let verbose = start_up_log("info");
+    assert!(verbose.contains("Reading SavedModel"), "{verbose}");
+    let chosen = start_up_log("info,tensorflow=error");
+    assert!(!chosen.contains("Reading SavedModel"), "{chosen}");
+}

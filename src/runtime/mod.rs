@@ -7,6 +7,7 @@ mod graph_trace;
 pub mod mock;
 mod session_config;
 mod tf;
+pub mod tf_log;
 
 use std::path::Path;
 use std::sync::Arc;
