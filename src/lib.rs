@@ -72,45 +72,47 @@ pub enum StartError {
 /// `--model_config_file`, one `--model_base_path` (every version), or the
 /// models under `models_dir`.
 pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError> {
-    if let Some(path) = &settings.model_config_file {
+    if let Some(path) = &settings.models.model_config_file {
         return Ok(model_config::load(path)?);
     }
-    if settings.multi_model {
+    if settings.models.multi_model {
         return Ok(Vec::new());
     }
-    if let Some(base_path) = &settings.model_base_path {
+    if let Some(base_path) = &settings.models.model_base_path {
         return Ok(vec![ModelSource::with_policy(
-            settings.model_name.clone(),
+            settings.models.model_name.clone(),
             base_path.clone(),
-            settings.model_version_policy.policy(),
+            settings.models.model_version_policy.policy(),
         )]);
     }
     // Version directories straight inside the models directory (a SageMaker
     // model archive) make one model, named by $SAGEMAKER_TFS_DEFAULT_MODEL_NAME or the directory.
-    if !registry::discover_versions(&settings.models_dir)
+    if !registry::discover_versions(&settings.models.models_dir)
         .unwrap_or_default()
         .is_empty()
     {
         let name = settings
+            .models
             .default_model_name
             .clone()
             .or_else(|| {
                 settings
+                    .models
                     .models_dir
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
             })
-            .unwrap_or_else(|| settings.model_name.clone());
-        let policy = settings.model_version_policy.policy();
+            .unwrap_or_else(|| settings.models.model_name.clone());
+        let policy = settings.models.model_version_policy.policy();
         return Ok(vec![ModelSource::with_policy(
             name,
-            settings.models_dir.clone(),
+            settings.models.models_dir.clone(),
             policy,
         )]);
     }
     Ok(discover_models(
-        &settings.models_dir,
-        &settings.model_version_policy.policy(),
+        &settings.models.models_dir,
+        &settings.models.model_version_policy.policy(),
     )?)
 }
 
@@ -158,10 +160,10 @@ pub struct Running {
 
 /// Loads the models and starts the batch threads: everything but HTTP.
 pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), StartError> {
-    if let Some(paths) = &settings.custom_op_paths {
+    if let Some(paths) = &settings.tensorflow.custom_op_paths {
         load_custom_ops(paths)?;
     }
-    let (batching, params, threads) = settings.batching(&|name| std::env::var(name).ok())?;
+    let (batching, params, threads) = settings.batch_plan()?;
     let batcher = Batcher::new(threads).map_err(StartError::Threads)?;
     let session = settings.session(threads)?;
     let (intra, inter) = (session.intra_op_parallelism, session.inter_op_parallelism);
@@ -173,10 +175,10 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
         batching: BatchingPolicy {
             enabled: batching,
             params,
-            overrides: settings.model_batching.clone(),
-            unbatched_queue: settings.max_queued_runs,
+            overrides: settings.batching.model_batching.clone(),
+            unbatched_queue: settings.batching.max_queued_runs,
         },
-        swap: settings.swap_policy,
+        swap: settings.models.swap_policy,
     };
     log::info!(
         "{threads} batch thread(s), TensorFlow intra-op {intra} / inter-op {inter} threads; batching {}",
@@ -196,23 +198,29 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
     }
     let synced = handlers.clone();
     registry.on_sync(move |sources| synced.sync(sources));
-    let fs_poll = u64::try_from(settings.file_system_poll_wait_seconds)
+    let fs_poll = u64::try_from(settings.models.file_system_poll_wait_seconds)
         .ok()
         .filter(|s| *s > 0)
         .map(Duration::from_secs);
     let config_poll = settings
+        .models
         .model_config_file
         .clone()
-        .filter(|_| settings.model_config_file_poll_wait_seconds > 0)
-        .map(|path| (path, Duration::from_secs(settings.model_config_file_poll_wait_seconds)));
+        .filter(|_| settings.models.model_config_file_poll_wait_seconds > 0)
+        .map(|path| {
+            (
+                path,
+                Duration::from_secs(settings.models.model_config_file_poll_wait_seconds),
+            )
+        });
     registry::spawn_poller(registry.clone(), fs_poll, config_poll).map_err(StartError::Threads)?;
     let service = Service::new(
         registry.clone(),
         handlers,
-        Duration::from_millis(settings.rest_api_timeout_in_ms),
+        Duration::from_millis(settings.http.rest_api_timeout_in_ms),
     )
-    .with_method_name_check(settings.enable_signature_method_name_check)
-    .with_default_model(settings.default_model_name.clone());
+    .with_method_name_check(settings.models.enable_signature_method_name_check)
+    .with_default_model(settings.models.default_model_name.clone());
     Ok((service, batcher))
 }
 
@@ -227,19 +235,23 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let handlers = service.handlers.clone();
     let state = web::Data::new(http::AppState {
         service,
-        max_request_bytes: settings.max_request_bytes,
-        in_flight: http::InFlight::new(settings.max_in_flight_requests),
-        config_file: settings.model_config_file.clone(),
+        max_request_bytes: settings.http.max_request_bytes,
+        in_flight: http::InFlight::new(settings.http.max_in_flight_requests),
+        config_file: settings.models.model_config_file.clone(),
         model_roots: settings.roots(),
-        max_models: settings.max_models,
-        auth: match (settings.enable_auth, &settings.auth_username, &settings.auth_password) {
+        max_models: settings.models.max_models,
+        auth: match (
+            settings.security.enable_auth,
+            &settings.security.auth_username,
+            &settings.security.auth_password,
+        ) {
             (true, Some(user), Some(password)) => Some(http::BasicAuth::new(user, &password.0)),
             _ => None,
         },
     });
-    let addr = format!("{}:{}", settings.host, settings.http_port());
+    let addr = format!("{}:{}", settings.http.host, settings.http_port());
     let app_state = state.clone();
-    let cors = settings.enable_cors;
+    let cors = settings.http.enable_cors;
     let server = HttpServer::new(move || {
         App::new()
             .wrap(actix_web::middleware::from_fn(http::admit))
@@ -250,15 +262,15 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
             .configure(http::configure)
     })
     .on_connect(http::on_connect)
-    .workers(settings.rest_api_num_threads)
+    .workers(settings.http.rest_api_num_threads)
     .shutdown_timeout(30);
     let bind_error = |source| StartError::Bind {
         addr: addr.clone(),
         source,
     };
     // One port, one protocol: with TLS on, plain HTTP is not served on it.
-    let (server, scheme) = match (&settings.secret_pem, &settings.secret_key) {
-        (Some(pem), Some(key)) if settings.enable_ssl => {
+    let (server, scheme) = match (&settings.security.secret_pem, &settings.security.secret_key) {
+        (Some(pem), Some(key)) if settings.security.enable_ssl => {
             let config = tls::server_config(pem, key)?;
             (server.bind_rustls_0_23(&addr, config).map_err(bind_error)?, "https")
         }
@@ -275,7 +287,11 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     } else {
         server
     };
-    let credentials = match (&state.auth, &settings.auth_username, &settings.auth_password) {
+    let credentials = match (
+        &state.auth,
+        &settings.security.auth_username,
+        &settings.security.auth_password,
+    ) {
         (Some(_), Some(user), Some(password)) => Some((user.as_str(), password.0.as_str())),
         _ => None,
     };

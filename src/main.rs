@@ -1,7 +1,5 @@
 //! The `tfserve` binary: parse settings, start the server, run until SIGINT/SIGTERM.
 
-use clap::Parser;
-
 // Request buffers are allocated on HTTP threads and freed on batch threads (and
 // the other way round); mimalloc handles that cross-thread traffic far better
 // than glibc's allocator (measured with benches/bench.py).
@@ -28,7 +26,7 @@ fn main() -> std::process::ExitCode {
     for line in start_up_output.lines().filter(|l| !l.trim().is_empty()) {
         log::debug!(target: "tensorflow", "{line}");
     }
-    let cli = Cli::parse();
+    let cli = Cli::from_env_args();
     let settings = match Settings::load(&cli) {
         Ok(settings) => settings,
         Err(err) => {
@@ -64,12 +62,10 @@ fn main() -> std::process::ExitCode {
 fn transform(settings: &Settings, args: &tfserve::transform::TransformArgs) -> std::process::ExitCode {
     // Served on an ephemeral loopback port while the job runs, so that
     // inference.py handlers calling context.rest_uri reach the models.
-    let settings = Settings {
-        host: "127.0.0.1".into(),
-        rest_api_port: Some(0),
-        port: None,
-        ..settings.clone()
-    };
+    let mut settings = settings.clone();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.http.port = None;
     let outcome = actix_web::rt::System::new().block_on(async {
         let running = tfserve::start(&settings).map_err(|e| e.to_string())?;
         let server = running.server.handle();

@@ -33,8 +33,9 @@ impl VersionPolicy {
 /// Which versions a model found without a config file (`--model_base_path`,
 /// `--models_dir`) serves: TF Serving's default, or every version (what the
 /// SageMaker container and Simple TensorFlow Serving load).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum DefaultVersionPolicy {
     /// `latest { num_versions: 1 }`: a new version replaces the old one.
     #[default]

@@ -12,16 +12,14 @@ use tfserve::settings::{Secret, Settings};
 fn base_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
-        let settings = Settings {
-            host: "127.0.0.1".into(),
-            rest_api_port: Some(0),
-            model_name: "half".into(),
-            model_base_path: Some(repo_path("models/half_plus_three")),
-            enable_auth: true,
-            auth_username: Some("admin".into()),
-            auth_password: Some(Secret("s3cret:with colon".into())),
-            ..Settings::default()
-        };
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.model_name = "half".into();
+        settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+        settings.security.enable_auth = true;
+        settings.security.auth_username = Some("admin".into());
+        settings.security.auth_password = Some(Secret("s3cret:with colon".into()));
         format!("http://{}", spawn_server(settings))
     })
 }

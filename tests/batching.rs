@@ -81,14 +81,12 @@ fn base_url() -> &'static str {
             },
         );
         overrides.insert("tokens_nopad".to_string(), timeout(400_000, 8));
-        let settings = Settings {
-            host: "127.0.0.1".into(),
-            rest_api_port: Some(0),
-            model_config_file: Some(config_path),
-            enable_batching: true,
-            model_batching: overrides,
-            ..Settings::default()
-        };
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.model_config_file = Some(config_path);
+        settings.batching.enable_batching = true;
+        settings.batching.model_batching = overrides;
         format!("http://{}", spawn_server(settings))
     })
 }

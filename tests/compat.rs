@@ -25,14 +25,12 @@ fn servers() -> &'static [String; 2] {
     static URLS: OnceLock<[String; 2]> = OnceLock::new();
     URLS.get_or_init(|| {
         let start = |batching: bool| {
-            let settings = Settings {
-                host: "127.0.0.1".into(),
-                rest_api_port: Some(0),
-                models_dir: repo_path("tests/compat/models"),
-                enable_batching: batching,
-                file_system_poll_wait_seconds: 0,
-                ..Settings::default()
-            };
+            let mut settings = Settings::default();
+            settings.http.host = "127.0.0.1".into();
+            settings.http.rest_api_port = Some(0);
+            settings.models.models_dir = repo_path("tests/compat/models");
+            settings.batching.enable_batching = batching;
+            settings.models.file_system_poll_wait_seconds = 0;
             format!("http://{}", spawn_server(settings))
         };
         [start(false), start(true)]
@@ -238,14 +236,12 @@ fn method_name_check_is_off_unless_asked_for() {
     let regress = case("tf2_examples_regress");
     check_examples(&servers()[0], &classify);
     check_examples(&servers()[0], &regress);
-    let settings = Settings {
-        host: "127.0.0.1".into(),
-        rest_api_port: Some(0),
-        models_dir: repo_path("tests/compat/models"),
-        file_system_poll_wait_seconds: 0,
-        enable_signature_method_name_check: true,
-        ..Settings::default()
-    };
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.models_dir = repo_path("tests/compat/models");
+    settings.models.file_system_poll_wait_seconds = 0;
+    settings.models.enable_signature_method_name_check = true;
     let strict = format!("http://{}", spawn_server(settings));
     for (case, method, kind) in [
         (&classify, "classify", "classification"),

@@ -11,17 +11,15 @@ const ORIGIN: &str = "https://app.example";
 
 #[test]
 fn cross_origin_requests_when_enabled() {
-    let settings = Settings {
-        host: "127.0.0.1".into(),
-        rest_api_port: Some(0),
-        model_name: "half".into(),
-        model_base_path: Some(repo_path("models/half_plus_three")),
-        enable_cors: true,
-        enable_auth: true,
-        auth_username: Some("u".into()),
-        auth_password: Some(Secret("p".into())),
-        ..Settings::default()
-    };
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.model_name = "half".into();
+    settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+    settings.http.enable_cors = true;
+    settings.security.enable_auth = true;
+    settings.security.auth_username = Some("u".into());
+    settings.security.auth_password = Some(Secret("p".into()));
     let base = format!("http://{}", spawn_server(settings));
     let client = reqwest::blocking::Client::new();
     // The preflight carries no credentials and still succeeds.

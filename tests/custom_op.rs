@@ -37,14 +37,12 @@ fn build_op() -> PathBuf {
 #[test]
 fn a_model_using_a_custom_op_serves_once_the_library_is_loaded() {
     let ops = build_op();
-    let settings = Settings {
-        host: "127.0.0.1".into(),
-        rest_api_port: Some(0),
-        model_name: "scale_add".into(),
-        model_base_path: Some(repo_path("tests/custom_op/scale_add_model")),
-        custom_op_paths: Some(format!(" {} ,", ops.display())),
-        ..Settings::default()
-    };
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.model_name = "scale_add".into();
+    settings.models.model_base_path = Some(repo_path("tests/custom_op/scale_add_model"));
+    settings.tensorflow.custom_op_paths = Some(format!(" {} ,", ops.display()));
     let addr = spawn_server(settings);
     let response = reqwest::blocking::Client::new()
         .post(format!("http://{addr}/v1/models/scale_add:predict"))

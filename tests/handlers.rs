@@ -50,14 +50,12 @@ fn models_dir() -> &'static Path {
 fn base_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
-        let settings = Settings {
-            host: "127.0.0.1".into(),
-            rest_api_port: Some(0),
-            models_dir: models_dir().to_path_buf(),
-            python_workers: 2,
-            rest_api_timeout_in_ms: 2000,
-            ..Settings::default()
-        };
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.models_dir = models_dir().to_path_buf();
+        settings.handlers.python_workers = 2;
+        settings.http.rest_api_timeout_in_ms = 2000;
         format!("http://{}", spawn_server(settings))
     })
 }
@@ -233,19 +231,17 @@ fn rest_uri_works_under_tls_and_auth() {
     let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     std::fs::write(root.join("cert.pem"), generated.cert.pem()).unwrap();
     std::fs::write(root.join("key.pem"), generated.key_pair.serialize_pem()).unwrap();
-    let settings = Settings {
-        host: "127.0.0.1".into(),
-        rest_api_port: Some(0),
-        models_dir: root.clone(),
-        enable_ssl: true,
-        secret_pem: Some(root.join("cert.pem")),
-        secret_key: Some(root.join("key.pem")),
-        enable_auth: true,
-        auth_username: Some("admin".into()),
-        auth_password: Some(tfserve::settings::Secret("p@ss word".into())),
-        python_workers: 1,
-        ..Settings::default()
-    };
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.models_dir = root.clone();
+    settings.security.enable_ssl = true;
+    settings.security.secret_pem = Some(root.join("cert.pem"));
+    settings.security.secret_key = Some(root.join("key.pem"));
+    settings.security.enable_auth = true;
+    settings.security.auth_username = Some("admin".into());
+    settings.security.auth_password = Some(tfserve::settings::Secret("p@ss word".into()));
+    settings.handlers.python_workers = 1;
     let addr = spawn_server(settings);
     let client = reqwest::blocking::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(generated.cert.pem().as_bytes()).unwrap())
@@ -279,13 +275,11 @@ fn config_reloads_load_and_drop_handlers() {
         std::fs::write(&config, text).unwrap();
     };
     write_config(&plain);
-    let settings = Settings {
-        host: "127.0.0.1".into(),
-        rest_api_port: Some(0),
-        model_config_file: Some(config.clone()),
-        python_workers: 1,
-        ..Settings::default()
-    };
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.model_config_file = Some(config.clone());
+    settings.handlers.python_workers = 1;
     let base = format!("http://{}", spawn_server(settings));
     let lines = || invoke(&base, "/invocations", "m", "text/csv", None, b"1.0\n2.0".to_vec());
     assert_eq!(lines().status, 200);
@@ -380,15 +374,13 @@ fn multi_model_endpoints_load_each_models_handlers() {
     let root = temp_dir("handlers-mme");
     let pair = archive(&root, "pair", "half_plus_three", Some("pair"));
     let plain = archive(&root, "plain", "half_plus_three", None);
-    let settings = Settings {
-        host: "127.0.0.1".into(),
-        rest_api_port: Some(0),
-        multi_model: true,
-        models_dir: root.clone(),
-        model_roots: vec![root.clone()],
-        python_workers: 1,
-        ..Settings::default()
-    };
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.multi_model = true;
+    settings.models.models_dir = root.clone();
+    settings.models.model_roots = vec![root.clone()];
+    settings.handlers.python_workers = 1;
     let base = format!("http://{}", spawn_server(settings));
     let client = reqwest::blocking::Client::new();
     for (name, path) in [("m1", &pair), ("m2", &plain)] {

@@ -11,13 +11,14 @@ use tfserve::settings::Settings;
 
 #[test]
 fn requests_past_the_limit_get_503_and_probes_still_answer() {
-    let addr = spawn_server(Settings {
-        host: "127.0.0.1".into(),
-        rest_api_port: Some(0),
-        model_base_path: Some(repo_path("models/half_plus_three")),
-        model_name: "half_plus_three".into(),
-        max_in_flight_requests: 1,
-        ..Settings::default()
+    let addr = spawn_server({
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+        settings.models.model_name = "half_plus_three".into();
+        settings.http.max_in_flight_requests = 1;
+        settings
     });
     let url = format!("http://{addr}/v1/models/half_plus_three:predict");
     let body = r#"{"instances": [1.0]}"#;

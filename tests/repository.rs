@@ -45,10 +45,11 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 fn server(settings: Settings) -> String {
     format!(
         "http://{}",
-        spawn_server(Settings {
-            host: "127.0.0.1".into(),
-            rest_api_port: Some(0),
-            ..settings
+        spawn_server({
+            let mut settings = settings;
+            settings.http.host = "127.0.0.1".into();
+            settings.http.rest_api_port = Some(0);
+            settings
         })
     )
 }
@@ -57,10 +58,11 @@ fn server(settings: Settings) -> String {
 fn versions_swap_under_traffic_without_a_failed_request() {
     let base = temp_dir("repo-swap").join("adder");
     publish_version(&repo_path("models/adder/1"), &base, 1);
-    let url = server(Settings {
-        model_name: "adder".into(),
-        model_base_path: Some(base.clone()),
-        ..Settings::default()
+    let url = server({
+        let mut settings = Settings::default();
+        settings.models.model_name = "adder".into();
+        settings.models.model_base_path = Some(base.clone());
+        settings
     });
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -136,12 +138,13 @@ fn a_new_version_retires_the_old_one_unless_every_version_is_asked_for() {
     ] {
         let base = temp_dir(&format!("repo-policy-{policy:?}")).join("adder");
         publish_version(&repo_path("models/adder/1"), &base, 1);
-        let url = server(Settings {
-            model_name: "adder".into(),
-            model_base_path: Some(base.clone()),
-            model_version_policy: policy,
-            swap_policy: SwapPolicy::ResourcePreserving,
-            ..Settings::default()
+        let url = server({
+            let mut settings = Settings::default();
+            settings.models.model_name = "adder".into();
+            settings.models.model_base_path = Some(base.clone());
+            settings.models.model_version_policy = policy;
+            settings.models.swap_policy = SwapPolicy::ResourcePreserving;
+            settings
         });
         assert_eq!(available(&url, "adder"), vec!["1"]);
         publish_version(&repo_path("models/adder/2"), &base, 2);
@@ -171,9 +174,10 @@ fn config_reloads_in_every_dialect() {
         ),
     )
     .unwrap();
-    let url = server(Settings {
-        model_config_file: Some(config.clone()),
-        ..Settings::default()
+    let url = server({
+        let mut settings = Settings::default();
+        settings.models.model_config_file = Some(config.clone());
+        settings
     });
     let predict = |path: &str| {
         call(
@@ -235,11 +239,12 @@ fn management_api_loads_and_unloads_within_the_roots() {
     let outside = temp_dir("repo-outside");
     copy_dir(&repo_path("models/adder"), &outside.join("adder"));
     std::os::unix::fs::symlink(outside.join("adder"), root.join("escape")).unwrap();
-    let url = server(Settings {
-        models_dir: temp_dir("repo-empty-models"),
-        model_roots: vec![root.clone()],
-        max_models: 2,
-        ..Settings::default()
+    let url = server({
+        let mut settings = Settings::default();
+        settings.models.models_dir = temp_dir("repo-empty-models");
+        settings.models.model_roots = vec![root.clone()];
+        settings.models.max_models = 2;
+        settings
     });
     let api = |method: reqwest::Method, path: &str, body: Option<Value>| call(method, &format!("{url}{path}"), body);
     use reqwest::Method;
@@ -375,10 +380,11 @@ fn readiness_follows_the_configured_models() {
     let base = temp_dir("repo-ready").join("broken");
     std::fs::create_dir_all(base.join("1")).unwrap();
     std::fs::write(base.join("1/saved_model.pb"), b"garbage").unwrap();
-    let url = server(Settings {
-        model_name: "broken".into(),
-        model_base_path: Some(base.clone()),
-        ..Settings::default()
+    let url = server({
+        let mut settings = Settings::default();
+        settings.models.model_name = "broken".into();
+        settings.models.model_base_path = Some(base.clone());
+        settings
     });
     assert_eq!(
         call(reqwest::Method::GET, &format!("{url}/v1/health/live"), None).0,
@@ -405,10 +411,11 @@ fn rss_kib() -> u64 {
 fn unloading_gives_memory_back() {
     let root = temp_dir("repo-rss");
     copy_dir(&repo_path("models/mnist_cnn"), &root.join("cnn"));
-    let url = server(Settings {
-        models_dir: temp_dir("repo-rss-empty"),
-        model_roots: vec![root.clone()],
-        ..Settings::default()
+    let url = server({
+        let mut settings = Settings::default();
+        settings.models.models_dir = temp_dir("repo-rss-empty");
+        settings.models.model_roots = vec![root.clone()];
+        settings
     });
     let api = |method: reqwest::Method, path: &str, body: Option<Value>| call(method, &format!("{url}{path}"), body);
     // A first load and unload initialise TensorFlow's process-wide state.

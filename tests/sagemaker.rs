@@ -12,16 +12,14 @@ use tfserve::settings::Settings;
 fn base_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
-        let settings = Settings {
-            host: "127.0.0.1".into(),
-            rest_api_port: Some(0),
-            models_dir: repo_path("models"),
-            // SAGEMAKER_TFS_DEFAULT_MODEL_NAME's setting.
-            default_model_name: Some("half_plus_three".into()),
-            // What `tfserve serve` sets: the container serves every version it finds.
-            model_version_policy: tfserve::model_config::DefaultVersionPolicy::All,
-            ..Settings::default()
-        };
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.models_dir = repo_path("models");
+        // SAGEMAKER_TFS_DEFAULT_MODEL_NAME's setting.
+        settings.models.default_model_name = Some("half_plus_three".into());
+        // What `tfserve serve` sets: the container serves every version it finds.
+        settings.models.model_version_policy = tfserve::model_config::DefaultVersionPolicy::All;
         format!("http://{}", spawn_server(settings))
     })
 }

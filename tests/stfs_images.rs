@@ -131,12 +131,10 @@ fn configured_server() -> &'static str {
         ]});
         let path = dir.join("models.json");
         std::fs::write(&path, config.to_string()).unwrap();
-        let settings = Settings {
-            host: "127.0.0.1".into(),
-            rest_api_port: Some(0),
-            model_config_file: Some(path),
-            ..Settings::default()
-        };
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.model_config_file = Some(path);
         format!("http://{}", spawn_server(settings))
     })
 }

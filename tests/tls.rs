@@ -21,15 +21,16 @@ fn certificate(tag: &str) -> (PathBuf, String) {
 }
 
 fn tls_settings(dir: &std::path::Path) -> Settings {
-    Settings {
-        host: "127.0.0.1".into(),
-        rest_api_port: Some(0),
-        model_name: "half".into(),
-        model_base_path: Some(repo_path("models/half_plus_three")),
-        enable_ssl: true,
-        secret_pem: Some(dir.join("cert.pem")),
-        secret_key: Some(dir.join("key.pem")),
-        ..Settings::default()
+    {
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.model_name = "half".into();
+        settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+        settings.security.enable_ssl = true;
+        settings.security.secret_pem = Some(dir.join("cert.pem"));
+        settings.security.secret_key = Some(dir.join("key.pem"));
+        settings
     }
 }
 
@@ -73,7 +74,7 @@ fn bad_certificates_stop_start_up_by_name() {
     let (dir, _) = certificate("bad");
     std::fs::write(dir.join("broken.pem"), "not a key").unwrap();
     let mut settings = tls_settings(&dir);
-    settings.secret_key = Some(dir.join("broken.pem"));
+    settings.security.secret_key = Some(dir.join("broken.pem"));
     let error = actix_web::rt::System::new()
         .block_on(async move { tfserve::start(&settings).err().expect("start-up fails") })
         .to_string();
@@ -83,7 +84,7 @@ fn bad_certificates_stop_start_up_by_name() {
     );
 
     let mut settings = tls_settings(&dir);
-    settings.secret_pem = Some(dir.join("key.pem"));
+    settings.security.secret_pem = Some(dir.join("key.pem"));
     let error = actix_web::rt::System::new()
         .block_on(async move { tfserve::start(&settings).err().expect("start-up fails") })
         .to_string();

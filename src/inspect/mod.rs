@@ -119,14 +119,15 @@ pub fn run(settings: &Settings, target: &Target, body: &str, method: Option<&str
             scratch.clone()
         }
     };
-    let settings = Settings {
+    let mut settings = settings.clone();
+    settings.models = crate::settings::ModelSettings {
         model_name: "model".into(),
         model_base_path: Some(base_path),
         model_config_file: None,
         multi_model: false,
         file_system_poll_wait_seconds: 0,
         model_version_policy: crate::model_config::DefaultVersionPolicy::Latest,
-        ..settings.clone()
+        ..settings.models
     };
     let method = match method {
         Some(m) => m.to_ascii_lowercase(),

@@ -139,8 +139,9 @@ impl BatchingPolicy {
 }
 
 /// Whether a new version must be serving before the old one unloads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum SwapPolicy {
     /// Load the new version first (memory for both, briefly), as TF Serving does.
     #[default]

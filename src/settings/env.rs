@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Settings, SettingsError};
+use super::SettingsError;
 
 /// The SageMaker container's defaults, from its environment variables; a
 /// settings file, `TFSERVE_*` variables and flags still override them.
@@ -137,19 +137,67 @@ pub(super) fn stfs_env(
     Ok(map)
 }
 
-/// `TFSERVE_<SETTING>` variables that name a setting. Others with the prefix
-/// (such as `TFSERVE_CACHE_DIR`, read by the set-up scripts) are not settings.
-pub(super) fn settings_from_env() -> Result<HashMap<String, String>, SettingsError> {
-    let defaults = serde_json::to_value(Settings::default()).map_err(|e| config::ConfigError::Foreign(Box::new(e)))?;
-    let known = defaults
-        .as_object()
-        .map(|o| o.keys().cloned().collect::<Vec<_>>())
-        .unwrap_or_default();
-    Ok(std::env::vars()
+/// The SageMaker container's variables read in every mode: the default
+/// model (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`, as a SageMaker-style archive may
+/// be served without `serve`) and its batching (`SAGEMAKER_TFS_ENABLE_BATCHING`
+/// with the container's defaults: 8 rows, 1000 µs, one batch and one thread per core).
+pub(super) fn sagemaker_anywhere(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
+    use serde_json::json;
+    let mut map = serde_json::Map::new();
+    if let Some(name) = env("SAGEMAKER_TFS_DEFAULT_MODEL_NAME").filter(|n| !n.is_empty() && n != "None") {
+        map.insert("default_model_name".into(), json!(name));
+    }
+    let enabled = match env("SAGEMAKER_TFS_ENABLE_BATCHING") {
+        None => false,
+        Some(v) => match v.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => true,
+            "false" | "0" | "no" | "" => false,
+            _ => {
+                return Err(SettingsError::Invalid {
+                    name: "SAGEMAKER_TFS_ENABLE_BATCHING",
+                    value: v,
+                    reason: "must be true or false",
+                })
+            }
+        },
+    };
+    if !enabled {
+        return Ok(map);
+    }
+    map.insert("enable_batching".into(), json!(true));
+    let cores = super::cores();
+    for (var, key, default) in [
+        ("SAGEMAKER_TFS_MAX_BATCH_SIZE", "max_batch_size", 8),
+        ("SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", "batch_timeout_micros", 1000),
+        ("SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", "max_enqueued_batches", cores),
+        ("SAGEMAKER_TFS_NUM_BATCH_THREADS", "num_batch_threads", cores),
+    ] {
+        let value = match env(var) {
+            None => default,
+            Some(v) => v.trim().parse::<usize>().map_err(|_| SettingsError::Invalid {
+                name: var,
+                value: v,
+                reason: "must be a non-negative integer",
+            })?,
+        };
+        map.insert(key.into(), json!(value));
+    }
+    Ok(map)
+}
+
+/// `TFSERVE_<SETTING>` variables that name a setting (`TFSERVE_CACHE_DIR`
+/// included); others with the prefix are left alone.
+pub(super) fn tfserve_vars(vars: &[(String, String)]) -> Result<HashMap<String, String>, SettingsError> {
+    let known = super::known_keys()?;
+    Ok(vars
+        .iter()
         .filter(|(name, _)| {
             name.strip_prefix("TFSERVE_")
                 .is_some_and(|key| known.contains(&key.to_ascii_lowercase()))
         })
+        .cloned()
         .collect())
 }
 
@@ -157,7 +205,6 @@ pub(super) fn settings_from_env() -> Result<HashMap<String, String>, SettingsErr
 mod tests {
     use super::*;
     use crate::settings::{Cli, Command};
-    use clap::Parser;
     use std::path::PathBuf;
 
     #[test]
@@ -206,8 +253,14 @@ mod tests {
             (Some(8080), Some("/opt/ml/model"))
         );
         assert!(sagemaker_defaults(&env(&[("SAGEMAKER_BIND_TO_PORT", "x")])).is_err());
-        let cli = Cli::try_parse_from(["tfserve", "serve", "--models_dir", "models"]).unwrap();
+        let cli = Cli::try_from_args(["tfserve", "serve", "--models_dir", "models"]).unwrap();
         assert_eq!(cli.command, Some(Command::Serve));
-        assert_eq!(Settings::load(&cli).unwrap().models_dir, PathBuf::from("models"));
+        assert_eq!(
+            crate::settings::Settings::load_with(&cli, &[])
+                .unwrap()
+                .models
+                .models_dir,
+            PathBuf::from("models")
+        );
     }
 }

@@ -1,103 +1,176 @@
 //! Layering, validation and the derived values of the settings.
 
 use super::*;
-use clap::Parser;
+use std::path::PathBuf;
+
+fn cli(args: &[&str]) -> Cli {
+    Cli::try_from_args(std::iter::once("tfserve").chain(args.iter().copied())).unwrap()
+}
+
+fn load(args: &[&str]) -> Result<Settings, SettingsError> {
+    Settings::load_with(&cli(args), &[])
+}
+
+fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn settings_file(name: &str, text: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("tfserve-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn defaults_are_the_flags_defaults() {
+    let defaults = Settings::default();
+    assert_eq!(defaults, load(&[]).unwrap());
+    assert_eq!(defaults.http.host, "0.0.0.0");
+    assert_eq!(defaults.http.rest_api_timeout_in_ms, 30_000);
+    assert_eq!(defaults.http.max_request_bytes, 256 << 20);
+    assert_eq!(defaults.models.model_name, "default");
+    assert_eq!(defaults.models.models_dir, PathBuf::from("models"));
+    assert_eq!(defaults.models.file_system_poll_wait_seconds, 1);
+    assert_eq!(defaults.batching.max_queued_runs, 1024);
+    assert_eq!(defaults.handlers.python_workers, cores());
+    assert!(!defaults.security.enable_auth && !defaults.batching.enable_batching);
+    assert_eq!(defaults.tags(), vec!["serve".to_string()]);
+}
 
 #[test]
 fn flags_accept_both_spellings_and_forms() {
-    let cli = Cli::try_parse_from([
+    let settings = load(&["--rest_api_port=9000", "--model-name", "m", "--model_base_path", "/x"]).unwrap();
+    assert_eq!(settings.http_port(), 9000);
+    assert_eq!(settings.models.model_name, "m");
+    assert_eq!(settings.models.model_base_path, Some(PathBuf::from("/x")));
+    // Global: a flag after the subcommand counts too.
+    let after = Cli::try_from_args([
         "tfserve",
-        "--rest_api_port=9000",
-        "--model-name",
-        "m",
-        "--model_base_path",
-        "/x",
+        "serve",
+        "--models_dir",
+        "/y",
+        "--swap_policy=resource_preserving",
     ])
     .unwrap();
-    let settings = Settings::load(&cli).unwrap();
-    assert_eq!(settings.http_port(), 9000);
-    assert_eq!(settings.model_name, "m");
-    assert_eq!(settings.model_base_path, Some(PathBuf::from("/x")));
+    let settings = Settings::load_with(&after, &[]).unwrap();
+    assert_eq!(settings.models.models_dir, PathBuf::from("/y"));
+    assert_eq!(
+        settings.models.swap_policy,
+        crate::registry::SwapPolicy::ResourcePreserving
+    );
+    assert!(Cli::try_from_args(["tfserve", "--swap_policy=sometimes"]).is_err());
 }
 
 #[test]
 fn lone_port_sets_http_port() {
-    let cli = Cli::try_parse_from(["tfserve", "--port", "8500"]).unwrap();
-    assert_eq!(Settings::load(&cli).unwrap().http_port(), 8500);
-    let both = Cli::try_parse_from(["tfserve", "--port", "8500", "--rest_api_port", "8502"]).unwrap();
-    assert_eq!(Settings::load(&both).unwrap().http_port(), 8502);
+    assert_eq!(load(&["--port", "8500"]).unwrap().http_port(), 8500);
+    assert_eq!(
+        load(&["--port", "8500", "--rest_api_port", "8502"])
+            .unwrap()
+            .http_port(),
+        8502
+    );
     assert_eq!(Settings::default().http_port(), 8501);
 }
 
 #[test]
-fn file_is_overridden_by_flags() {
-    let path = std::env::temp_dir().join(format!("tfserve-settings-{}.toml", std::process::id()));
-    std::fs::write(&path, "model_name = \"from_file\"\nrest_api_port = 7000\n").unwrap();
-    let cli = Cli::try_parse_from(["tfserve", "--config", path.to_str().unwrap(), "--rest_api_port", "7001"]).unwrap();
-    let settings = Settings::load(&cli).unwrap();
+fn layers_rank_file_then_variables_then_flags() {
+    let path = settings_file(
+        "layers",
+        "model_name = \"from_file\"\nrest_api_port = 7000\nmax_queued_runs = 7\nhost = \"127.0.0.1\"\n",
+    );
+    let path_text = path.to_str().unwrap();
+    let env = vars(&[("TFSERVE_MAX_QUEUED_RUNS", "9"), ("TFSERVE_UNRELATED", "x")]);
+    let settings = Settings::load_with(&cli(&["--config", path_text, "--rest_api_port", "7001"]), &env).unwrap();
+    // A flag's default does not hide the file: only flags given count.
+    let defaults_only = Settings::load_with(&cli(&["--config", path_text]), &[]).unwrap();
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(settings.model_name, "from_file");
+    assert_eq!(settings.models.model_name, "from_file");
     assert_eq!(settings.http_port(), 7001);
+    assert_eq!(settings.batching.max_queued_runs, 9);
+    assert_eq!(defaults_only.http.host, "127.0.0.1");
+    assert_eq!(defaults_only.batching.max_queued_runs, 7);
+}
+
+#[test]
+fn unknown_keys_in_the_file_are_refused() {
+    let path = settings_file("unknown", "rest_api_prot = 7000\n");
+    let error = load(&["--config", path.to_str().unwrap()]).unwrap_err().to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(error.contains("rest_api_prot"), "{error}");
 }
 
 #[test]
 fn per_model_batching_in_the_settings_file() {
-    let path = std::env::temp_dir().join(format!("tfserve-batching-{}.toml", std::process::id()));
-    std::fs::write(
-        &path,
+    let path = settings_file(
+        "batching",
         "enable_batching = true\n[model_batching.resnet]\nmax_batch_size = 16\n",
-    )
-    .unwrap();
-    let cli = Cli::try_parse_from(["tfserve", "--config", path.to_str().unwrap()]).unwrap();
-    let settings = Settings::load(&cli).unwrap();
+    );
+    let settings = load(&["--config", path.to_str().unwrap()]).unwrap();
     std::fs::remove_file(&path).unwrap();
-    assert!(settings.enable_batching);
-    assert_eq!(settings.model_batching["resnet"].max_batch_size, Some(16));
-    let (_, params, _) = settings.batching(&|_| None).unwrap();
-    assert_eq!(settings.model_batching["resnet"].apply(&params).max_batch_size, 16);
+    assert!(settings.batching.enable_batching);
+    assert_eq!(settings.batching.model_batching["resnet"].max_batch_size, Some(16));
+    let (_, params, _) = settings.batch_plan().unwrap();
+    assert_eq!(
+        settings.batching.model_batching["resnet"].apply(&params).max_batch_size,
+        16
+    );
+}
+
+#[test]
+fn batching_knobs_as_flags() {
+    let settings = load(&["--enable_batching", "--max_batch_size=64", "--batch_timeout_micros=500"]).unwrap();
+    let (on, params, _) = settings.batch_plan().unwrap();
+    assert!(on);
+    assert_eq!((params.max_batch_size, params.batch_timeout_micros), (64, 500));
+    assert_eq!(
+        params.max_enqueued_batches,
+        crate::batcher::BatchParams::default().max_enqueued_batches
+    );
 }
 
 #[test]
 fn sagemaker_batching_variables() {
-    let vars = |pairs: &'static [(&'static str, &'static str)]| {
-        move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-    };
-    let settings = Settings::default();
-    let (on, params, threads) = settings
-        .batching(&vars(&[("SAGEMAKER_TFS_ENABLE_BATCHING", "true")]))
+    let with = |pairs: &[(&str, &str)]| Settings::load_with(&cli(&[]), &vars(pairs));
+    let (on, params, threads) = with(&[("SAGEMAKER_TFS_ENABLE_BATCHING", "true")])
+        .unwrap()
+        .batch_plan()
         .unwrap();
     assert!(on);
     assert_eq!((params.max_batch_size, params.batch_timeout_micros), (8, 1000));
     assert_eq!((params.max_enqueued_batches, threads), (cores(), cores()));
-    let env = vars(&[
+    let error = with(&[
         ("SAGEMAKER_TFS_ENABLE_BATCHING", "true"),
         ("SAGEMAKER_TFS_MAX_BATCH_SIZE", "x"),
-    ]);
-    assert!(settings
-        .batching(&env)
-        .unwrap_err()
-        .to_string()
-        .contains("SAGEMAKER_TFS_MAX_BATCH_SIZE"));
-    let (on, _, _) = settings.batching(&vars(&[])).unwrap();
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("SAGEMAKER_TFS_MAX_BATCH_SIZE"), "{error}");
+    let (on, _, _) = with(&[]).unwrap().batch_plan().unwrap();
     assert!(!on);
+    // A flag still wins over the container's variables.
+    let flagged = Settings::load_with(
+        &cli(&["--max_batch_size=4"]),
+        &vars(&[("SAGEMAKER_TFS_ENABLE_BATCHING", "true")]),
+    )
+    .unwrap();
+    assert_eq!(flagged.batch_plan().unwrap().1.max_batch_size, 4);
+    let named = with(&[("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "m")]).unwrap();
+    assert_eq!(named.models.default_model_name.as_deref(), Some("m"));
 }
 
 #[test]
 fn batching_file_needs_batching_and_valid_overrides() {
-    let settings = Settings {
-        batching_parameters_file: Some("/x".into()),
-        ..Settings::default()
-    };
+    let mut settings = Settings::default();
+    settings.batching.batching_parameters_file = Some("/x".into());
     assert!(settings
-        .batching(&|_| None)
+        .batch_plan()
         .unwrap_err()
         .to_string()
         .contains("enable_batching"));
-    let mut settings = Settings {
-        enable_batching: true,
-        ..Settings::default()
-    };
-    settings.model_batching.insert(
+    let mut settings = Settings::default();
+    settings.batching.enable_batching = true;
+    settings.batching.model_batching.insert(
         "m".into(),
         ParamsOverride {
             allowed_batch_sizes: Some(vec![2, 4]),
@@ -105,19 +178,18 @@ fn batching_file_needs_batching_and_valid_overrides() {
             ..Default::default()
         },
     );
-    let err = settings.batching(&|_| None).unwrap_err().to_string();
+    let err = settings.batch_plan().unwrap_err().to_string();
     assert!(err.contains("allowed_batch_sizes for model m"), "{err}");
 }
 
 #[test]
 fn session_config_flag() {
-    let cli = Cli::try_parse_from([
-        "tfserve",
+    let settings = load(&[
         "--session_config",
         r#"{"intra_op_parallelism_threads": 3, "allow_growth": true}"#,
     ])
     .unwrap();
-    let session = Settings::load(&cli).unwrap().session(1).unwrap();
+    let session = settings.session(1).unwrap();
     assert_eq!(
         (
             session.intra_op_parallelism,
@@ -126,8 +198,7 @@ fn session_config_flag() {
         ),
         (3, -1, true)
     );
-    let cli = Cli::try_parse_from(["tfserve", "--session_config", r#"{"threads": 3}"#]).unwrap();
-    assert!(Settings::load(&cli)
+    assert!(load(&["--session_config", r#"{"threads": 3}"#])
         .unwrap()
         .session(1)
         .unwrap_err()
@@ -142,25 +213,32 @@ fn booleans_and_auth() {
         ("--enable_auth=0", false),
         ("--enable_auth", true),
     ] {
-        let cli = Cli::try_parse_from(["tfserve", flag, "--auth_username", "u", "--auth_password", "p"]).unwrap();
-        assert_eq!(Settings::load(&cli).unwrap().enable_auth, on, "{flag}");
+        let settings = load(&[flag, "--auth_username", "u", "--auth_password", "p"]).unwrap();
+        assert_eq!(settings.security.enable_auth, on, "{flag}");
     }
-    assert!(Cli::try_parse_from(["tfserve", "--enable_batching=maybe"]).is_err());
-    let cli = Cli::try_parse_from(["tfserve", "--enable_auth", "TRUE", "--auth_username", "u"]).unwrap();
-    assert!(Settings::load(&cli).unwrap_err().to_string().contains("auth_password"));
-    let cli = Cli::try_parse_from([
-        "tfserve",
-        "--enable_auth=yes",
-        "--auth_username=u",
-        "--auth_password=hunter2",
-    ])
-    .unwrap();
-    assert!(!format!("{:?}", Settings::load(&cli).unwrap()).contains("hunter2"));
+    assert!(Cli::try_from_args(["tfserve", "--enable_batching=maybe"]).is_err());
+    let error = load(&["--enable_auth", "TRUE", "--auth_username", "u"]).unwrap_err();
+    assert!(error.to_string().contains("auth_password"));
+    let settings = load(&["--enable_auth=yes", "--auth_username=u", "--auth_password=hunter2"]).unwrap();
+    assert!(!format!("{settings:?}").contains("hunter2"));
 }
 
 #[test]
 fn invalid_values_name_the_setting() {
-    let cli = Cli::try_parse_from(["tfserve", "--num_batch_threads", "0"]).unwrap();
-    let err = Settings::load(&cli).unwrap_err().to_string();
+    let err = load(&["--num_batch_threads", "0"]).unwrap_err().to_string();
     assert!(err.contains("num_batch_threads"), "{err}");
+    let err = Settings::load_with(&cli(&[]), &vars(&[("TFSERVE_REST_API_NUM_THREADS", "0")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rest_api_num_threads"), "{err}");
+}
+
+#[test]
+fn the_cache_directory_is_a_setting() {
+    let settings = Settings::load_with(&cli(&[]), &vars(&[("TFSERVE_CACHE_DIR", "/cache")])).unwrap();
+    assert_eq!(settings.handlers.cache_dir, Some(PathBuf::from("/cache")));
+    assert_eq!(
+        settings.handler_settings().deps_dir,
+        PathBuf::from("/cache/handler-deps")
+    );
 }

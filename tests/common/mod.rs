@@ -41,13 +41,11 @@ pub const MAX_REQUEST_BYTES: usize = 1 << 20;
 pub fn base_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
-        let settings = Settings {
-            host: "127.0.0.1".into(),
-            rest_api_port: Some(0),
-            models_dir: repo_path("models"),
-            max_request_bytes: MAX_REQUEST_BYTES,
-            ..Settings::default()
-        };
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.models_dir = repo_path("models");
+        settings.http.max_request_bytes = MAX_REQUEST_BYTES;
         format!("http://{}", spawn_server(settings))
     })
 }

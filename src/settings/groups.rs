@@ -1,0 +1,325 @@
+//! The settings, grouped by concern. Each field is a flag (`--name` or
+//! `--na-me`), a key of the settings file and a `TFSERVE_NAME` variable; its
+//! doc comment is its `--help` text and its `default_value_t` the only place
+//! its default is written ([`clap_defaults`] reads them for serde too).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, FromArgMatches};
+use serde::{Deserialize, Serialize};
+
+use super::Secret;
+use crate::batcher::ParamsOverride;
+use crate::model_config::DefaultVersionPolicy;
+use crate::registry::SwapPolicy;
+
+/// The number of cores, the default for every thread count.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+}
+
+/// A group's defaults, as its flags declare them.
+pub fn clap_defaults<T: Args + FromArgMatches>() -> T {
+    let command = T::augment_args(clap::Command::new("tfserve"));
+    let parsed = command
+        .try_get_matches_from(["tfserve"])
+        .and_then(|matches| T::from_arg_matches(&matches));
+    match parsed {
+        Ok(defaults) => defaults,
+        // Only a malformed `default_value_t` gets here; a unit test parses every group.
+        Err(error) => panic!("the settings' defaults do not parse: {error}"),
+    }
+}
+
+/// Boolean flags take true/false, 1/0, yes/no, on/off in any case, or no
+/// value (Simple TensorFlow Serving's scripts write `--enable_auth=True`).
+fn boolean() -> clap::builder::BoolishValueParser {
+    clap::builder::BoolishValueParser::new()
+}
+
+macro_rules! defaults_from_flags {
+    ($($group:ty),*) => {$(
+        impl Default for $group {
+            fn default() -> Self {
+                clap_defaults()
+            }
+        }
+    )*};
+}
+defaults_from_flags!(
+    HttpSettings,
+    ModelSettings,
+    BatchingSettings,
+    HandlerOptions,
+    SecuritySettings,
+    TensorFlowSettings
+);
+
+/// The HTTP listener and what it admits.
+#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+#[command(next_help_heading = "HTTP")]
+pub struct HttpSettings {
+    /// HTTP port for every API (TF Serving's REST port). Default 8501.
+    #[arg(long = "rest_api_port", alias = "rest-api-port", global = true)]
+    pub rest_api_port: Option<u16>,
+
+    /// TF Serving's gRPC port. tfserve has no gRPC API: given alone, it sets the HTTP port.
+    #[arg(long, global = true)]
+    pub port: Option<u16>,
+
+    /// Address to bind.
+    #[arg(long, global = true, default_value_t = String::from("0.0.0.0"))]
+    pub host: String,
+
+    /// HTTP worker threads. Default: number of cores.
+    #[arg(long = "rest_api_num_threads", alias = "rest-api-num-threads", global = true, default_value_t = cores())]
+    pub rest_api_num_threads: usize,
+
+    /// Per-request deadline in milliseconds; expiry answers 504.
+    #[arg(
+        long = "rest_api_timeout_in_ms",
+        alias = "rest-api-timeout-in-ms",
+        global = true,
+        default_value_t = 30_000
+    )]
+    pub rest_api_timeout_in_ms: u64,
+
+    /// Largest accepted request body in bytes; larger ones answer 413. Default 256 MiB.
+    #[arg(long = "max_request_bytes", alias = "max-request-bytes", global = true, default_value_t = 256 << 20)]
+    pub max_request_bytes: usize,
+
+    /// POST requests (inference, management) handled at once, image decodes
+    /// included; more answer 503 with Retry-After at once.
+    #[arg(
+        long = "max_in_flight_requests",
+        alias = "max-in-flight-requests",
+        global = true,
+        default_value_t = 4096
+    )]
+    pub max_in_flight_requests: usize,
+
+    /// Answer cross-origin browser requests (CORS: any origin, without credentials).
+    #[arg(long = "enable_cors", alias = "enable-cors", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
+    pub enable_cors: bool,
+}
+
+/// Which models are served, from where, and how versions come and go.
+#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+#[command(next_help_heading = "Models")]
+pub struct ModelSettings {
+    /// Name of the model given by --model_base_path.
+    #[arg(long = "model_name", alias = "model-name", global = true, default_value_t = String::from("default"))]
+    pub model_name: String,
+
+    /// Directory whose numeric subdirectories are versions of one model.
+    #[arg(long = "model_base_path", alias = "model-base-path", global = true)]
+    pub model_base_path: Option<PathBuf>,
+
+    /// Directory whose subdirectories are models (each holding numeric version
+    /// directories). Used when --model_base_path is not given.
+    #[arg(long = "models_dir", alias = "models-dir", global = true, default_value = "models")]
+    pub models_dir: PathBuf,
+
+    /// TF Serving model config (protobuf text format or JSON, or Simple
+    /// TensorFlow Serving's JSON list); takes precedence over --model_base_path.
+    #[arg(long = "model_config_file", alias = "model-config-file", global = true)]
+    pub model_config_file: Option<PathBuf>,
+
+    /// The model SageMaker's /invocations and /ping serve without
+    /// tfs-model-name (SAGEMAKER_TFS_DEFAULT_MODEL_NAME). Default: the first by name.
+    #[arg(long = "default_model_name", alias = "default-model-name", global = true)]
+    pub default_model_name: Option<String>,
+
+    /// Seconds between scans of each base path for new and removed versions
+    /// (TF Serving's flag). 0: scan once at start; negative: never.
+    #[arg(
+        long = "file_system_poll_wait_seconds",
+        alias = "file-system-poll-wait-seconds",
+        allow_hyphen_values = true,
+        global = true,
+        default_value_t = 1
+    )]
+    pub file_system_poll_wait_seconds: i64,
+
+    /// Seconds between re-reads of --model_config_file; 0: read once.
+    #[arg(
+        long = "model_config_file_poll_wait_seconds",
+        alias = "model-config-file-poll-wait-seconds",
+        global = true,
+        default_value_t = 0
+    )]
+    pub model_config_file_poll_wait_seconds: u64,
+
+    /// Version swaps: availability_preserving (the new version serves before
+    /// the old unloads) or resource_preserving (unload first).
+    #[arg(long = "swap_policy", alias = "swap-policy", global = true, value_enum, default_value_t = SwapPolicy::AvailabilityPreserving)]
+    pub swap_policy: SwapPolicy,
+
+    /// Versions served from --model_base_path and --models_dir: latest (TF
+    /// Serving's default: only the highest version) or all (the default under
+    /// SageMaker and Simple TensorFlow Serving's variables).
+    #[arg(long = "model_version_policy", alias = "model-version-policy", global = true, value_enum, default_value_t = DefaultVersionPolicy::Latest)]
+    pub model_version_policy: DefaultVersionPolicy,
+
+    /// Comma-separated directories that models loaded over HTTP must live in.
+    /// Default: --models_dir.
+    #[arg(long = "model_roots", alias = "model-roots", value_delimiter = ',', global = true)]
+    pub model_roots: Vec<PathBuf>,
+
+    /// Most models loaded at once; loads over HTTP beyond it answer 507. 0: no limit.
+    #[arg(long = "max_models", alias = "max-models", global = true, default_value_t = 0)]
+    pub max_models: usize,
+
+    /// Start with no models; they are loaded over HTTP (SageMaker's multi-model endpoint).
+    #[arg(long = "multi_model", alias = "multi-model", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
+    pub multi_model: bool,
+
+    /// Comma-separated SavedModel tags to load.
+    #[arg(long = "saved_model_tags", alias = "saved-model-tags", global = true, default_value_t = String::from("serve"))]
+    pub saved_model_tags: String,
+
+    /// Run :classify and :regress only on signatures whose method_name is
+    /// classify or regress (TF Serving's flag). Off: any signature of the
+    /// right structure answers.
+    #[arg(long = "enable_signature_method_name_check", alias = "enable-signature-method-name-check", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
+    pub enable_signature_method_name_check: bool,
+}
+
+/// How requests are merged into batches and queued.
+#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+#[command(next_help_heading = "Batching")]
+pub struct BatchingSettings {
+    /// Merge concurrent requests into batches (TF Serving's flag).
+    #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
+    pub enable_batching: bool,
+
+    /// TF Serving's BatchingParameters in protobuf text format (needs --enable_batching).
+    #[arg(long = "batching_parameters_file", alias = "batching-parameters-file", global = true)]
+    pub batching_parameters_file: Option<PathBuf>,
+
+    /// Largest batch in rows; overrides the parameters file. Default: the
+    /// file's, else TF Serving's (1000).
+    #[arg(long = "max_batch_size", alias = "max-batch-size", global = true)]
+    pub max_batch_size: Option<usize>,
+
+    /// How long an under-full batch waits for more requests; overrides the parameters file.
+    #[arg(long = "batch_timeout_micros", alias = "batch-timeout-micros", global = true)]
+    pub batch_timeout_micros: Option<u64>,
+
+    /// Batches a model's queue holds before requests answer 503; overrides the parameters file.
+    #[arg(long = "max_enqueued_batches", alias = "max-enqueued-batches", global = true)]
+    pub max_enqueued_batches: Option<usize>,
+
+    /// Threads that run batches (TensorFlow sessions). Default: the parameters
+    /// file's num_batch_threads, else the number of cores.
+    #[arg(long = "num_batch_threads", alias = "num-batch-threads", global = true)]
+    pub num_batch_threads: Option<usize>,
+
+    /// With batching off: requests that may wait for a batch thread before 503.
+    #[arg(
+        long = "max_queued_runs",
+        alias = "max-queued-runs",
+        global = true,
+        default_value_t = 1024
+    )]
+    pub max_queued_runs: usize,
+
+    /// Per-model batching overrides (settings file only), keyed by model name.
+    #[arg(skip)]
+    pub model_batching: BTreeMap<String, ParamsOverride>,
+}
+
+/// Models' `inference.py` handlers (SageMaker's pre/post-processing).
+#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+#[command(next_help_heading = "Handlers")]
+pub struct HandlerOptions {
+    /// Python threads running models' inference.py handlers. Default: number of cores
+    /// (`serve`: SAGEMAKER_GUNICORN_WORKERS when set).
+    #[arg(long = "python_workers", alias = "python-workers", global = true, default_value_t = cores())]
+    pub python_workers: usize,
+
+    /// One inference.py for every model, instead of each model's code/inference.py.
+    #[arg(long = "handler_path", alias = "handler-path", global = true)]
+    pub handler_path: Option<PathBuf>,
+
+    /// Where models' code/requirements.txt are installed. Default: <cache_dir>/handler-deps.
+    #[arg(long = "handler_deps_dir", alias = "handler-deps-dir", global = true)]
+    pub handler_deps_dir: Option<PathBuf>,
+
+    /// tfserve's cache (also where the set-up scripts put libtensorflow).
+    /// Default: $HOME/.cache/tfserve.
+    #[arg(long = "cache_dir", alias = "cache-dir", global = true)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Who may call, and over what.
+#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+#[command(next_help_heading = "Security")]
+pub struct SecuritySettings {
+    /// Require HTTP basic auth on every route but liveness (Simple TensorFlow Serving's flag).
+    #[arg(long = "enable_auth", alias = "enable-auth", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
+    pub enable_auth: bool,
+
+    /// The basic-auth user name (needs --enable_auth).
+    #[arg(long = "auth_username", alias = "auth-username", global = true)]
+    pub auth_username: Option<String>,
+
+    /// The basic-auth password (needs --enable_auth). Never logged.
+    #[arg(long = "auth_password", alias = "auth-password", global = true)]
+    pub auth_password: Option<Secret>,
+
+    /// Serve HTTPS only (rustls), with --secret_pem and --secret_key.
+    #[arg(long = "enable_ssl", alias = "enable-ssl", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
+    pub enable_ssl: bool,
+
+    /// PEM certificate chain for --enable_ssl (server certificate first).
+    #[arg(long = "secret_pem", alias = "secret-pem", global = true)]
+    pub secret_pem: Option<PathBuf>,
+
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) for --enable_ssl.
+    #[arg(long = "secret_key", alias = "secret-key", global = true)]
+    pub secret_key: Option<PathBuf>,
+}
+
+/// TensorFlow sessions and libraries.
+#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+#[command(next_help_heading = "TensorFlow")]
+pub struct TensorFlowSettings {
+    /// Session options for every model as Simple TensorFlow Serving's JSON, e.g.
+    /// '{"intra_op_parallelism_threads": 2, "allow_growth": true}'.
+    #[arg(long = "session_config", alias = "session-config", global = true)]
+    pub session_config: Option<String>,
+
+    /// Threads one op (a matmul, a convolution) may use; 0 lets TensorFlow
+    /// choose. Default: cores / num_batch_threads, so concurrent batches don't
+    /// oversubscribe the cores.
+    #[arg(
+        long = "tensorflow_intra_op_parallelism",
+        alias = "tensorflow-intra-op-parallelism",
+        global = true
+    )]
+    pub tensorflow_intra_op_parallelism: Option<i32>,
+
+    /// Threads running independent ops of one run concurrently; 0 lets
+    /// TensorFlow choose. Default -1: ops run on the batch thread itself,
+    /// which saves a thread handoff per run.
+    #[arg(
+        long = "tensorflow_inter_op_parallelism",
+        alias = "tensorflow-inter-op-parallelism",
+        allow_hyphen_values = true,
+        global = true
+    )]
+    pub tensorflow_inter_op_parallelism: Option<i32>,
+
+    /// Custom op libraries loaded before any model: a comma-separated list of
+    /// `.so` files or directories (every `*.so` in them).
+    #[arg(long = "custom_op_paths", alias = "custom-op-paths", global = true)]
+    pub custom_op_paths: Option<String>,
+}
