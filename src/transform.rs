@@ -127,17 +127,13 @@ fn records(data: Vec<u8>, split: SplitType) -> Vec<Vec<u8>> {
 /// One file's records as they complete.
 struct Pending {
     output: PathBuf,
-    results: Vec<Option<Result<Vec<u8>, String>>>,
+    results: FileResults,
     left: usize,
 }
 
 /// Writes `<output>.tmp` then renames it, so a crash never leaves a partial
 /// `.out` that a re-run would take as done.
-fn write_output(
-    path: &Path,
-    results: Vec<Option<Result<Vec<u8>, String>>>,
-    split: SplitType,
-) -> Result<(), TransformError> {
+fn write_output(path: &Path, results: FileResults, split: SplitType) -> Result<(), TransformError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io(parent))?;
     }
@@ -156,6 +152,21 @@ fn write_output(
     std::fs::rename(&tmp, path).map_err(io(path))
 }
 
+/// One input file as read: its position in the job, where its output goes,
+/// and its bytes (or why they could not be read).
+type FileRead = (usize, PathBuf, PathBuf, Result<Vec<u8>, String>);
+type FileResults = Vec<Option<Result<Vec<u8>, String>>>;
+
+/// One record of one file, and later its answer.
+struct Record<T> {
+    file: usize,
+    input: PathBuf,
+    output: PathBuf,
+    index: usize,
+    count: usize,
+    data: T,
+}
+
 pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, TransformError> {
     if args.max_concurrent_transforms == 0 {
         return Err(TransformError::Concurrency);
@@ -163,30 +174,59 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
     std::fs::create_dir_all(&args.output).map_err(io(&args.output))?;
     let all = files(&args.input, &args.output)?;
     let (done, todo): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, out)| out.exists());
-    let mut summary = Summary {
-        files_skipped: done.len(),
-        ..Summary::default()
+    let mut tally = Tally {
+        summary: Summary {
+            files_skipped: done.len(),
+            ..Summary::default()
+        },
+        pending: HashMap::new(),
+        failures: Vec::new(),
+        progress: progress_bar(todo.len()),
+        started: Instant::now(),
     };
-    let progress = ProgressBar::with_draw_target(Some(todo.len() as u64), ProgressDrawTarget::stderr());
-    progress.set_style(
-        ProgressStyle::with_template("{spinner} {bar:30} {pos}/{len} files  {per_sec}  ETA {eta}  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let limit = (args.max_payload_in_mb * 1024.0 * 1024.0) as usize;
     let invocation = Invocation::new(
         None,
         args.content_type.clone(),
         args.custom_attributes.clone().unwrap_or_default(),
         args.accept.clone(),
     );
-    let mut pending: HashMap<usize, Pending> = HashMap::new();
-    let mut failures = Vec::new();
-    let started = Instant::now();
     // File reads and writes run on their own threads, so that the loop feeding
     // the batcher never waits on the file system.
+    let from_reader = spawn_reader(todo).map_err(io(&args.input))?;
+    let (to_writer, writer) = spawn_writer(args.split_type).map_err(io(&args.output))?;
+    let files = futures_util::stream::unfold(from_reader, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    });
+    let work = files
+        .flat_map(|file| futures_util::stream::iter(split_file(file, args.split_type)))
+        .map(|record| answer(service, &invocation, args, record))
+        .buffer_unordered(args.max_concurrent_transforms);
+    futures_util::pin_mut!(work);
+    while let Some(record) = work.next().await {
+        if let Some(file) = tally.add(record) {
+            if to_writer.send(file).is_err() {
+                break;
+            }
+        }
+    }
+    drop(to_writer);
+    writer.join().map_err(|_| TransformError::Writer)??;
+    tally.progress.finish_and_clear();
+    tally.finish(&args.output)
+}
+
+fn progress_bar(files: usize) -> ProgressBar {
+    let progress = ProgressBar::with_draw_target(Some(files as u64), ProgressDrawTarget::stderr());
+    progress.set_style(
+        ProgressStyle::with_template("{spinner} {bar:30} {pos}/{len} files  {per_sec}  ETA {eta}  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    progress
+}
+
+fn spawn_reader(todo: Vec<(PathBuf, PathBuf)>) -> std::io::Result<tokio::sync::mpsc::Receiver<FileRead>> {
     let (to_loop, from_reader) = tokio::sync::mpsc::channel(256);
-    let split = args.split_type;
-    let reader = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("tfserve-transform-read".into())
         .spawn(move || {
             for (index, (input, output)) in todo.into_iter().enumerate() {
@@ -195,9 +235,17 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
                     return;
                 }
             }
-        });
-    reader.map_err(io(&args.input))?;
-    let (to_writer, from_loop) = std::sync::mpsc::sync_channel::<(PathBuf, Vec<Option<Result<Vec<u8>, String>>>)>(1024);
+        })?;
+    Ok(from_reader)
+}
+
+type Writer = (
+    std::sync::mpsc::SyncSender<(PathBuf, FileResults)>,
+    std::thread::JoinHandle<Result<(), TransformError>>,
+);
+
+fn spawn_writer(split: SplitType) -> std::io::Result<Writer> {
+    let (to_writer, from_loop) = std::sync::mpsc::sync_channel::<(PathBuf, FileResults)>(1024);
     let writer = std::thread::Builder::new()
         .name("tfserve-transform-write".into())
         .spawn(move || -> Result<(), TransformError> {
@@ -205,107 +253,136 @@ pub async fn run(service: &Service, args: &TransformArgs) -> Result<Summary, Tra
                 write_output(&path, results, split)?;
             }
             Ok(())
+        })?;
+    Ok((to_writer, writer))
+}
+
+/// A file's records (or its read error, as its one failed record).
+fn split_file((file, input, output, data): FileRead, split: SplitType) -> Vec<Record<Result<Vec<u8>, String>>> {
+    let data = match data {
+        Ok(data) => records(data, split),
+        Err(error) => {
+            return vec![Record {
+                file,
+                input,
+                output,
+                index: 0,
+                count: 1,
+                data: Err(error),
+            }]
+        }
+    };
+    let count = data.len();
+    data.into_iter()
+        .enumerate()
+        .map(|(index, record)| Record {
+            file,
+            input: input.clone(),
+            output: output.clone(),
+            index,
+            count,
+            data: Ok(record),
         })
-        .map_err(io(&args.output))?;
-    let files = futures_util::stream::unfold(from_reader, |mut receiver| async move {
-        receiver.recv().await.map(|item| (item, receiver))
-    });
-    let work = files
-        .flat_map(|(index, input, output, data)| {
-            let items: Vec<_> = match data {
-                Ok(data) => {
-                    let records = records(data, split);
-                    let count = records.len();
-                    records
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, r)| (index, input.clone(), output.clone(), i, count, Ok(r)))
-                        .collect()
-                }
-                Err(error) => vec![(index, input, output, 0, 1, Err(error))],
-            };
-            futures_util::stream::iter(items)
-        })
-        .map(|(index, input, output, record, count, data)| {
-            let invocation = &invocation;
-            async move {
-                let result = match data {
-                    Err(error) => Err(error),
-                    Ok(data) if data.len() > limit => Err(format!(
-                        "record of {} bytes exceeds max_payload_in_mb ({} MB = {limit} bytes)",
-                        data.len(),
-                        args.max_payload_in_mb
-                    )),
-                    Ok(data) => invocation
-                        .respond(service, &data, &mut Trace::default())
-                        .await
-                        .map(|answer| answer.body)
-                        .map_err(|e: ApiError| e.to_string()),
-                };
-                (index, input, output, record, count, result)
-            }
-        })
-        .buffer_unordered(args.max_concurrent_transforms);
-    futures_util::pin_mut!(work);
-    while let Some((index, input, output, record, count, result)) = work.next().await {
-        match &result {
-            Ok(_) => summary.records_ok += 1,
+        .collect()
+}
+
+/// Runs one record through `/invocations`' path.
+async fn answer(
+    service: &Service,
+    invocation: &Invocation,
+    args: &TransformArgs,
+    record: Record<Result<Vec<u8>, String>>,
+) -> Record<Result<Vec<u8>, String>> {
+    let limit = (args.max_payload_in_mb * 1024.0 * 1024.0) as usize;
+    let result = match &record.data {
+        Err(error) => Err(error.clone()),
+        Ok(data) if data.len() > limit => Err(format!(
+            "record of {} bytes exceeds max_payload_in_mb ({} MB = {limit} bytes)",
+            data.len(),
+            args.max_payload_in_mb
+        )),
+        Ok(data) => invocation
+            .respond(service, data, &mut Trace::default())
+            .await
+            .map(|answer| answer.body)
+            .map_err(|e: ApiError| e.to_string()),
+    };
+    Record { data: result, ..record }
+}
+
+/// Counts answers, collects each file's until it is complete, and reports.
+struct Tally {
+    summary: Summary,
+    pending: HashMap<usize, Pending>,
+    failures: Vec<serde_json::Value>,
+    progress: ProgressBar,
+    started: Instant,
+}
+
+impl Tally {
+    /// Records an answer; returns a file's output once all its records are in.
+    fn add(&mut self, record: Record<Result<Vec<u8>, String>>) -> Option<(PathBuf, FileResults)> {
+        match &record.data {
+            Ok(_) => self.summary.records_ok += 1,
             Err(error) => {
-                summary.records_failed += 1;
-                failures
-                    .push(serde_json::json!({"file": input.display().to_string(), "record": record, "error": error}));
+                self.summary.records_failed += 1;
+                self.failures.push(serde_json::json!({
+                    "file": record.input.display().to_string(), "record": record.index, "error": error
+                }));
             }
         }
-        let file = pending.entry(index).or_insert_with(|| Pending {
-            output,
-            results: vec![None; count],
-            left: count,
+        let file = self.pending.entry(record.file).or_insert_with(|| Pending {
+            output: record.output,
+            results: vec![None; record.count],
+            left: record.count,
         });
-        file.results[record] = Some(result);
+        file.results[record.index] = Some(record.data);
         file.left -= 1;
-        if file.left == 0 {
-            if let Some(file) = pending.remove(&index) {
-                if to_writer.send((file.output, file.results)).is_err() {
-                    break;
-                }
-                summary.files_written += 1;
-                progress.inc(1);
-                let rate = (summary.records_ok + summary.records_failed) as f64 / started.elapsed().as_secs_f64();
-                progress.set_message(format!("{rate:.1} records/s, {} failed", summary.records_failed));
+        if file.left > 0 {
+            return None;
+        }
+        let file = self.pending.remove(&record.file)?;
+        self.summary.files_written += 1;
+        self.progress.inc(1);
+        let done = self.summary.records_ok + self.summary.records_failed;
+        let rate = done as f64 / self.started.elapsed().as_secs_f64();
+        self.progress
+            .set_message(format!("{rate:.1} records/s, {} failed", self.summary.records_failed));
+        Some((file.output, file.results))
+    }
+
+    /// Appends the failures to `_failures.jsonl` (so a resumed run keeps those
+    /// of the files it skipped) and prints the summary.
+    fn finish(self, output: &Path) -> Result<Summary, TransformError> {
+        let report = output.join("_failures.jsonl");
+        if !self.failures.is_empty() {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&report)
+                .map_err(io(&report))?;
+            for failure in &self.failures {
+                writeln!(file, "{failure}").map_err(io(&report))?;
             }
         }
+        let summary = self.summary;
+        let elapsed = self.started.elapsed().as_secs_f64();
+        println!(
+            "transform: {} records ok, {} failed; {} files written, {} skipped (already done); {:.1} records/s{}",
+            summary.records_ok,
+            summary.records_failed,
+            summary.files_written,
+            summary.files_skipped,
+            (summary.records_ok + summary.records_failed) as f64 / elapsed.max(1e-9),
+            if self.failures.is_empty() {
+                String::new()
+            } else {
+                format!("; failures listed in {}", report.display())
+            }
+        );
+        Ok(summary)
     }
-    drop(to_writer);
-    writer.join().map_err(|_| TransformError::Writer)??;
-    progress.finish_and_clear();
-    // Appended, so a resumed run keeps the failures of the files it skipped.
-    let report = args.output.join("_failures.jsonl");
-    if !failures.is_empty() {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&report)
-            .map_err(io(&report))?;
-        for failure in &failures {
-            writeln!(file, "{failure}").map_err(io(&report))?;
-        }
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    println!(
-        "transform: {} records ok, {} failed; {} files written, {} skipped (already done); {:.1} records/s{}",
-        summary.records_ok,
-        summary.records_failed,
-        summary.files_written,
-        summary.files_skipped,
-        (summary.records_ok + summary.records_failed) as f64 / elapsed.max(1e-9),
-        if failures.is_empty() {
-            String::new()
-        } else {
-            format!("; failures listed in {}", report.display())
-        }
-    );
-    Ok(summary)
 }
 
 #[cfg(test)]

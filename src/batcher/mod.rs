@@ -238,10 +238,31 @@ impl QueueHandle {
         input_names: &[&str],
         request_id: Option<Arc<str>>,
     ) -> Result<Pending, BatchError> {
-        // As TF Serving's batching session: requests merge along the 0th
-        // dimension; one whose inputs have none (or disagree on it) cannot be
-        // merged, so it runs alone and the graph decides whether it is valid.
-        let (rows, alone) = match (self.merge, batch_rows(&inputs)) {
+        let (rows, alone) = self.rows_of(&inputs, input_names);
+        let (sender, receiver) = oneshot::channel();
+        let splitting = !alone && rows > self.params.max_batch_size && self.params.enable_large_batch_splitting;
+        let tasks = if splitting {
+            self.split_tasks(inputs, rows, request_id, sender)
+        } else {
+            vec![Task {
+                inputs,
+                rows,
+                alone,
+                request_id,
+                enqueued: Instant::now(),
+                reply: Reply::Whole(sender),
+            }]
+        };
+        self.enqueue(tasks)?;
+        Ok(receiver)
+    }
+
+    /// The request's rows, and whether it must run alone. As TF Serving's
+    /// batching session: requests merge along the 0th dimension; one whose
+    /// inputs have none (or disagree on it) cannot be merged, so it runs alone
+    /// and the graph decides whether it is valid.
+    fn rows_of(&self, inputs: &[Tensor], input_names: &[&str]) -> (usize, bool) {
+        match (self.merge, batch_rows(inputs)) {
             (true, Some(rows)) => (rows, false),
             (true, None) => {
                 log::debug!(
@@ -252,54 +273,57 @@ impl QueueHandle {
                 (1, true)
             }
             (false, _) => (1, true),
-        };
-        let (sender, receiver) = oneshot::channel();
+        }
+    }
+
+    /// A request larger than `max_batch_size` as pieces that fill the open
+    /// batch and then whole batches; the reply gathers them in order.
+    fn split_tasks(
+        &self,
+        inputs: Vec<Tensor>,
+        rows: usize,
+        request_id: Option<Arc<str>>,
+        sender: oneshot::Sender<ReplyResult>,
+    ) -> Vec<Task<Reply>> {
         let enqueued = Instant::now();
-        let splitting = !alone && rows > self.params.max_batch_size && self.params.enable_large_batch_splitting;
-        let tasks = if splitting {
-            // Slicing happens outside the lock; if the open batch fills meanwhile,
-            // the first piece simply opens a new batch.
-            let room = self
-                .shared
-                .lock()
-                .queues
-                .get(&self.id)
-                .map(|e| e.queue.room_for(&inputs))
-                .unwrap_or(0);
-            let sizes = queue::chunk_sizes(rows, room, self.params.max_batch_size);
-            let gather = Arc::new(Gather {
-                state: Mutex::new(GatherState {
-                    sender: Some(sender),
-                    parts: vec![None; sizes.len()],
-                    remaining: sizes.len(),
-                }),
-            });
-            queue::split_inputs(&inputs, &sizes)
-                .into_iter()
-                .zip(&sizes)
-                .enumerate()
-                .map(|(index, (inputs, &rows))| Task {
-                    inputs,
-                    rows,
-                    alone: false,
-                    request_id: request_id.clone(),
-                    enqueued,
-                    reply: Reply::Part {
-                        gather: gather.clone(),
-                        index,
-                    },
-                })
-                .collect()
-        } else {
-            vec![Task {
+        // Slicing happens outside the lock; if the open batch fills meanwhile,
+        // the first piece simply opens a new batch.
+        let room = self
+            .shared
+            .lock()
+            .queues
+            .get(&self.id)
+            .map(|e| e.queue.room_for(&inputs))
+            .unwrap_or(0);
+        let sizes = queue::chunk_sizes(rows, room, self.params.max_batch_size);
+        let gather = Arc::new(Gather {
+            state: Mutex::new(GatherState {
+                sender: Some(sender),
+                parts: vec![None; sizes.len()],
+                remaining: sizes.len(),
+            }),
+        });
+        queue::split_inputs(&inputs, &sizes)
+            .into_iter()
+            .zip(&sizes)
+            .enumerate()
+            .map(|(index, (inputs, &rows))| Task {
                 inputs,
                 rows,
-                alone,
-                request_id,
+                alone: false,
+                request_id: request_id.clone(),
                 enqueued,
-                reply: Reply::Whole(sender),
-            }]
-        };
+                reply: Reply::Part {
+                    gather: gather.clone(),
+                    index,
+                },
+            })
+            .collect()
+    }
+
+    /// Puts the tasks on the queue, or refuses them all (full, too large,
+    /// shutting down); wakes an idle batch thread.
+    fn enqueue(&self, tasks: Vec<Task<Reply>>) -> Result<(), BatchError> {
         let wake = {
             let mut state = self.shared.lock();
             if state.shutdown {
@@ -330,7 +354,7 @@ impl QueueHandle {
         if wake {
             self.shared.wake.notify_one();
         }
-        Ok(receiver)
+        Ok(())
     }
 }
 

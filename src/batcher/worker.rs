@@ -2,11 +2,11 @@
 //! one tensor per input, run, split the outputs back, reply; a panic fails
 //! the batch's requests and the thread goes on.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::queue::{self, Task};
 use super::reply::Reply;
-use super::{assemble, BatchError, BatchOutput, BatchParams, ReplyResult, Shared, Work};
+use super::{assemble, BatchError, BatchOutput, BatchParams, ReplyResult, Runner, Shared, Work};
 use crate::runtime::RuntimeError;
 use crate::tensor::Tensor;
 
@@ -86,42 +86,72 @@ fn process(work: Work) {
         Err(message) => return reply_all(live, Err(BatchError::Inputs(message))),
     };
     let run_started = Instant::now();
-    let result =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run(inputs))).unwrap_or_else(|panic| {
-            Err(RuntimeError::Run {
-                code: crate::runtime::StatusCode::Internal,
-                message: format!("the model's run panicked: {}", panic_message(panic.as_ref())),
-            })
-        });
+    let result = run_guarded(runner.as_ref(), inputs);
     let run_time = run_started.elapsed();
     metrics.run.observe(run_time.as_secs_f64());
-    let outputs = match result {
-        Ok(outputs) => outputs,
+    match result {
+        Ok(outputs) => {
+            log::debug!(
+                "{name}: ran {run_rows} rows in {:.3} ms ({})",
+                run_time.as_secs_f64() * 1000.0,
+                request_ids(&live)
+            );
+            let ran = Ran {
+                started: run_started,
+                time: run_time,
+                rows,
+                run_rows,
+            };
+            reply_rows(live, outputs, &ran);
+        }
         Err(error) => {
             log::warn!("{name}: batch of {rows} rows failed ({}): {error}", request_ids(&live));
-            return reply_all(live, Err(BatchError::Run(error)));
+            reply_all(live, Err(BatchError::Run(error)));
         }
-    };
-    log::debug!(
-        "{name}: ran {run_rows} rows in {:.3} ms ({})",
-        run_time.as_secs_f64() * 1000.0,
-        request_ids(&live)
-    );
-    if live.len() == 1 && run_rows == rows {
-        let task = live.pop().expect("one task");
-        let queue_time = run_started.duration_since(task.enqueued);
-        return task.reply.send(Ok(BatchOutput {
-            outputs,
-            queue_time,
-            run_time,
-            batch_rows: rows,
-        }));
     }
-    if let Some(bad) = outputs.iter().find(|o| o.shape.first() != Some(&run_rows)) {
+}
+
+/// Runs a batch; a panic in the model's run becomes that batch's error and
+/// the thread lives on.
+fn run_guarded(runner: &dyn Runner, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run(inputs))).unwrap_or_else(|panic| {
+        Err(RuntimeError::Run {
+            code: crate::runtime::StatusCode::Internal,
+            message: format!("the model's run panicked: {}", panic_message(panic.as_ref())),
+        })
+    })
+}
+
+/// When and how a batch ran.
+struct Ran {
+    started: Instant,
+    time: Duration,
+    /// The requests' rows, and the rows run (with padding).
+    rows: usize,
+    run_rows: usize,
+}
+
+/// Hands each request its own rows of the outputs (all of them, for a lone
+/// unpadded request, whatever their shape).
+fn reply_rows(mut live: Vec<Task<Reply>>, outputs: Vec<Tensor>, ran: &Ran) {
+    let output = |outputs, task: &Task<Reply>| BatchOutput {
+        outputs,
+        queue_time: ran.started.duration_since(task.enqueued),
+        run_time: ran.time,
+        batch_rows: ran.rows,
+    };
+    if live.len() == 1 && ran.run_rows == ran.rows {
+        if let Some(task) = live.pop() {
+            let answer = output(outputs, &task);
+            task.reply.send(Ok(answer));
+        }
+        return;
+    }
+    if let Some(bad) = outputs.iter().find(|o| o.shape.first() != Some(&ran.run_rows)) {
         let message = format!(
-            "the model returned an output of shape {:?} for a batch of {run_rows} rows; outputs without the batch \
+            "the model returned an output of shape {:?} for a batch of {} rows; outputs without the batch \
              dimension cannot be split between batched requests (turn batching off for this model)",
-            bad.shape
+            bad.shape, ran.run_rows
         );
         return reply_all(live, Err(BatchError::Split(message)));
     }
@@ -132,13 +162,8 @@ fn process(work: Work) {
             .map(|o| assemble::slice_rows(o, offset, offset + task.rows))
             .collect();
         offset += task.rows;
-        let queue_time = run_started.duration_since(task.enqueued);
-        task.reply.send(Ok(BatchOutput {
-            outputs: pieces,
-            queue_time,
-            run_time,
-            batch_rows: rows,
-        }));
+        let answer = output(pieces, &task);
+        task.reply.send(Ok(answer));
     }
 }
 
