@@ -163,10 +163,53 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
     if let Some(paths) = &settings.tensorflow.custom_op_paths {
         load_custom_ops(paths)?;
     }
+    let (options, batcher) = load_options(settings)?;
+    let registry = Arc::new(Registry::new(options));
+    let sources = model_sources(settings)?;
+    registry.sync(&sources);
+    registry.check_labels()?;
+    let handlers = Arc::new(HandlerSet::new(settings.handler_settings()));
+    for source in &sources {
+        handlers.prepare(&source.name, &source.base_path)?;
+    }
+    let synced = handlers.clone();
+    registry.on_sync(move |sources| synced.sync(sources));
+    let models = &settings.models;
+    let fs_poll = u64::try_from(models.file_system_poll_wait_seconds)
+        .ok()
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs);
+    let config_poll = models
+        .model_config_file
+        .clone()
+        .filter(|_| models.model_config_file_poll_wait_seconds > 0)
+        .map(|path| (path, Duration::from_secs(models.model_config_file_poll_wait_seconds)));
+    registry::spawn_poller(registry.clone(), fs_poll, config_poll).map_err(StartError::Threads)?;
+    let service = Service::new(
+        registry.clone(),
+        handlers,
+        Duration::from_millis(settings.http.rest_api_timeout_in_ms),
+    )
+    .with_method_name_check(models.enable_signature_method_name_check)
+    .with_default_model(models.default_model_name.clone());
+    Ok((service, batcher))
+}
+
+/// How every model loads and batches, and the batch threads that run them.
+fn load_options(settings: &Settings) -> Result<(LoadOptions, Arc<Batcher>), StartError> {
     let (batching, params, threads) = settings.batch_plan()?;
     let batcher = Batcher::new(threads).map_err(StartError::Threads)?;
     let session = settings.session(threads)?;
-    let (intra, inter) = (session.intra_op_parallelism, session.inter_op_parallelism);
+    log::info!(
+        "{threads} batch thread(s), TensorFlow intra-op {} / inter-op {} threads; batching {}",
+        session.intra_op_parallelism,
+        session.inter_op_parallelism,
+        if batching {
+            format!("on: {params:?}")
+        } else {
+            "off".to_string()
+        }
+    );
     let options = LoadOptions {
         loader: Arc::new(runtime::TensorFlowLoader),
         tags: settings.tags(),
@@ -180,48 +223,7 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
         },
         swap: settings.models.swap_policy,
     };
-    log::info!(
-        "{threads} batch thread(s), TensorFlow intra-op {intra} / inter-op {inter} threads; batching {}",
-        if batching {
-            format!("on: {:?}", options.batching.params)
-        } else {
-            "off".to_string()
-        }
-    );
-    let registry = Arc::new(Registry::new(options));
-    let sources = model_sources(settings)?;
-    registry.sync(&sources);
-    registry.check_labels()?;
-    let handlers = Arc::new(HandlerSet::new(settings.handler_settings()));
-    for source in &sources {
-        handlers.prepare(&source.name, &source.base_path)?;
-    }
-    let synced = handlers.clone();
-    registry.on_sync(move |sources| synced.sync(sources));
-    let fs_poll = u64::try_from(settings.models.file_system_poll_wait_seconds)
-        .ok()
-        .filter(|s| *s > 0)
-        .map(Duration::from_secs);
-    let config_poll = settings
-        .models
-        .model_config_file
-        .clone()
-        .filter(|_| settings.models.model_config_file_poll_wait_seconds > 0)
-        .map(|path| {
-            (
-                path,
-                Duration::from_secs(settings.models.model_config_file_poll_wait_seconds),
-            )
-        });
-    registry::spawn_poller(registry.clone(), fs_poll, config_poll).map_err(StartError::Threads)?;
-    let service = Service::new(
-        registry.clone(),
-        handlers,
-        Duration::from_millis(settings.http.rest_api_timeout_in_ms),
-    )
-    .with_method_name_check(settings.models.enable_signature_method_name_check)
-    .with_default_model(settings.models.default_model_name.clone());
-    Ok((service, batcher))
+    Ok((options, batcher))
 }
 
 /// Loads the models, binds the port and returns the server, not yet awaited.
@@ -233,6 +235,11 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     let (service, batcher) = build_service(settings)?;
     let registry = service.registry.clone();
     let handlers = service.handlers.clone();
+    let security = &settings.security;
+    let credentials = match (security.enable_auth, &security.auth_username, &security.auth_password) {
+        (true, Some(user), Some(password)) => Some((user.as_str(), password.0.as_str())),
+        _ => None,
+    };
     let state = web::Data::new(http::AppState {
         service,
         max_request_bytes: settings.http.max_request_bytes,
@@ -240,70 +247,16 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         config_file: settings.models.model_config_file.clone(),
         model_roots: settings.roots(),
         max_models: settings.models.max_models,
-        auth: match (
-            settings.security.enable_auth,
-            &settings.security.auth_username,
-            &settings.security.auth_password,
-        ) {
-            (true, Some(user), Some(password)) => Some(http::BasicAuth::new(user, &password.0)),
-            _ => None,
-        },
+        auth: credentials.map(|(user, password)| http::BasicAuth::new(user, password)),
     });
-    let addr = format!("{}:{}", settings.http.host, settings.http_port());
-    let app_state = state.clone();
-    let cors = settings.http.enable_cors;
-    let server = HttpServer::new(move || {
-        App::new()
-            .wrap(actix_web::middleware::from_fn(http::admit))
-            .wrap(actix_web::middleware::from_fn(http::require_auth))
-            .wrap(actix_web::middleware::Condition::new(cors, http::cors()))
-            .wrap(actix_web::middleware::from_fn(http::request_id::assign))
-            .app_data(app_state.clone())
-            .configure(http::configure)
-    })
-    .on_connect(http::on_connect)
-    .workers(settings.http.rest_api_num_threads)
-    .shutdown_timeout(30);
-    let bind_error = |source| StartError::Bind {
-        addr: addr.clone(),
-        source,
-    };
-    // One port, one protocol: with TLS on, plain HTTP is not served on it.
-    let (server, scheme) = match (&settings.security.secret_pem, &settings.security.secret_key) {
-        (Some(pem), Some(key)) if settings.security.enable_ssl => {
-            let config = tls::server_config(pem, key)?;
-            (server.bind_rustls_0_23(&addr, config).map_err(bind_error)?, "https")
-        }
-        _ => (server.bind(&addr).map_err(bind_error)?, "http"),
-    };
-    let public = server.addrs();
-    // Handlers call context.rest_uri with plain HTTP; under TLS they get a
-    // loopback-only listener of their own (auth, when on, still applies).
-    let server = if scheme == "https" {
-        server.bind("127.0.0.1:0").map_err(|source| StartError::Bind {
-            addr: "127.0.0.1:0".into(),
-            source,
-        })?
-    } else {
-        server
-    };
-    let credentials = match (
-        &state.auth,
-        &settings.security.auth_username,
-        &settings.security.auth_password,
-    ) {
-        (Some(_), Some(user), Some(password)) => Some((user.as_str(), password.0.as_str())),
-        _ => None,
-    };
-    if let Some(rest) = server.addrs().last() {
-        handlers.set_rest_address(*rest, credentials);
-    }
-    let addrs = public;
+    let (server, scheme, public) = serve(settings, state.clone(), |rest| {
+        handlers.set_rest_address(rest, credentials);
+    })?;
     log::info!(
         "serving {} model(s) [{}] on {} (ready in {:.0} ms)",
         registry.model_names().len(),
         registry.model_names().join(", "),
-        addrs
+        public
             .iter()
             .map(|a| format!("{scheme}://{a}"))
             .collect::<Vec<_>>()
@@ -311,9 +264,57 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         started.elapsed().as_secs_f64() * 1000.0
     );
     Ok(Running {
-        addrs,
-        server: server.run(),
+        addrs: public,
+        server,
         batcher,
         state,
     })
+}
+
+/// Binds the HTTP server and starts it: its port (HTTPS only, with TLS on),
+/// and the address handlers' `context.rest_uri` calls (told to `rest_address`
+/// before any request is taken). Under TLS that is a loopback-only plain
+/// HTTP listener of its own; auth, when on, still applies. Returns the
+/// server, its scheme and its public addresses.
+fn serve(
+    settings: &Settings,
+    state: web::Data<http::AppState>,
+    rest_address: impl FnOnce(SocketAddr),
+) -> Result<(actix_web::dev::Server, &'static str, Vec<SocketAddr>), StartError> {
+    let addr = format!("{}:{}", settings.http.host, settings.http_port());
+    let cors = settings.http.enable_cors;
+    let server = HttpServer::new(move || {
+        App::new()
+            .wrap(actix_web::middleware::from_fn(http::admit))
+            .wrap(actix_web::middleware::from_fn(http::require_auth))
+            .wrap(actix_web::middleware::Condition::new(cors, http::cors()))
+            .wrap(actix_web::middleware::from_fn(http::request_id::assign))
+            .app_data(state.clone())
+            .configure(http::configure)
+    })
+        .on_connect(http::on_connect)
+        .workers(settings.http.rest_api_num_threads)
+        .shutdown_timeout(30);
+    let bind_error = |addr: &str| {
+        let addr = addr.to_string();
+        move |source| StartError::Bind { addr, source }
+    };
+    let security = &settings.security;
+    let (server, scheme) = match (&security.secret_pem, &security.secret_key) {
+        (Some(pem), Some(key)) if security.enable_ssl => {
+            let config = tls::server_config(pem, key)?;
+            (server.bind_rustls_0_23(&addr, config).map_err(bind_error(&addr))?, "https")
+        }
+        _ => (server.bind(&addr).map_err(bind_error(&addr))?, "http"),
+    };
+    let public = server.addrs();
+    let server = if scheme == "https" {
+        server.bind("127.0.0.1:0").map_err(bind_error("127.0.0.1:0"))?
+    } else {
+        server
+    };
+    if let Some(rest) = server.addrs().last() {
+        rest_address(*rest);
+    }
+    Ok((server.run(), scheme, public))
 }

@@ -16,8 +16,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     let get_or_head = actix_web::guard::Any(actix_web::guard::Get()).or(actix_web::guard::Head());
     cfg.route("/ping", web::route().guard(get_or_head).to(ping_route))
         .route("/invocations", web::post().to(invocations_route))
-        .route("/models", web::route().to(models_route))
-        .route("/models/{tail:.*}", web::route().to(models_route));
+        .configure(super::models::configure);
 }
 
 async fn ping_route(state: web::Data<AppState>) -> HttpResponse {
@@ -26,11 +25,6 @@ async fn ping_route(state: web::Data<AppState>) -> HttpResponse {
 
 async fn invocations_route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
     invocations(&req, payload, &state, None).await
-}
-
-async fn models_route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
-    let result = super::models::sagemaker_models(&req, payload, &state).await;
-    crate::http::respond(&req, result)
 }
 
 /// 200 once the default model has an available version (always, with no
