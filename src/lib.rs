@@ -292,9 +292,9 @@ fn serve(
             .app_data(state.clone())
             .configure(http::configure)
     })
-        .on_connect(http::on_connect)
-        .workers(settings.http.rest_api_num_threads)
-        .shutdown_timeout(30);
+    .on_connect(http::on_connect)
+    .workers(settings.http.rest_api_num_threads)
+    .shutdown_timeout(30);
     let bind_error = |addr: &str| {
         let addr = addr.to_string();
         move |source| StartError::Bind { addr, source }
@@ -303,7 +303,10 @@ fn serve(
     let (server, scheme) = match (&security.secret_pem, &security.secret_key) {
         (Some(pem), Some(key)) if security.enable_ssl => {
             let config = tls::server_config(pem, key)?;
-            (server.bind_rustls_0_23(&addr, config).map_err(bind_error(&addr))?, "https")
+            (
+                server.bind_rustls_0_23(&addr, config).map_err(bind_error(&addr))?,
+                "https",
+            )
         }
         _ => (server.bind(&addr).map_err(bind_error(&addr))?, "http"),
     };

@@ -10,7 +10,7 @@ use actix_web::{web, App, HttpResponse, HttpServer};
 use clap::{Parser, Subcommand};
 use tfserve::registry::discover_versions;
 use tfserve::runtime::{LoadedModel, Model, SessionConfig};
-use tfserve::signature::DEFAULT_SIGNATURE;
+use tfserve::signature::{SignatureSpec, DEFAULT_SIGNATURE};
 use tfserve::tensor::TensorData;
 use tfserve::warmup::synthetic_inputs;
 
@@ -76,34 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .ok_or("no serving_default signature")?
                 .clone();
             for batch in batches {
-                let mut inputs = synthetic_inputs(&signature, batch).ok_or("cannot build inputs for this signature")?;
-                if let Some(bytes) = &image {
-                    for input in &mut inputs {
-                        if let TensorData::String(values) = &mut input.data {
-                            values.iter_mut().for_each(|v| *v = bytes.clone());
-                        }
-                    }
-                }
-                // The first runs at a new size are slow (graph specialisation).
-                for _ in 0..3 {
-                    model.run(&signature.name, inputs.clone())?;
-                }
-                let mut latencies = Vec::new();
-                let started = Instant::now();
-                while started.elapsed() < Duration::from_secs_f64(seconds) || latencies.len() < 3 {
-                    let inputs = inputs.clone();
-                    let call = Instant::now();
-                    model.run(&signature.name, inputs)?;
-                    latencies.push(call.elapsed().as_secs_f64());
-                }
-                let wall = started.elapsed().as_secs_f64();
-                latencies.sort_by(|a, b| a.total_cmp(b));
-                println!(
-                    "{{\"batch\": {batch}, \"calls\": {}, \"samples_per_s\": {:.1}, \"p50_ms\": {:.3}}}",
-                    latencies.len(),
-                    (batch * latencies.len()) as f64 / wall,
-                    latencies[latencies.len() / 2] * 1000.0
-                );
+                raw_runs(&model, &signature, batch, seconds, image.as_deref())?;
             }
             Ok(())
         }
@@ -124,4 +97,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
     }
+}
+
+/// Session runs of `batch` rows for `seconds`, one after another; prints a JSON line.
+fn raw_runs(
+    model: &LoadedModel,
+    signature: &SignatureSpec,
+    batch: usize,
+    seconds: f64,
+    image: Option<&[u8]>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut inputs = synthetic_inputs(signature, batch).ok_or("cannot build inputs for this signature")?;
+    if let Some(bytes) = image {
+        for input in &mut inputs {
+            if let TensorData::String(values) = &mut input.data {
+                values.iter_mut().for_each(|v| *v = bytes.to_vec());
+            }
+        }
+    }
+    // The first runs at a new size are slow (graph specialisation).
+    for _ in 0..3 {
+        model.run(&signature.name, inputs.clone())?;
+    }
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs_f64(seconds) || latencies.len() < 3 {
+        let inputs = inputs.clone();
+        let call = Instant::now();
+        model.run(&signature.name, inputs)?;
+        latencies.push(call.elapsed().as_secs_f64());
+    }
+    let wall = started.elapsed().as_secs_f64();
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "{{\"batch\": {batch}, \"calls\": {}, \"samples_per_s\": {:.1}, \"p50_ms\": {:.3}}}",
+        latencies.len(),
+        (batch * latencies.len()) as f64 / wall,
+        latencies[latencies.len() / 2] * 1000.0
+    );
+    Ok(())
 }

@@ -167,32 +167,14 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
 /// `{"results": [[[label, score], ...], ...]}` from classes `[N, K]` (strings)
 /// and/or scores `[N, K]` (floats).
 pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> Result<Vec<u8>, CodecError> {
-    let (labels, label_shape) = match classes {
-        Some(Tensor {
-            data: TensorData::String(v),
-            shape,
-        }) => (Some(v), shape.as_slice()),
-        Some(other) => {
-            return Err(CodecError::invalid(format!(
-                "classification output 'classes' must be a string tensor, got {}",
-                other.dtype()
-            )))
-        }
-        None => (None, &[][..]),
-    };
-    let (values, score_shape) = match scores {
-        Some(Tensor {
-            data: TensorData::Float(v),
-            shape,
-        }) => (Some(v), shape.as_slice()),
-        Some(other) => {
-            return Err(CodecError::invalid(format!(
-                "classification output 'scores' must be a float tensor, got {}",
-                other.dtype()
-            )))
-        }
-        None => (None, &[][..]),
-    };
+    let (labels, label_shape) = typed_output(classes, "classes", "a string", |data| match data {
+        TensorData::String(v) => Some(v),
+        _ => None,
+    })?;
+    let (values, score_shape) = typed_output(scores, "scores", "a float", |data| match data {
+        TensorData::Float(v) => Some(v),
+        _ => None,
+    })?;
     let shape = if values.is_some() { score_shape } else { label_shape };
     let (rows, per_row) = match shape {
         [n] => (*n, 1),
@@ -232,6 +214,26 @@ pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> R
     }
     out.extend_from_slice(b"]}");
     Ok(out)
+}
+
+/// A classification output's values when it has the dtype `expected` names,
+/// with its shape (`[]` when the signature has no such output).
+fn typed_output<'t, T>(
+    tensor: Option<&'t Tensor>,
+    key: &str,
+    expected: &str,
+    values: impl Fn(&'t TensorData) -> Option<&'t T>,
+) -> Result<(Option<&'t T>, &'t [usize]), CodecError> {
+    let Some(tensor) = tensor else {
+        return Ok((None, &[]));
+    };
+    match values(&tensor.data) {
+        Some(v) => Ok((Some(v), tensor.shape.as_slice())),
+        None => Err(CodecError::invalid(format!(
+            "classification output '{key}' must be {expected} tensor, got {}",
+            tensor.dtype()
+        ))),
+    }
 }
 
 /// `{"results": [v, ...]}` from a regression output of shape `[N]` or `[N, 1]`.

@@ -107,17 +107,23 @@ fn write_tensor(out: &mut String, map: &str, tensor: &saved_model::TensorEntry) 
 /// body; `Err` is the HTTP status and the error body the server would send.
 pub fn run(settings: &Settings, target: &Target, body: &str, method: Option<&str>) -> Result<String, (u16, String)> {
     let internal = |message: String| (500, error_body(&message));
+    let method = match method.map(str::to_ascii_lowercase) {
+        Some(m) if m == "predict" => "predict",
+        Some(m) if m == "classify" => CLASSIFY_METHOD,
+        Some(m) if m == "regress" => REGRESS_METHOD,
+        Some(other) => {
+            return Err((
+                400,
+                error_body(&format!("--method must be predict, classify or regress, got '{other}'")),
+            ))
+        }
+        None if body.contains("\"examples\"") => CLASSIFY_METHOD,
+        None => "predict",
+    };
     let scratch = std::env::temp_dir().join(format!("tfserve-inspect-{}", std::process::id()));
     let base_path = match &target.base_path {
         Some((base, _)) => base.clone(),
-        None => {
-            // A bare SavedModel becomes version 1 of a temporary base path.
-            let _ = std::fs::remove_dir_all(&scratch);
-            std::fs::create_dir_all(&scratch).map_err(|e| internal(e.to_string()))?;
-            let absolute = std::fs::canonicalize(&target.saved_model).map_err(|e| internal(e.to_string()))?;
-            std::os::unix::fs::symlink(absolute, scratch.join("1")).map_err(|e| internal(e.to_string()))?;
-            scratch.clone()
-        }
+        None => scratch_base_path(&scratch, &target.saved_model).map_err(|e| internal(e.to_string()))?,
     };
     let mut settings = settings.clone();
     settings.models = crate::settings::ModelSettings {
@@ -129,45 +135,14 @@ pub fn run(settings: &Settings, target: &Target, body: &str, method: Option<&str
         model_version_policy: crate::model_config::DefaultVersionPolicy::Latest,
         ..settings.models
     };
-    let method = match method {
-        Some(m) => m.to_ascii_lowercase(),
-        None if body.contains("\"examples\"") => "classify".into(),
-        None => "predict".into(),
-    };
     let outcome = actix_web::rt::System::new().block_on(async {
         let (service, batcher) = crate::build_service(&settings).map_err(|e| internal(e.to_string()))?;
         let mut trace = Trace::default();
-        let selector = VersionSelector::Latest;
-        let answer = match method.as_str() {
-            "predict" => tfs::predict(&service, "model", &selector, body.as_bytes(), &mut trace).await,
-            "classify" => {
-                tfs::classify_or_regress(
-                    &service,
-                    "model",
-                    &selector,
-                    body.as_bytes(),
-                    CLASSIFY_METHOD,
-                    &mut trace,
-                )
-                .await
-            }
-            "regress" => {
-                tfs::classify_or_regress(
-                    &service,
-                    "model",
-                    &selector,
-                    body.as_bytes(),
-                    REGRESS_METHOD,
-                    &mut trace,
-                )
-                .await
-            }
-            other => {
-                return Err((
-                    400,
-                    error_body(&format!("--method must be predict, classify or regress, got '{other}'")),
-                ))
-            }
+        let (selector, body) = (VersionSelector::Latest, body.as_bytes());
+        let answer = if method == "predict" {
+            tfs::predict(&service, "model", &selector, body, &mut trace).await
+        } else {
+            tfs::classify_or_regress(&service, "model", &selector, body, method, &mut trace).await
         };
         batcher.shutdown();
         answer
@@ -176,6 +151,15 @@ pub fn run(settings: &Settings, target: &Target, body: &str, method: Option<&str
     });
     let _ = std::fs::remove_dir_all(&scratch);
     outcome
+}
+
+/// A bare SavedModel as version 1 of a temporary base path.
+fn scratch_base_path(scratch: &Path, saved_model: &Path) -> std::io::Result<PathBuf> {
+    let _ = std::fs::remove_dir_all(scratch);
+    std::fs::create_dir_all(scratch)?;
+    let absolute = std::fs::canonicalize(saved_model)?;
+    std::os::unix::fs::symlink(absolute, scratch.join("1"))?;
+    Ok(scratch.to_path_buf())
 }
 
 fn error_body(message: &str) -> String {

@@ -102,22 +102,7 @@ pub fn reaches_op(graph_def: &[u8], start_node: &str, target: &str) -> Result<bo
         .flat_map(|l| &l.function)
         .filter_map(|f| f.signature.as_ref().map(|s| (s.name.as_str(), f)))
         .collect();
-    // Consumers of each value, per scope: (consumer node, input position).
-    let mut consumers: HashMap<Value, Vec<Use<'_>>> = HashMap::new();
-    let scopes = std::iter::once((None, graph.node.as_slice()))
-        .chain(functions.iter().map(|(name, f)| (Some(*name), f.node_def.as_slice())));
-    for (scope, nodes) in scopes {
-        for node in nodes {
-            let data_inputs = node.input.iter().filter(|i| !i.starts_with('^'));
-            for (position, input) in data_inputs.enumerate() {
-                let value = Value {
-                    scope: scope.map(str::to_string),
-                    name: producer(input).to_string(),
-                };
-                consumers.entry(value).or_default().push((node, position, scope));
-            }
-        }
-    }
+    let consumers = consumers(&graph, &functions);
     let mut seen = HashSet::new();
     let mut queue = VecDeque::from([Value {
         scope: None,
@@ -135,47 +120,69 @@ pub fn reaches_op(graph_def: &[u8], start_node: &str, target: &str) -> Result<bo
                 scope: scope.map(str::to_string),
                 name: node.name.clone(),
             });
-            // Functions this node runs: an op that is itself a library function
-            // (TF1 Defun), then those its attributes name (`f`, branches, bodies).
-            let called = functions.get(node.op.as_str()).map(|def| (*def, Some(position)));
-            let named = node.attr.values().flat_map(|v| {
-                let shifted = matches!(node.op.as_str(), "If" | "StatelessIf" | "Case" | "StatelessCase");
-                v.func
-                    .iter()
-                    .chain(v.list.iter().flat_map(|l| &l.func))
-                    .filter_map(|f| functions.get(f.name.as_str()))
-                    // Conditionals pass their inputs after the condition or branch
-                    // index, which itself reaches no branch argument.
-                    .map(move |def| {
-                        (
-                            *def,
-                            if shifted {
-                                position.checked_sub(1)
-                            } else {
-                                Some(position)
-                            },
-                        )
-                    })
-            });
-            for (def, argument) in called.into_iter().chain(named) {
-                let (Some(signature), Some(argument)) = (&def.signature, argument) else {
-                    continue;
-                };
-                let targets: Vec<&ArgDef> = match signature.input_arg.get(argument) {
-                    Some(arg) => vec![arg],
-                    // Unknown calling convention: assume any argument may carry it.
-                    None => signature.input_arg.iter().collect(),
-                };
-                for arg in targets {
-                    queue.push_back(Value {
-                        scope: Some(signature.name.clone()),
-                        name: arg.name.clone(),
-                    });
-                }
-            }
+            queue.extend(function_arguments(node, position, &functions));
         }
     }
     Ok(false)
+}
+
+/// Consumers of each value, per scope (the graph, each function):
+/// (consumer node, data input position).
+fn consumers<'g>(graph: &'g GraphDef, functions: &HashMap<&'g str, &'g FunctionDef>) -> HashMap<Value, Vec<Use<'g>>> {
+    let mut consumers: HashMap<Value, Vec<Use<'_>>> = HashMap::new();
+    let scopes = std::iter::once((None, graph.node.as_slice()))
+        .chain(functions.iter().map(|(name, f)| (Some(*name), f.node_def.as_slice())));
+    for (scope, nodes) in scopes {
+        for node in nodes {
+            let data_inputs = node.input.iter().filter(|i| !i.starts_with('^'));
+            for (position, input) in data_inputs.enumerate() {
+                let value = Value {
+                    scope: scope.map(str::to_string),
+                    name: producer(input).to_string(),
+                };
+                consumers.entry(value).or_default().push((node, position, scope));
+            }
+        }
+    }
+    consumers
+}
+
+/// The function arguments that a value fed to `node` at `position` becomes:
+/// in an op that is itself a library function (TF1 Defun), then in those its
+/// attributes name (`f`, branches, bodies).
+fn function_arguments(node: &NodeDef, position: usize, functions: &HashMap<&str, &FunctionDef>) -> Vec<Value> {
+    let called = functions.get(node.op.as_str()).map(|def| (*def, Some(position)));
+    // Conditionals pass their inputs after the condition or branch index,
+    // which itself reaches no branch argument.
+    let shifted = matches!(node.op.as_str(), "If" | "StatelessIf" | "Case" | "StatelessCase");
+    let argument = if shifted {
+        position.checked_sub(1)
+    } else {
+        Some(position)
+    };
+    let named = node.attr.values().flat_map(|v| {
+        v.func
+            .iter()
+            .chain(v.list.iter().flat_map(|l| &l.func))
+            .filter_map(|f| functions.get(f.name.as_str()))
+            .map(move |def| (*def, argument))
+    });
+    let mut values = Vec::new();
+    for (def, argument) in called.into_iter().chain(named) {
+        let (Some(signature), Some(argument)) = (&def.signature, argument) else {
+            continue;
+        };
+        let targets: Vec<&ArgDef> = match signature.input_arg.get(argument) {
+            Some(arg) => vec![arg],
+            // Unknown calling convention: assume any argument may carry it.
+            None => signature.input_arg.iter().collect(),
+        };
+        values.extend(targets.into_iter().map(|arg| Value {
+            scope: Some(signature.name.clone()),
+            name: arg.name.clone(),
+        }));
+    }
+    values
 }
 
 /// The node (or function argument) an input string names: `node`, `node:2`,

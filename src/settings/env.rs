@@ -6,11 +6,24 @@ use std::collections::HashMap;
 
 use super::SettingsError;
 
+type SettingsMap = serde_json::Map<String, serde_json::Value>;
+
+/// A boolean variable: true/1/yes/on or false/0/no/off (any case; empty is false).
+fn boolean(name: &'static str, value: String) -> Result<bool, SettingsError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" | "" => Ok(false),
+        _ => Err(SettingsError::Invalid {
+            name,
+            value,
+            reason: "must be true or false",
+        }),
+    }
+}
+
 /// The SageMaker container's defaults, from its environment variables; a
 /// settings file, `TFSERVE_*` variables and flags still override them.
-pub(super) fn sagemaker_defaults(
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
+pub(super) fn sagemaker_defaults(env: &dyn Fn(&str) -> Option<String>) -> Result<SettingsMap, SettingsError> {
     use serde_json::json;
     let number = |name: &'static str| -> Result<Option<i64>, SettingsError> {
         env(name)
@@ -23,17 +36,9 @@ pub(super) fn sagemaker_defaults(
             })
             .transpose()
     };
-    let multi_model = match env("SAGEMAKER_MULTI_MODEL").map(|v| v.to_ascii_lowercase()) {
+    let multi_model = match env("SAGEMAKER_MULTI_MODEL") {
         None => false,
-        Some(v) if v == "true" => true,
-        Some(v) if v == "false" || v.is_empty() => false,
-        Some(v) => {
-            return Err(SettingsError::Invalid {
-                name: "SAGEMAKER_MULTI_MODEL",
-                value: v,
-                reason: "must be true or false",
-            })
-        }
+        Some(v) => boolean("SAGEMAKER_MULTI_MODEL", v)?,
     };
     let mut map = serde_json::Map::new();
     map.insert(
@@ -69,21 +74,8 @@ pub(super) fn sagemaker_defaults(
 
 /// Simple TensorFlow Serving's `STFS_*` variables, as settings. They rank
 /// below a settings file, `TFSERVE_*` variables and flags.
-pub(super) fn stfs_env(
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
+pub(super) fn stfs_env(env: &dyn Fn(&str) -> Option<String>) -> Result<SettingsMap, SettingsError> {
     use serde_json::json;
-    let boolean = |name: &'static str, value: String| -> Result<bool, SettingsError> {
-        match value.trim().to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" | "on" => Ok(true),
-            "false" | "0" | "no" | "off" | "" => Ok(false),
-            _ => Err(SettingsError::Invalid {
-                name,
-                value,
-                reason: "must be true or false",
-            }),
-        }
-    };
     let mut map = serde_json::Map::new();
     for (var, key) in [
         ("STFS_HOST", "host"),
@@ -105,6 +97,20 @@ pub(super) fn stfs_env(
     if map.contains_key("model_base_path") {
         map.insert("model_version_policy".into(), json!("all"));
     }
+    stfs_switches(env, &mut map)?;
+    if let Some(platform) = env("STFS_MODEL_PLATFORM").filter(|p| !p.eq_ignore_ascii_case("tensorflow")) {
+        return Err(SettingsError::Invalid {
+            name: "STFS_MODEL_PLATFORM",
+            value: platform,
+            reason: "only tensorflow models are served",
+        });
+    }
+    Ok(map)
+}
+
+/// STFS's port, booleans and reload switch.
+fn stfs_switches(env: &dyn Fn(&str) -> Option<String>, map: &mut SettingsMap) -> Result<(), SettingsError> {
+    use serde_json::json;
     if let Some(port) = env("STFS_PORT") {
         let port: u16 = port.trim().parse().map_err(|_| SettingsError::Invalid {
             name: "STFS_PORT",
@@ -127,23 +133,14 @@ pub(super) fn stfs_env(
         let seconds = if boolean("STFS_RELOAD_MODELS", value)? { 10 } else { 0 };
         map.insert("file_system_poll_wait_seconds".into(), json!(seconds));
     }
-    if let Some(platform) = env("STFS_MODEL_PLATFORM").filter(|p| !p.eq_ignore_ascii_case("tensorflow")) {
-        return Err(SettingsError::Invalid {
-            name: "STFS_MODEL_PLATFORM",
-            value: platform,
-            reason: "only tensorflow models are served",
-        });
-    }
-    Ok(map)
+    Ok(())
 }
 
 /// The SageMaker container's variables read in every mode: the default
 /// model (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`, as a SageMaker-style archive may
 /// be served without `serve`) and its batching (`SAGEMAKER_TFS_ENABLE_BATCHING`
 /// with the container's defaults: 8 rows, 1000 µs, one batch and one thread per core).
-pub(super) fn sagemaker_anywhere(
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<serde_json::Map<String, serde_json::Value>, SettingsError> {
+pub(super) fn sagemaker_anywhere(env: &dyn Fn(&str) -> Option<String>) -> Result<SettingsMap, SettingsError> {
     use serde_json::json;
     let mut map = serde_json::Map::new();
     if let Some(name) = env("SAGEMAKER_TFS_DEFAULT_MODEL_NAME").filter(|n| !n.is_empty() && n != "None") {
@@ -151,17 +148,7 @@ pub(super) fn sagemaker_anywhere(
     }
     let enabled = match env("SAGEMAKER_TFS_ENABLE_BATCHING") {
         None => false,
-        Some(v) => match v.to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" => true,
-            "false" | "0" | "no" | "" => false,
-            _ => {
-                return Err(SettingsError::Invalid {
-                    name: "SAGEMAKER_TFS_ENABLE_BATCHING",
-                    value: v,
-                    reason: "must be true or false",
-                })
-            }
-        },
+        Some(v) => boolean("SAGEMAKER_TFS_ENABLE_BATCHING", v)?,
     };
     if !enabled {
         return Ok(map);

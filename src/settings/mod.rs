@@ -148,7 +148,7 @@ impl Settings {
     }
 
     fn validate(&self) -> Result<(), SettingsError> {
-        let positive = |name: &'static str, value: usize| {
+        let positive = |name: &'static str, value: u64| {
             if value == 0 {
                 Err(SettingsError::Invalid {
                     name,
@@ -159,57 +159,14 @@ impl Settings {
                 Ok(())
             }
         };
-        positive("rest_api_num_threads", self.http.rest_api_num_threads)?;
-        positive("num_batch_threads", self.batching.num_batch_threads.unwrap_or(1))?;
-        positive("max_queued_runs", self.batching.max_queued_runs)?;
-        positive("max_request_bytes", self.http.max_request_bytes)?;
-        positive("max_in_flight_requests", self.http.max_in_flight_requests)?;
-        positive("python_workers", self.handlers.python_workers)?;
-        let security = &self.security;
-        if security.enable_auth {
-            let missing = |name: &'static str| SettingsError::Invalid {
-                name,
-                value: String::new(),
-                reason: "is required with enable_auth",
-            };
-            if security.auth_username.as_deref().is_none_or(str::is_empty) {
-                return Err(missing("auth_username"));
-            }
-            if security.auth_password.as_ref().is_none_or(|p| p.0.is_empty()) {
-                return Err(missing("auth_password"));
-            }
-        }
-        if security.enable_ssl {
-            for (name, path) in [
-                ("secret_pem", &security.secret_pem),
-                ("secret_key", &security.secret_key),
-            ] {
-                match path {
-                    None => {
-                        return Err(SettingsError::Invalid {
-                            name,
-                            value: String::new(),
-                            reason: "is required with enable_ssl",
-                        })
-                    }
-                    Some(path) if !path.is_file() => {
-                        return Err(SettingsError::Invalid {
-                            name,
-                            value: path.display().to_string(),
-                            reason: "is not a readable file",
-                        })
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-        if self.http.rest_api_timeout_in_ms == 0 {
-            return Err(SettingsError::Invalid {
-                name: "rest_api_timeout_in_ms",
-                value: "0".into(),
-                reason: "must be at least 1",
-            });
-        }
+        let count = |n: usize| n as u64;
+        positive("rest_api_num_threads", count(self.http.rest_api_num_threads))?;
+        positive("num_batch_threads", count(self.batching.num_batch_threads.unwrap_or(1)))?;
+        positive("max_queued_runs", count(self.batching.max_queued_runs))?;
+        positive("max_request_bytes", count(self.http.max_request_bytes))?;
+        positive("max_in_flight_requests", count(self.http.max_in_flight_requests))?;
+        positive("python_workers", count(self.handlers.python_workers))?;
+        positive("rest_api_timeout_in_ms", self.http.rest_api_timeout_in_ms)?;
         if self.models.saved_model_tags.split(',').all(|t| t.trim().is_empty()) {
             return Err(SettingsError::Invalid {
                 name: "saved_model_tags",
@@ -217,7 +174,7 @@ impl Settings {
                 reason: "names no tag",
             });
         }
-        Ok(())
+        self.security.validate()
     }
 
     /// The HTTP port: `rest_api_port`, else a lone `port` (Simple TensorFlow
@@ -325,6 +282,35 @@ impl Settings {
             .filter(|t| !t.is_empty())
             .map(String::from)
             .collect()
+    }
+}
+
+impl SecuritySettings {
+    /// Auth needs both credentials; TLS needs a certificate and a key that exist.
+    fn validate(&self) -> Result<(), SettingsError> {
+        let invalid =
+            |name: &'static str, value: String, reason: &'static str| SettingsError::Invalid { name, value, reason };
+        if self.enable_auth {
+            if self.auth_username.as_deref().is_none_or(str::is_empty) {
+                return Err(invalid("auth_username", String::new(), "is required with enable_auth"));
+            }
+            if self.auth_password.as_ref().is_none_or(|p| p.0.is_empty()) {
+                return Err(invalid("auth_password", String::new(), "is required with enable_auth"));
+            }
+        }
+        if !self.enable_ssl {
+            return Ok(());
+        }
+        for (name, path) in [("secret_pem", &self.secret_pem), ("secret_key", &self.secret_key)] {
+            match path {
+                None => return Err(invalid(name, String::new(), "is required with enable_ssl")),
+                Some(path) if !path.is_file() => {
+                    return Err(invalid(name, path.display().to_string(), "is not a readable file"))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
     }
 }
 

@@ -51,7 +51,8 @@ async fn load(req: HttpRequest, payload: web::Payload, state: web::Data<AppState
     let result = async {
         let body = body_json(&read_body(&req, payload, state.max_request_bytes).await?)?;
         let field = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
-        let name = field("model_name").ok_or_else(|| ApiError::BadRequest("missing 'model_name' in the body".into()))?;
+        let name =
+            field("model_name").ok_or_else(|| ApiError::BadRequest("missing 'model_name' in the body".into()))?;
         let url = field("url").ok_or_else(|| ApiError::BadRequest("missing 'url' in the body".into()))?;
         let conflict = || ApiError::Conflict(format!("Model {name} is already loaded."));
         if loaded(&state, &name).is_some() {

@@ -56,38 +56,7 @@ pub async fn classify_or_regress(
     let request = ExamplesRequest::parse(&body)?;
     let signature = Service::signature(&servable, request.signature_name.as_deref())?;
     trace.resolved(&servable, &signature);
-    let kind = if method == CLASSIFY_METHOD {
-        "classification"
-    } else {
-        "regression"
-    };
-    // TF2 exports write the predict method on every signature, so TF Serving
-    // only checks the structure unless told to check the method too.
-    if service.checks_method_names() && signature.method_name != method {
-        return Err(ApiError::BadRequest(format!(
-            "Expected {kind} signature method_name to be {method}. Was: {}",
-            signature.method_name
-        )));
-    }
-    let examples_input = match signature.inputs.as_slice() {
-        [single] => single,
-        _ => {
-            return Err(ApiError::BadRequest(format!(
-                "Expected one input Tensor. Signature '{}' of the {kind} request has inputs: {}",
-                signature.name,
-                signature.input_names()
-            )))
-        }
-    };
-    // TF Serving wants the input keyed `inputs`; a lone string input under
-    // another key is taken too, as it can only mean serialized examples.
-    if examples_input.key != "inputs" && examples_input.dtype != DType::String {
-        return Err(ApiError::BadRequest(format!(
-            "No {kind} inputs found in SignatureDef '{}': classify and regress feed serialized tf.Examples \
-             to one string input keyed 'inputs', and its input is '{}' ({})",
-            signature.name, examples_input.key, examples_input.dtype
-        )));
-    }
+    check_examples_signature(&signature, method, service.checks_method_names())?;
     let examples = request.serialized_examples()?;
     let outputs = service.run(&servable, &signature, vec![examples], trace).await?;
     let find = |key: &str| signature.outputs.iter().position(|s| s.key == key).map(|i| &outputs[i]);
@@ -101,22 +70,55 @@ pub async fn classify_or_regress(
                 output_names(&signature)
             )));
         }
-        Ok(classify_response(classes, scores)?)
-    } else {
-        debug_assert_eq!(method, REGRESS_METHOD);
-        let values = find("outputs").or(match outputs.as_slice() {
-            [single] => Some(single),
-            _ => None,
-        });
-        let values = values.ok_or_else(|| {
-            ApiError::BadRequest(format!(
-                "No regression outputs found in SignatureDef '{}': expected an output named 'outputs', found: {}",
-                signature.name,
-                output_names(&signature)
-            ))
-        })?;
-        Ok(regress_response(values)?)
+        return Ok(classify_response(classes, scores)?);
     }
+    debug_assert_eq!(method, REGRESS_METHOD);
+    let values = find("outputs").or(match outputs.as_slice() {
+        [single] => Some(single),
+        _ => None,
+    });
+    let values = values.ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "No regression outputs found in SignatureDef '{}': expected an output named 'outputs', found: {}",
+            signature.name,
+            output_names(&signature)
+        ))
+    })?;
+    Ok(regress_response(values)?)
+}
+
+/// Whether a signature can take classify/regress examples, as TF Serving
+/// checks it: one input, keyed `inputs` (or a lone string input), and the
+/// method name only when `check_method` (TF2 exports write the predict
+/// method on every signature, so TF Serving checks the structure by default).
+fn check_examples_signature(signature: &SignatureSpec, method: &str, check_method: bool) -> Result<(), ApiError> {
+    let kind = if method == CLASSIFY_METHOD {
+        "classification"
+    } else {
+        "regression"
+    };
+    if check_method && signature.method_name != method {
+        return Err(ApiError::BadRequest(format!(
+            "Expected {kind} signature method_name to be {method}. Was: {}",
+            signature.method_name
+        )));
+    }
+    let [examples_input] = signature.inputs.as_slice() else {
+        return Err(ApiError::BadRequest(format!(
+            "Expected one input Tensor. Signature '{}' of the {kind} request has inputs: {}",
+            signature.name,
+            signature.input_names()
+        )));
+    };
+    // A lone string input under another key can only mean serialized examples.
+    if examples_input.key != "inputs" && examples_input.dtype != DType::String {
+        return Err(ApiError::BadRequest(format!(
+            "No {kind} inputs found in SignatureDef '{}': classify and regress feed serialized tf.Examples \
+             to one string input keyed 'inputs', and its input is '{}' ({})",
+            signature.name, examples_input.key, examples_input.dtype
+        )));
+    }
+    Ok(())
 }
 
 /// `GET /v1/models/{m}[/versions/{v}]`: TF Serving's GetModelStatusResponse.
