@@ -262,6 +262,16 @@ impl ResponseError for ApiError {
     }
 }
 
+/// The text a panic was raised with, when it is one (`panic!` with a
+/// literal or a formatted message).
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

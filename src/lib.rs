@@ -153,6 +153,9 @@ pub fn load_custom_ops(paths: &str) -> Result<(), StartError> {
 pub struct Running {
     pub addrs: Vec<SocketAddr>,
     pub server: actix_web::dev::Server,
+    /// The public listening sockets (duplicates of the server's), which the
+    /// drain closes to refuse new connections.
+    pub listeners: Vec<std::net::TcpListener>,
     pub batcher: Arc<Batcher>,
     /// What the handlers share: the service (registry, handlers) and limits.
     pub state: web::Data<http::AppState>,
@@ -248,8 +251,9 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         model_roots: settings.roots(),
         max_models: settings.models.max_models,
         auth: credentials.map(|(user, password)| http::BasicAuth::new(user, password)),
+        drain: http::drain::Drain::default(),
     });
-    let (server, scheme, public) = serve(settings, state.clone(), |rest| {
+    let (server, scheme, public, listeners) = serve(settings, state.clone(), |rest| {
         handlers.set_rest_address(rest, credentials);
     })?;
     log::info!(
@@ -266,10 +270,20 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
     Ok(Running {
         addrs: public,
         server,
+        listeners,
         batcher,
         state,
     })
 }
+
+/// The running server, its scheme, its public addresses, and handles on its
+/// listening sockets.
+type Served = (
+    actix_web::dev::Server,
+    &'static str,
+    Vec<SocketAddr>,
+    Vec<std::net::TcpListener>,
+);
 
 /// Binds the HTTP server and starts it: its port (HTTPS only, with TLS on),
 /// and the address handlers' `context.rest_uri` calls (told to `rest_address`
@@ -280,7 +294,7 @@ fn serve(
     settings: &Settings,
     state: web::Data<http::AppState>,
     rest_address: impl FnOnce(SocketAddr),
-) -> Result<(actix_web::dev::Server, &'static str, Vec<SocketAddr>), StartError> {
+) -> Result<Served, StartError> {
     let addr = format!("{}:{}", settings.http.host, settings.http_port());
     let cors = settings.http.enable_cors;
     let server = HttpServer::new(move || {
@@ -288,28 +302,42 @@ fn serve(
             .wrap(actix_web::middleware::from_fn(http::admit))
             .wrap(actix_web::middleware::from_fn(http::require_auth))
             .wrap(actix_web::middleware::Condition::new(cors, http::cors()))
+            .wrap(actix_web::middleware::from_fn(http::drain::close_connections))
+            .wrap(actix_web::middleware::from_fn(http::panics::contain))
             .wrap(actix_web::middleware::from_fn(http::request_id::assign))
             .app_data(state.clone())
             .configure(http::configure)
     })
     .on_connect(http::on_connect)
     .workers(settings.http.rest_api_num_threads)
+    // Signals are the caller's: `http::drain::stop_on_signal` drains first.
+    .disable_signals()
     .shutdown_timeout(30);
     let bind_error = |addr: &str| {
         let addr = addr.to_string();
         move |source| StartError::Bind { addr, source }
     };
     let security = &settings.security;
-    let (server, scheme) = match (&security.secret_pem, &security.secret_key) {
-        (Some(pem), Some(key)) if security.enable_ssl => {
-            let config = tls::server_config(pem, key)?;
-            (
-                server.bind_rustls_0_23(&addr, config).map_err(bind_error(&addr))?,
-                "https",
-            )
-        }
-        _ => (server.bind(&addr).map_err(bind_error(&addr))?, "http"),
+    // Bound here rather than by actix, so the drain can close them (see `http::drain`).
+    let listeners = bind_listeners(&addr).map_err(bind_error(&addr))?;
+    let handles = listeners
+        .iter()
+        .map(std::net::TcpListener::try_clone)
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(bind_error(&addr))?;
+    let tls = match (&security.secret_pem, &security.secret_key) {
+        (Some(pem), Some(key)) if security.enable_ssl => Some(tls::server_config(pem, key)?),
+        _ => None,
     };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut server = server;
+    for listener in listeners {
+        server = match &tls {
+            Some(config) => server.listen_rustls_0_23(listener, config.clone()),
+            None => server.listen(listener),
+        }
+        .map_err(bind_error(&addr))?;
+    }
     let public = server.addrs();
     let server = if scheme == "https" {
         server.bind("127.0.0.1:0").map_err(bind_error("127.0.0.1:0"))?
@@ -319,5 +347,26 @@ fn serve(
     if let Some(rest) = server.addrs().last() {
         rest_address(*rest);
     }
-    Ok((server.run(), scheme, public))
+    Ok((server.run(), scheme, public, handles))
+}
+
+/// A listening socket on every address `addr` resolves to.
+fn bind_listeners(addr: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
+    use std::net::ToSocketAddrs;
+    let mut listeners = Vec::new();
+    let mut last_error = None;
+    for resolved in addr.to_socket_addrs()? {
+        match std::net::TcpListener::bind(resolved) {
+            Ok(listener) => listeners.push(listener),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    match (listeners.is_empty(), last_error) {
+        (true, Some(error)) => Err(error),
+        (true, None) => Err(std::io::Error::new(
+            std::io::ErrorKind::AddrNotAvailable,
+            "the address resolves to nothing",
+        )),
+        (false, _) => Ok(listeners),
+    }
 }

@@ -40,8 +40,15 @@ fn main() -> std::process::ExitCode {
         _ => {}
     }
     let result = actix_web::rt::System::new().block_on(async move {
-        let running = tfserve::start(&settings)?;
-        // actix stops accepting on SIGINT/SIGTERM and drains in-flight requests.
+        let mut running = tfserve::start(&settings)?;
+        let drain = std::time::Duration::from_secs_f64(settings.http.drain_timeout);
+        let listeners = std::mem::take(&mut running.listeners);
+        actix_web::rt::spawn(tfserve::http::drain::stop_on_signal(
+            running.server.handle(),
+            listeners,
+            running.state.clone(),
+            drain,
+        ));
         running.server.await.map_err(|source| tfserve::StartError::Bind {
             addr: "server".into(),
             source,

@@ -24,6 +24,8 @@ pub struct Metrics {
     queue_depth: IntGaugeVec,
     rejected: IntCounterVec,
     dropped: IntCounterVec,
+    /// Panics contained: `where` is `request` (an HTTP handler) or `batch` (a model run).
+    pub panics: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -109,6 +111,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "tfserve_dropped_total",
             "Queued requests dropped before running because their client had gone.",
             QUEUE_LABELS,
+        ),
+        panics: counter(
+            &registry,
+            "tfserve_panics_total",
+            "Panics contained (the request or batch failed with a 500; the thread lived on).",
+            &["where"],
         ),
         registry,
     }

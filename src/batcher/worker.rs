@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use super::queue::{self, Task};
 use super::reply::Reply;
 use super::{assemble, BatchError, BatchOutput, BatchParams, ReplyResult, Runner, Shared, Work};
+use crate::error::panic_message;
 use crate::runtime::RuntimeError;
 use crate::tensor::Tensor;
 
@@ -115,6 +116,7 @@ fn process(work: Work) {
 /// the thread lives on.
 fn run_guarded(runner: &dyn Runner, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run(inputs))).unwrap_or_else(|panic| {
+        crate::metrics::METRICS.panics.with_label_values(&["batch"]).inc();
         Err(RuntimeError::Run {
             code: crate::runtime::StatusCode::Internal,
             message: format!("the model's run panicked: {}", panic_message(panic.as_ref())),
@@ -171,14 +173,6 @@ fn reply_rows(mut live: Vec<Task<Reply>>, outputs: Vec<Tensor>, ran: &Ran) {
 fn request_ids(tasks: &[Task<Reply>]) -> String {
     let ids: Vec<&str> = tasks.iter().filter_map(|t| t.request_id.as_deref()).collect();
     format!("requests {}", ids.join(","))
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
 }
 
 fn reply_all(tasks: Vec<Task<Reply>>, result: ReplyResult) {

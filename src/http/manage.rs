@@ -53,7 +53,7 @@ async fn tfserve_route(req: HttpRequest, payload: web::Payload, state: web::Data
 pub fn health(path: &str, state: &AppState) -> Option<HttpResponse> {
     match path {
         "/v1/health/live" | "/v2/health/live" => Some(json(StatusCode::OK, json!({"status": "live"}))),
-        "/v1/health/ready" | "/v2/health/ready" => Some(match state.service.registry.ready() {
+        "/v1/health/ready" | "/v2/health/ready" => Some(match state.ready() {
             Ok(()) => json(StatusCode::OK, json!({"status": "ready"})),
             Err(reason) => {
                 let error = ApiError::NotReady(reason);

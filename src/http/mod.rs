@@ -3,7 +3,9 @@
 //! in-flight bound), body reading, answers and their metrics.
 
 mod dashboard;
+pub mod drain;
 pub mod manage;
+pub mod panics;
 pub mod request_id;
 
 use actix_web::dev::Decompress;
@@ -37,6 +39,18 @@ pub struct AppState {
     pub max_models: usize,
     /// Basic-auth credentials every route but liveness requires, when set.
     pub auth: Option<BasicAuth>,
+    /// Set on SIGTERM: readiness fails and connections close after their response.
+    pub drain: drain::Drain,
+}
+
+impl AppState {
+    /// Ready for traffic: every model loaded and the server not draining.
+    pub fn ready(&self) -> Result<(), String> {
+        if self.drain.is_draining() {
+            return Err("the server is shutting down".into());
+        }
+        self.service.registry.ready()
+    }
 }
 
 /// A counter of requests being handled, refusing past its limit: overload
@@ -61,6 +75,11 @@ impl InFlight {
             count: std::sync::atomic::AtomicUsize::new(0),
             limit,
         }
+    }
+
+    /// Requests being handled now.
+    pub fn current(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn admit(&self) -> Result<Admitted<'_>, ApiError> {

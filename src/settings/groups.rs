@@ -100,6 +100,16 @@ pub struct HttpSettings {
     )]
     pub max_in_flight_requests: usize,
 
+    /// Seconds between SIGTERM and closing the listener: readiness answers 503
+    /// and responses close their connections meanwhile (SIGINT does not wait).
+    #[arg(
+        long = "drain_timeout",
+        alias = "drain-timeout",
+        global = true,
+        default_value_t = 5.0
+    )]
+    pub drain_timeout: f64,
+
     /// Answer cross-origin browser requests (CORS: any origin, without credentials).
     #[arg(long = "enable_cors", alias = "enable-cors", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
     pub enable_cors: bool,

@@ -167,6 +167,14 @@ impl Settings {
         positive("max_in_flight_requests", count(self.http.max_in_flight_requests))?;
         positive("python_workers", count(self.handlers.python_workers))?;
         positive("rest_api_timeout_in_ms", self.http.rest_api_timeout_in_ms)?;
+        let drain = self.http.drain_timeout;
+        if !(drain.is_finite() && (0.0..=86_400.0).contains(&drain)) {
+            return Err(SettingsError::Invalid {
+                name: "drain_timeout",
+                value: drain.to_string(),
+                reason: "must be between 0 and 86400 seconds",
+            });
+        }
         if self.models.saved_model_tags.split(',').all(|t| t.trim().is_empty()) {
             return Err(SettingsError::Invalid {
                 name: "saved_model_tags",

@@ -28,8 +28,13 @@ async fn invocations_route(req: HttpRequest, payload: web::Payload, state: web::
 }
 
 /// 200 once the default model has an available version (always, with no
-/// models: a multi-model endpoint starts empty); 502 otherwise, as the container.
+/// models: a multi-model endpoint starts empty); 502 otherwise, as the
+/// container; 503 while the server drains.
 pub fn ping(state: &AppState) -> HttpResponse {
+    if state.drain.is_draining() {
+        let error = ApiError::NotReady("the server is shutting down".into());
+        return error_response(error.status(), &error.to_string());
+    }
     let Some(model) = state.service.default_model() else {
         return HttpResponse::Ok().finish();
     };

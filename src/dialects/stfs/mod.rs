@@ -24,20 +24,41 @@ use crate::tensor::{DType, Tensor, TensorData};
 /// The model a request without `model_name` addresses, as in STFS.
 pub const DEFAULT_MODEL: &str = "default";
 
+/// A `POST /` JSON body, its `data` not yet decoded.
 #[derive(Deserialize)]
-struct Request<'a> {
+pub struct Request<'a> {
     #[serde(default)]
-    model_name: Option<String>,
+    pub model_name: Option<String>,
     #[serde(default)]
-    model_version: Option<Value>,
+    pub model_version: Option<Value>,
     #[serde(default)]
-    signature_name: Option<String>,
+    pub signature_name: Option<String>,
     #[serde(borrow, default)]
     data: Option<&'a RawValue>,
     /// STFS's flag for Estimator exports: serialized `tf.Example`s arrive as
     /// URL-safe base64 text and are decoded before the run.
     #[serde(default)]
     base64_decode: Option<Value>,
+}
+
+impl<'a> Request<'a> {
+    /// Parses a body whose bare `NaN`/`Infinity` are already quoted.
+    pub fn parse(body: &'a [u8]) -> Result<Request<'a>, ApiError> {
+        serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("Invalid json data: {e}")))
+    }
+
+    /// `data` as one tensor per signature input, by numpy's conversions,
+    /// with `base64_decode` applied.
+    pub fn inputs(&self, signature: &SignatureSpec) -> Result<Vec<Tensor>, ApiError> {
+        let data = self
+            .data
+            .ok_or_else(|| ApiError::BadRequest("Inference with empty data: the body has no 'data' object".into()))?;
+        let mut inputs = decode_named_inputs(data.get(), signature, Coercion::Numpy)?;
+        if self.base64_decode.as_ref().is_some_and(truthy) {
+            base64_decode_inputs(signature, &mut inputs)?;
+        }
+        Ok(inputs)
+    }
 }
 
 /// The tensor name STFS decodes under `base64_decode` (an Estimator's
@@ -123,19 +144,17 @@ pub fn known_model(service: &Service, model: &str) -> Result<(), ApiError> {
 pub async fn infer(service: &Service, body: &[u8], trace: &mut Trace) -> Result<Vec<u8>, ApiError> {
     // Python's json module, which STFS parses with, reads bare NaN and Infinity.
     let body = crate::codec::nonfinite::quote_bare_tokens(body);
-    let request: Request<'_> =
-        serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("Invalid json data: {e}")))?;
+    let request = Request::parse(&body)?;
     let model = request.model_name.as_deref().unwrap_or(DEFAULT_MODEL);
     let selector = version_selector(request.model_version.as_ref())?;
-    let data = request
-        .data
-        .ok_or_else(|| ApiError::BadRequest("Inference with empty data: the body has no 'data' object".into()))?;
+    if request.data.is_none() {
+        return Err(ApiError::BadRequest(
+            "Inference with empty data: the body has no 'data' object".into(),
+        ));
+    }
     known_model(service, model)?;
     let (servable, signature) = service.resolve(model, &selector, request.signature_name.as_deref())?;
-    let mut inputs = decode_named_inputs(data.get(), &signature, Coercion::Numpy)?;
-    if request.base64_decode.as_ref().is_some_and(truthy) {
-        base64_decode_inputs(&signature, &mut inputs)?;
-    }
+    let inputs = request.inputs(&signature)?;
     service
         .predict_inputs(&servable, &signature, inputs, RequestFormat::Named, trace)
         .await

@@ -1,0 +1,37 @@
+//! SageMaker `/invocations` bodies: the first byte picks the media type, the
+//! rest is the body, read as the container reads it and decoded into tensors;
+//! the custom attributes header too.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::sync::OnceLock;
+use tfserve::codec::decode::{decode_csv, decode_instance_list, decode_instance_values};
+use tfserve::dialects::sagemaker::payload::{read_payload, takes_scalar_instances, Payload};
+use tfserve::dialects::sagemaker::CustomAttributes;
+use tfserve::signature::SignatureSpec;
+
+const MEDIA: [&str; 4] = ["application/json", "application/jsonlines", "text/csv", "application/x-unknown"];
+
+fuzz_target!(|data: &[u8]| {
+    static SIGNATURES: OnceLock<Vec<SignatureSpec>> = OnceLock::new();
+    let signatures = SIGNATURES.get_or_init(tfserve_fuzz::signatures);
+    let Some((&selector, body)) = data.split_first() else {
+        return;
+    };
+    if let Ok(text) = std::str::from_utf8(body) {
+        let _ = CustomAttributes::parse(text);
+    }
+    let media = MEDIA[usize::from(selector) % MEDIA.len()];
+    let body = tfserve::codec::nonfinite::quote_bare_tokens(body);
+    let Ok(payload) = read_payload(media, &body) else {
+        return;
+    };
+    for signature in signatures {
+        let _ = match &payload {
+            Payload::Tfs(_) => continue,
+            Payload::InstanceList(list) => decode_instance_list(list, signature),
+            Payload::Instances(values) => decode_instance_values(values.iter().copied(), signature),
+            Payload::Csv(csv) => decode_csv(csv, signature, takes_scalar_instances(signature)).map(|t| vec![t]),
+        };
+    }
+});
