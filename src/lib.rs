@@ -302,8 +302,6 @@ fn serve(
             .wrap(actix_web::middleware::from_fn(http::admit))
             .wrap(actix_web::middleware::from_fn(http::require_auth))
             .wrap(actix_web::middleware::Condition::new(cors, http::cors()))
-            .wrap(actix_web::middleware::from_fn(http::drain::close_connections))
-            .wrap(actix_web::middleware::from_fn(http::panics::contain))
             .wrap(actix_web::middleware::from_fn(http::request_id::assign))
             .app_data(state.clone())
             .configure(http::configure)

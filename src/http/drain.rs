@@ -9,10 +9,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServerHandle, ServiceRequest, ServiceResponse};
+use actix_web::dev::{ServerHandle, ServiceResponse};
 use actix_web::http::ConnectionType;
-use actix_web::middleware::Next;
 use actix_web::web;
 
 use super::AppState;
@@ -33,21 +31,12 @@ impl Drain {
     }
 }
 
-/// Middleware (`middleware::from_fn`): while draining, responses carry
-/// `Connection: close`, so clients stop reusing their connections.
-pub async fn close_connections(
-    req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let state = req.app_data::<web::Data<AppState>>().cloned();
-    let mut response = next.call(req).await?;
-    if state.is_some_and(|s| s.drain.is_draining()) {
-        response
-            .response_mut()
-            .head_mut()
-            .set_connection_type(ConnectionType::Close);
-    }
-    Ok(response)
+/// Marks a response to close its connection once sent (while draining).
+pub fn close_after<B>(response: &mut ServiceResponse<B>) {
+    response
+        .response_mut()
+        .head_mut()
+        .set_connection_type(ConnectionType::Close);
 }
 
 /// Waits for SIGTERM or SIGINT and stops the server: after a drain of

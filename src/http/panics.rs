@@ -2,14 +2,8 @@
 //! request id; it is logged and counted (`tfserve_panics_total`), and the
 //! HTTP worker and its other connections carry on.
 
-use std::panic::AssertUnwindSafe;
-
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::StatusCode;
-use actix_web::middleware::Next;
 use actix_web::{HttpResponse, ResponseError};
-use futures_util::FutureExt;
 
 use crate::error::{error_response, panic_message};
 
@@ -35,26 +29,23 @@ impl ResponseError for Panicked {
     }
 }
 
-/// Middleware (`middleware::from_fn`), inside the one that assigns request
-/// ids. The request cannot be kept for the answer (routing needs it to
-/// itself), so a panic returns an error, which actix turns into the response.
-pub async fn contain(
-    req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let id = super::request_id(req.request())
-        .map(|id| id.0.to_string())
-        .unwrap_or_default();
-    let (method, path) = (req.method().clone(), req.path().to_string());
-    match AssertUnwindSafe(next.call(req)).catch_unwind().await {
-        Ok(result) => result,
-        Err(panic) => {
-            let message = panic_message(panic.as_ref());
-            log::error!("[{id}] {method} {path} panicked: {message}");
-            crate::metrics::METRICS.panics.with_label_values(&["request"]).inc();
-            Err(Panicked { id, message }.into())
-        }
+/// The error a panicking request answers with (actix turns it into the
+/// response: the request itself cannot be kept for that, as routing needs it
+/// to itself); logs and counts the panic.
+pub fn contained(
+    id: &super::request_id::RequestId,
+    method: &actix_web::http::Method,
+    uri: &actix_web::http::Uri,
+    panic: &(dyn std::any::Any + Send),
+) -> actix_web::Error {
+    let message = panic_message(panic);
+    log::error!("[{}] {method} {} panicked: {message}", id.0, uri.path());
+    crate::metrics::METRICS.panics.with_label_values(&["request"]).inc();
+    Panicked {
+        id: id.0.to_string(),
+        message,
     }
+    .into()
 }
 
 #[cfg(test)]
@@ -67,7 +58,6 @@ mod tests {
         actix_web::rt::System::new().block_on(async {
             let app = actix_test::init_service(
                 App::new()
-                    .wrap(actix_web::middleware::from_fn(super::contain))
                     .wrap(actix_web::middleware::from_fn(crate::http::request_id::assign))
                     .route(
                         "/boom",

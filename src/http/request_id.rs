@@ -1,6 +1,7 @@
 //! Request ids: the client's `X-Request-Id` when it sends a usable one, a
 //! generated one otherwise; echoed on the response and carried into every log
-//! line about the request, batch threads included.
+//! line about the request, batch threads included. Its middleware is the
+//! outermost layer, which also contains panics and marks draining responses.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -10,6 +11,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::HttpMessage;
+use futures_util::FutureExt;
 
 pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -56,16 +58,30 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Middleware (`middleware::from_fn`): gives the request its id and the response the header.
+/// The outermost middleware (`middleware::from_fn`), the one place that
+/// wraps every request: gives it its id and the response the header; turns a
+/// panic while handling it into its 500 ([`super::panics`]); and while the
+/// server drains, asks the client to close the connection ([`super::drain`]).
+/// One layer rather than three: each `from_fn` layer costs a boxed future.
 pub async fn assign(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let id = RequestId::from_header(req.headers().get(&HEADER));
     req.extensions_mut().insert(id.clone());
-    let mut response = next.call(req).await?;
+    let state = req.app_data::<actix_web::web::Data<super::AppState>>().cloned();
+    // Kept for the log line should the request panic (the request itself is
+    // consumed by routing); both are cheap reference-counted clones.
+    let (method, uri) = (req.method().clone(), req.uri().clone());
+    let mut response = match std::panic::AssertUnwindSafe(next.call(req)).catch_unwind().await {
+        Ok(result) => result?,
+        Err(panic) => return Err(super::panics::contained(&id, &method, &uri, panic.as_ref())),
+    };
     if let Ok(value) = HeaderValue::from_str(&id.0) {
         response.headers_mut().insert(HEADER, value);
+    }
+    if state.is_some_and(|s| s.drain.is_draining()) {
+        super::drain::close_after(&mut response);
     }
     Ok(response)
 }
