@@ -21,3 +21,12 @@ if command -v npm >/dev/null 2>&1 && [ ! -d tests/browser/node_modules/playwrigh
   npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 fi
 cargo test
+# A short fuzz run (20 s per decoder, on the committed corpora) when the
+# nightly toolchain has cargo-fuzz; TFSERVE_SKIP_FUZZ=1 skips it.
+if [ "${TFSERVE_SKIP_FUZZ:-}" = 1 ]; then
+  echo "TFSERVE_SKIP_FUZZ=1: skipping the fuzz smoke run" >&2
+elif cargo +nightly fuzz --version >/dev/null 2>&1; then
+  scripts/fuzz.sh 20
+else
+  echo "cargo-fuzz for the nightly toolchain is not installed; skipping the fuzz smoke run (cargo install cargo-fuzz)" >&2
+fi

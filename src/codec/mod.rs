@@ -5,6 +5,8 @@ pub mod decode;
 pub mod encode;
 pub mod example;
 pub mod nonfinite;
+#[cfg(test)]
+mod roundtrip_tests;
 mod shape;
 
 pub use decode::{PredictEnvelope, RequestFormat};
