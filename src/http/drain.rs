@@ -70,9 +70,12 @@ pub async fn stop_on_signal(
         }
         _ = interrupt.recv() => state.drain.start(),
     }
-    // Stop accepting first and let every connection already accepted get its
-    // answer: actix's stop drops connections accepted but not yet picked up
-    // by a worker, whose requests would be lost.
+    // Stop accepting, then refuse new connections at once, and let every
+    // connection already accepted get its answer: actix's stop drops
+    // connections accepted but not yet picked up by a worker, whose requests
+    // would be lost. (A handshake the kernel completes between the pause and
+    // the refusal sits in its accept queue and is reset: TCP has no way to
+    // refuse it. Refusing first is worse: actix lags behind the queue.)
     server.pause().await;
     refuse_connections(&listeners);
     settle(&state).await;
