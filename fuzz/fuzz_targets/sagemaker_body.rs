@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 use tfserve::codec::decode::{decode_csv, decode_instance_list, decode_instance_values};
-use tfserve::dialects::sagemaker::payload::{read_payload, takes_scalar_instances, Payload};
+use tfserve::dialects::sagemaker::payload::{read_payload, takes_scalar_instances, Instances, Payload};
 use tfserve::dialects::sagemaker::CustomAttributes;
 use tfserve::signature::SignatureSpec;
 
@@ -23,15 +23,14 @@ fuzz_target!(|data: &[u8]| {
     }
     let media = MEDIA[usize::from(selector) % MEDIA.len()];
     let body = tfserve::codec::nonfinite::quote_bare_tokens(body);
-    let Ok(payload) = read_payload(media, &body) else {
+    let Ok(Payload::Instances(instances)) = read_payload(media, &body) else {
         return;
     };
     for signature in signatures {
-        let _ = match &payload {
-            Payload::Tfs(_) => continue,
-            Payload::InstanceList(list) => decode_instance_list(list, signature),
-            Payload::Instances(values) => decode_instance_values(values.iter().copied(), signature),
-            Payload::Csv(csv) => decode_csv(csv, signature, takes_scalar_instances(signature)).map(|t| vec![t]),
+        let _ = match &instances {
+            Instances::List(list) => decode_instance_list(list, signature),
+            Instances::Values(values) => decode_instance_values(values.iter().copied(), signature),
+            Instances::Csv(csv) => decode_csv(csv, signature, takes_scalar_instances(signature)).map(|t| vec![t]),
         };
     }
 });

@@ -24,7 +24,7 @@ use crate::registry::VersionSelector;
 use crate::service::{decode_body, Service, Trace};
 use crate::signature::{SignatureSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::Tensor;
-use payload::{is_image, media_type, read_payload, takes_scalar_instances, Payload};
+use payload::{is_image, media_type, read_payload, takes_scalar_instances, Instances, Payload};
 
 pub const CUSTOM_ATTRIBUTES: &str = "x-amzn-sagemaker-custom-attributes";
 
@@ -83,7 +83,7 @@ impl Invocation {
             Payload::Tfs(request) => request,
             // The container sends anything else as `{"instances": ...}`,
             // which has no examples: TF Serving answers as for an empty object.
-            Payload::InstanceList(_) | Payload::Instances(_) | Payload::Csv(_) => b"{}",
+            Payload::Instances(_) => b"{}",
         };
         call_model(service, &model, &selector, method, request, trace).await
     }
@@ -175,16 +175,14 @@ async fn predict_payload(
             } else {
                 quote_bare_tokens(body)
             };
-            let payload = read_payload(&media, &body)?;
-            if let Payload::Tfs(_) = payload {
+            let Payload::Instances(instances) = read_payload(&media, &body)? else {
                 return Ok(None);
-            }
+            };
             let signature = Service::signature(&servable, None)?;
-            let inputs = match payload {
-                Payload::Tfs(_) => return Ok(None),
-                Payload::InstanceList(list) => decode_instance_list(list, &signature)?,
-                Payload::Instances(values) => decode_instance_values(values, &signature)?,
-                Payload::Csv(csv) => vec![decode_csv(csv, &signature, takes_scalar_instances(&signature))?],
+            let inputs = match instances {
+                Instances::List(list) => decode_instance_list(list, &signature)?,
+                Instances::Values(values) => decode_instance_values(values, &signature)?,
+                Instances::Csv(csv) => vec![decode_csv(csv, &signature, takes_scalar_instances(&signature))?],
             };
             Ok(Some((signature, inputs)))
         }

@@ -42,12 +42,19 @@ pub enum Payload<'a> {
     /// A TF Serving request (`instances`, `inputs` or `examples` at the top):
     /// passed through unchanged.
     Tfs(&'a [u8]),
+    /// Instances for the default signature.
+    Instances(Instances<'a>),
+}
+
+/// Instances in one of the forms the container accepts.
+#[derive(Debug, PartialEq)]
+pub enum Instances<'a> {
     /// A JSON list whose elements are the instances (`[[...], ...]`).
-    InstanceList(&'a str),
+    List(&'a str),
     /// JSON values that are one instance each: JSON Lines (any whitespace
     /// between values), or a lone value that is not a list of lists. None, for
     /// an empty body: TF Serving's answer to no instances.
-    Instances(Vec<&'a str>),
+    Values(Vec<&'a str>),
     /// `text/csv` lines.
     Csv(&'a [u8]),
 }
@@ -58,7 +65,7 @@ pub fn read_payload<'a>(media_type: &str, body: &'a [u8]) -> Result<Payload<'a>,
         "application/json" | "application/jsonlines" | "application/jsons" | "application/x-jsonlines" => {
             read_json(body)
         }
-        "text/csv" => Ok(Payload::Csv(body)),
+        "text/csv" => Ok(Payload::Instances(Instances::Csv(body))),
         "" => Err(ConvertError::UnsupportedMediaType("Unknown".into())),
         other => Err(ConvertError::UnsupportedMediaType(other.into())),
     }
@@ -75,8 +82,8 @@ fn read_json(body: &[u8]) -> Result<Payload<'_>, ConvertError> {
         .map_err(|e| ConvertError::Invalid(format!("JSON Parse error: {e}")))?;
     match values.as_slice() {
         [value] if is_tfs_request(value) => Ok(Payload::Tfs(text.trim().as_bytes())),
-        [value] if is_list_of_lists(value) => Ok(Payload::InstanceList(value)),
-        _ => Ok(Payload::Instances(values)),
+        [value] if is_list_of_lists(value) => Ok(Payload::Instances(Instances::List(value))),
+        _ => Ok(Payload::Instances(Instances::Values(values))),
     }
 }
 
@@ -128,32 +135,41 @@ mod tests {
         // A key of that name inside an instance is the instance's own.
         assert_eq!(
             json(r#"{"x": {"inputs": 1}}"#),
-            Payload::Instances(vec![r#"{"x": {"inputs": 1}}"#])
+            Payload::Instances(Instances::Values(vec![r#"{"x": {"inputs": 1}}"#]))
         );
     }
 
     #[test]
     fn json_instances_in_every_spacing() {
-        assert_eq!(json("[1.0, 2.0, 5.0]"), Payload::Instances(vec!["[1.0, 2.0, 5.0]"]));
-        assert_eq!(json("[[1.0], [2.0]]"), Payload::InstanceList("[[1.0], [2.0]]"));
-        assert_eq!(json("[ [1.0], [2.0]]"), Payload::InstanceList("[ [1.0], [2.0]]"));
-        assert_eq!(json("3.5"), Payload::Instances(vec!["3.5"]));
+        assert_eq!(
+            json("[1.0, 2.0, 5.0]"),
+            Payload::Instances(Instances::Values(vec!["[1.0, 2.0, 5.0]"]))
+        );
+        assert_eq!(
+            json("[[1.0], [2.0]]"),
+            Payload::Instances(Instances::List("[[1.0], [2.0]]"))
+        );
+        assert_eq!(
+            json("[ [1.0], [2.0]]"),
+            Payload::Instances(Instances::List("[ [1.0], [2.0]]"))
+        );
+        assert_eq!(json("3.5"), Payload::Instances(Instances::Values(vec!["3.5"])));
         assert_eq!(
             json("[1.0, 2.0]\n[3.0, 4.0]\n"),
-            Payload::Instances(vec!["[1.0, 2.0]", "[3.0, 4.0]"])
+            Payload::Instances(Instances::Values(vec!["[1.0, 2.0]", "[3.0, 4.0]"]))
         );
         assert_eq!(
             json("{\"x\": [1]} {\"x\": [2]}"),
-            Payload::Instances(vec!["{\"x\": [1]}", "{\"x\": [2]}"])
+            Payload::Instances(Instances::Values(vec!["{\"x\": [1]}", "{\"x\": [2]}"]))
         );
         assert_eq!(
             json("{\n  \"x\": [1,\n 2]\n}\n"),
-            Payload::Instances(vec!["{\n  \"x\": [1,\n 2]\n}"])
+            Payload::Instances(Instances::Values(vec!["{\n  \"x\": [1,\n 2]\n}"]))
         );
         // Two TF Serving-looking lines are two instances, not a request.
         assert_eq!(
             json("{\"inputs\": [1]}\n{\"inputs\": [2]}"),
-            Payload::Instances(vec!["{\"inputs\": [1]}", "{\"inputs\": [2]}"])
+            Payload::Instances(Instances::Values(vec!["{\"inputs\": [1]}", "{\"inputs\": [2]}"]))
         );
     }
 
@@ -165,7 +181,7 @@ mod tests {
         ));
         assert_eq!(
             read_payload("application/jsonlines", b"  \n"),
-            Ok(Payload::Instances(vec![]))
+            Ok(Payload::Instances(Instances::Values(vec![])))
         );
         assert_eq!(
             read_payload("application/xml", b"<a/>"),
@@ -175,7 +191,10 @@ mod tests {
             read_payload("", b"1"),
             Err(ConvertError::UnsupportedMediaType("Unknown".into()))
         );
-        assert_eq!(read_payload("text/csv", b"1,2"), Ok(Payload::Csv(b"1,2")));
+        assert_eq!(
+            read_payload("text/csv", b"1,2"),
+            Ok(Payload::Instances(Instances::Csv(b"1,2")))
+        );
         assert_eq!(media_type("text/csv; charset=utf-8"), "text/csv");
     }
 }

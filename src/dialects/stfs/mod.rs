@@ -47,12 +47,16 @@ impl<'a> Request<'a> {
         serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("Invalid json data: {e}")))
     }
 
+    /// The raw `data` object; STFS refuses a body without one.
+    fn data(&self) -> Result<&'a RawValue, ApiError> {
+        self.data
+            .ok_or_else(|| ApiError::BadRequest("Inference with empty data: the body has no 'data' object".into()))
+    }
+
     /// `data` as one tensor per signature input, by numpy's conversions,
     /// with `base64_decode` applied.
     pub fn inputs(&self, signature: &SignatureSpec) -> Result<Vec<Tensor>, ApiError> {
-        let data = self
-            .data
-            .ok_or_else(|| ApiError::BadRequest("Inference with empty data: the body has no 'data' object".into()))?;
+        let data = self.data()?;
         let mut inputs = decode_named_inputs(data.get(), signature, Coercion::Numpy)?;
         if self.base64_decode.as_ref().is_some_and(truthy) {
             base64_decode_inputs(signature, &mut inputs)?;
@@ -147,11 +151,7 @@ pub async fn infer(service: &Service, body: &[u8], trace: &mut Trace) -> Result<
     let request = Request::parse(&body)?;
     let model = request.model_name.as_deref().unwrap_or(DEFAULT_MODEL);
     let selector = version_selector(request.model_version.as_ref())?;
-    if request.data.is_none() {
-        return Err(ApiError::BadRequest(
-            "Inference with empty data: the body has no 'data' object".into(),
-        ));
-    }
+    request.data()?;
     known_model(service, model)?;
     let (servable, signature) = service.resolve(model, &selector, request.signature_name.as_deref())?;
     let inputs = request.inputs(&signature)?;
