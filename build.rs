@@ -1,5 +1,7 @@
 //! Locates libtensorflow for linking and embeds its directory as an rpath, so the
-//! binary runs without LD_LIBRARY_PATH.
+//! binary runs without LD_LIBRARY_PATH; compiles `proto/` (TF Serving's and the
+//! Open Inference Protocol's messages and services) with a pure-Rust protobuf
+//! compiler, so no `protoc` is needed.
 
 use std::env;
 use std::path::PathBuf;
@@ -8,6 +10,7 @@ const FIX: &str = "run `python3 scripts/setup_libtensorflow.py` (fetches the pin
 or set TENSORFLOW_LIB_DIR (or PKG_CONFIG_PATH) to your own libtensorflow build";
 
 fn main() {
+    compile_protos();
     println!("cargo:rerun-if-env-changed=TENSORFLOW_LIB_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     let lib_dir = match env::var_os("TENSORFLOW_LIB_DIR") {
@@ -36,5 +39,39 @@ fn main() {
 fn embed_python_rpath() {
     if let Some(dir) = &pyo3_build_config::get().lib_dir {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+    }
+}
+
+/// The services tfserve serves; their imports come along.
+const PROTOS: &[&str] = &[
+    "tensorflow_serving/apis/prediction_service.proto",
+    "tensorflow_serving/apis/model_service.proto",
+    "tensorflow_serving/apis/prediction_log.proto",
+    "kserve/grpc_service.proto",
+];
+
+/// Generates the messages, the tonic servers and clients, and the encoded
+/// descriptor set that server reflection answers from.
+fn compile_protos() {
+    println!("cargo:rerun-if-changed=proto");
+    let descriptors = match protox::compile(PROTOS, ["proto"]) {
+        Ok(descriptors) => descriptors,
+        Err(error) => panic!("proto/: {error}"),
+    };
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let encoded = prost::Message::encode_to_vec(&descriptors);
+    if let Err(error) = std::fs::write(out_dir.join("descriptors.bin"), encoded) {
+        panic!("cannot write the descriptor set: {error}");
+    }
+    let generated = tonic_prost_build::configure()
+        // Tensor payloads stay slices of the received frame instead of copies.
+        .bytes(".tensorflow.TensorProto.tensor_content")
+        .bytes(".inference.ModelInferRequest.raw_input_contents")
+        .bytes(".inference.ModelInferResponse.raw_output_contents")
+        // Feature maps serialize in key order, so equal examples give equal bytes.
+        .btree_map(".")
+        .compile_fds(descriptors);
+    if let Err(error) = generated {
+        panic!("generating Rust from proto/: {error}");
     }
 }

@@ -4,8 +4,11 @@
 //! - `settings`: flags, config file and environment, merged.
 //! - `http`: the route table, middleware (request ids, auth, the in-flight
 //!   bound), body reading, management API, health and the dashboard.
-//! - `dialects`: one folder per HTTP dialect (`tfs`, `sagemaker`, `stfs`):
-//!   its decoding, encoding and `configure` for its routes.
+//! - `grpc`: the gRPC listener (its own runtime), health and reflection.
+//! - `dialects`: one folder per dialect (`tfs`, `sagemaker`, `stfs` over
+//!   HTTP, `tfs_grpc` over gRPC, `kserve` over both): its decoding, encoding
+//!   and routes or services.
+//! - `proto`: the protobuf messages and services generated from `proto/`.
 //! - `service`: the request path shared by every dialect.
 //! - `codec`: JSON ⇄ typed tensors, `tf.Example` building.
 //! - `registry`: models, versions and their states.
@@ -19,12 +22,14 @@ pub mod batcher;
 pub mod codec;
 pub mod dialects;
 pub mod error;
+pub mod grpc;
 pub mod handlers;
 pub mod http;
 pub mod imaging;
 pub mod inspect;
 pub mod metrics;
 pub mod model_config;
+pub mod proto;
 pub mod registry;
 pub mod runtime;
 pub mod service;
@@ -66,6 +71,8 @@ pub enum StartError {
     Handler(#[from] handlers::HandlerError),
     #[error("custom op library {path}: {message}")]
     CustomOp { path: String, message: String },
+    #[error("gRPC: {0}")]
+    Grpc(String),
 }
 
 /// The models the settings name: none in multi-model mode, a
@@ -159,6 +166,15 @@ pub struct Running {
     pub batcher: Arc<Batcher>,
     /// What the handlers share: the service (registry, handlers) and limits.
     pub state: web::Data<http::AppState>,
+    /// The gRPC listener, which closes when the drain does.
+    pub grpc: Option<grpc::GrpcServer>,
+}
+
+impl Running {
+    /// The gRPC listener's address.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc.as_ref().map(|g| g.addr)
+    }
 }
 
 /// Loads the models and starts the batch threads: everything but HTTP.
@@ -253,11 +269,13 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         auth: credentials.map(|(user, password)| http::BasicAuth::new(user, password)),
         drain: http::drain::Drain::default(),
     });
+    let grpc = grpc::start(settings, state.clone().into_inner())?;
+    handlers.set_grpc_address(grpc.addr);
     let (server, scheme, public, listeners) = serve(settings, state.clone(), |rest| {
         handlers.set_rest_address(rest, credentials);
     })?;
     log::info!(
-        "serving {} model(s) [{}] on {} (ready in {:.0} ms)",
+        "serving {} model(s) [{}] on {}, gRPC on {} (ready in {:.0} ms)",
         registry.model_names().len(),
         registry.model_names().join(", "),
         public
@@ -265,6 +283,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
             .map(|a| format!("{scheme}://{a}"))
             .collect::<Vec<_>>()
             .join(", "),
+        grpc.addr,
         started.elapsed().as_secs_f64() * 1000.0
     );
     Ok(Running {
@@ -273,6 +292,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         listeners,
         batcher,
         state,
+        grpc: Some(grpc),
     })
 }
 
@@ -315,7 +335,6 @@ fn serve(
         let addr = addr.to_string();
         move |source| StartError::Bind { addr, source }
     };
-    let security = &settings.security;
     // Bound here rather than by actix, so the drain can close them (see `http::drain`).
     let listeners = bind_listeners(&addr).map_err(bind_error(&addr))?;
     let handles = listeners
@@ -323,10 +342,7 @@ fn serve(
         .map(std::net::TcpListener::try_clone)
         .collect::<std::io::Result<Vec<_>>>()
         .map_err(bind_error(&addr))?;
-    let tls = match (&security.secret_pem, &security.secret_key) {
-        (Some(pem), Some(key)) if security.enable_ssl => Some(tls::server_config(pem, key)?),
-        _ => None,
-    };
+    let tls = settings.tls_files().map(|files| files.rest()).transpose()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut server = server;
     for listener in listeners {

@@ -39,8 +39,10 @@ fn main() -> std::process::ExitCode {
         Some(Command::Inspect(args)) => return inspect(&settings, args),
         _ => {}
     }
-    let result = actix_web::rt::System::new().block_on(async move {
+    let mut grpc = None;
+    let result = actix_web::rt::System::new().block_on(async {
         let mut running = tfserve::start(&settings)?;
+        grpc = running.grpc.take();
         let drain = std::time::Duration::from_secs_f64(settings.http.drain_timeout);
         let listeners = std::mem::take(&mut running.listeners);
         actix_web::rt::spawn(tfserve::http::drain::stop_on_signal(
@@ -49,11 +51,17 @@ fn main() -> std::process::ExitCode {
             running.state.clone(),
             drain,
         ));
-        running.server.await.map_err(|source| tfserve::StartError::Bind {
+        let served = running.server.await.map_err(|source| tfserve::StartError::Bind {
             addr: "server".into(),
             source,
-        })
+        });
+        // However HTTP ended, gRPC follows; its calls in flight still finish.
+        running.state.drain.close();
+        served
     });
+    if let Some(grpc) = grpc {
+        grpc.wait();
+    }
     match result {
         Ok(()) => {
             log::info!("shut down cleanly");

@@ -47,7 +47,7 @@ fn histogram(registry: &Registry, name: &str, help: &str, labels: &[&str], bucke
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let registry = Registry::new();
-    let request_labels = &["model", "version", "signature", "api", "status"];
+    let request_labels = &["protocol", "model", "version", "signature", "api", "status"];
     Metrics {
         requests: counter(
             &registry,
@@ -59,7 +59,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             &registry,
             "tfserve_request_duration_seconds",
             "Time from a request's arrival to its answer.",
-            &["model", "version", "signature", "api"],
+            &["protocol", "model", "version", "signature", "api"],
             LATENCY_BUCKETS,
         ),
         batch_rows: histogram(
@@ -122,7 +122,37 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     }
 });
 
+/// What one answered request is counted under.
+pub struct RequestLabels<'a> {
+    /// `rest` or `grpc`.
+    pub protocol: &'a str,
+    pub model: &'a str,
+    pub version: &'a str,
+    pub signature: &'a str,
+    pub api: &'a str,
+    /// The HTTP status, or the gRPC code's name.
+    pub status: &'a str,
+}
+
 impl Metrics {
+    /// Counts one answered request and its duration.
+    pub fn record_request(&self, labels: &RequestLabels<'_>, seconds: f64) {
+        let RequestLabels {
+            protocol,
+            model,
+            version,
+            signature,
+            api,
+            status,
+        } = *labels;
+        self.requests
+            .with_label_values(&[protocol, model, version, signature, api, status])
+            .inc();
+        self.request_seconds
+            .with_label_values(&[protocol, model, version, signature, api])
+            .observe(seconds);
+    }
+
     /// Prometheus text exposition of every metric.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -165,7 +195,9 @@ impl Metrics {
                         .unwrap_or_default()
                 };
                 summary.requests += count;
-                if label("status").starts_with(['4', '5']) {
+                let status = label("status");
+                // HTTP statuses 4xx/5xx, or any gRPC code but OK.
+                if status.starts_with(['4', '5']) || (label("protocol") == "grpc" && status != "OK") {
                     summary.errors += count;
                 }
                 *summary.model_requests.entry(label("model")).or_default() += count;

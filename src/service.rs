@@ -43,6 +43,8 @@ pub struct Trace {
     pub queue_time: Option<Duration>,
     pub run_time: Option<Duration>,
     pub batch_rows: Option<usize>,
+    /// The client's own deadline (gRPC's `grpc-timeout`), when shorter than the server's.
+    pub deadline: Option<Duration>,
 }
 
 impl Trace {
@@ -123,7 +125,8 @@ impl Service {
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
         let pending = queue.submit(inputs, &names, trace.request_id.clone())?;
-        let output = self.wait(pending, trace.client_gone.take()).await?;
+        let timeout = trace.deadline.map_or(self.timeout, |d| d.min(self.timeout));
+        let output = self.wait(pending, trace.client_gone.take(), timeout).await?;
         trace.ran(&output);
         Ok(output.outputs)
     }
@@ -132,8 +135,13 @@ impl Service {
     /// now and then that the client is still there. Returning early drops
     /// `pending`, which marks the queued request as abandoned. One timer per
     /// wait keeps fast requests cheap.
-    async fn wait(&self, mut pending: Pending, client_gone: Option<ClientGone>) -> Result<BatchOutput, ApiError> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
+    async fn wait(
+        &self,
+        mut pending: Pending,
+        client_gone: Option<ClientGone>,
+        timeout: Duration,
+    ) -> Result<BatchOutput, ApiError> {
+        let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let wake_at = match &client_gone {
                 Some(_) => deadline.min(tokio::time::Instant::now() + CLIENT_CHECK_INTERVAL),
@@ -146,7 +154,7 @@ impl Service {
                 },
                 () = tokio::time::sleep_until(wake_at) => {
                     if tokio::time::Instant::now() >= deadline {
-                        return Err(ApiError::Timeout(self.timeout.as_millis() as u64));
+                        return Err(ApiError::Timeout(timeout.as_millis() as u64));
                     }
                     if client_gone.as_ref().is_some_and(|gone| gone()) {
                         return Err(ApiError::ClientGone);
@@ -219,7 +227,7 @@ pub async fn decode_body<T: Send + 'static>(
 }
 
 /// Runs CPU-heavy request work off the HTTP workers.
-async fn off_worker<T: Send + 'static>(
+pub(crate) async fn off_worker<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work)

@@ -26,6 +26,22 @@ Context = collections.namedtuple("Context", [
 ])
 
 
+_channels = {}
+
+
+def make_context(*fields):
+    """The container's Context; `channel` is a gRPC channel to tfserve when the
+    handler uses grpcio (imported by the handler itself: tfserve never imports it)."""
+    context = Context(*fields)
+    grpc = sys.modules.get("grpc")
+    if context.grpc_uri and grpc is not None:
+        channel = _channels.get(context.grpc_uri)
+        if channel is None:
+            channel = _channels.setdefault(context.grpc_uri, grpc.insecure_channel(context.grpc_uri))
+        context = context._replace(channel=channel)
+    return context
+
+
 class Response:
     """What output_handler receives: the model's answer, shaped like the
     requests.Response the container passes (status_code, content, text, json())."""

@@ -48,6 +48,8 @@ pub struct CallContext {
     pub request_content_type: String,
     pub accept_header: String,
     pub content_length: usize,
+    /// tfserve's gRPC port on the loopback address, as the container's `grpc_port`.
+    pub grpc_port: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +101,8 @@ pub struct HandlerSet {
     origins: Mutex<HashMap<String, (PathBuf, Option<SystemTime>)>>,
     /// `http://[user:password@]127.0.0.1:<port>` once the server listens, for `context.rest_uri`.
     rest_base: RwLock<String>,
+    /// The gRPC port, once it listens, for `context.grpc_port`/`grpc_uri`.
+    grpc_port: std::sync::atomic::AtomicU16,
     #[cfg(feature = "python")]
     engine: std::sync::OnceLock<Result<python::Engine, String>>,
 }
@@ -110,6 +114,7 @@ impl HandlerSet {
             models: RwLock::new(HashMap::new()),
             origins: Mutex::new(HashMap::new()),
             rest_base: RwLock::new("http://127.0.0.1:8080".into()),
+            grpc_port: std::sync::atomic::AtomicU16::new(0),
             #[cfg(feature = "python")]
             engine: std::sync::OnceLock::new(),
         }
@@ -277,6 +282,19 @@ impl HandlerSet {
             .unwrap_or_default();
         if let Ok(mut base) = self.rest_base.write() {
             *base = format!("http://{userinfo}{host}:{}", addr.port());
+        }
+    }
+
+    /// Records the gRPC listener's address (handlers reach it on the loopback).
+    pub fn set_grpc_address(&self, addr: std::net::SocketAddr) {
+        self.grpc_port.store(addr.port(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The gRPC port as the container's `context.grpc_port` gives it (a string).
+    pub fn grpc_port(&self) -> String {
+        match self.grpc_port.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => String::new(),
+            port => port.to_string(),
         }
     }
 

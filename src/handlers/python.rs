@@ -241,21 +241,26 @@ impl Engine {
 
 impl CallContext {
     fn to_python<'py>(&self, py: Python<'py>, glue: &Bound<'py, PyModule>) -> Result<Bound<'py, PyAny>, HandlerError> {
-        // No gRPC API: grpc_port and grpc_uri are empty, channel None.
+        // grpc_uri is the container's "localhost:<grpc_port>"; the glue opens `channel` on it.
+        let grpc_uri = if self.grpc_port.is_empty() {
+            String::new()
+        } else {
+            format!("localhost:{}", self.grpc_port)
+        };
         let fields = (
             self.model_name.as_str(),
             self.model_version.as_deref(),
             self.method.as_str(),
             self.rest_uri.as_str(),
-            "",
+            self.grpc_port.as_str(),
             py.None(),
             self.custom_attributes.as_str(),
             self.request_content_type.as_str(),
             self.accept_header.as_str(),
             self.content_length,
-            "",
+            grpc_uri.as_str(),
         );
-        glue.getattr("Context")
+        glue.getattr("make_context")
             .and_then(|context| context.call1(fields))
             .map_err(|e| HandlerError::Raised {
                 status: 500,

@@ -15,19 +15,55 @@ use actix_web::web;
 
 use super::AppState;
 
-/// Whether the server is draining.
-#[derive(Default)]
+/// Where a shutdown stands; the gRPC listener follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Serving,
+    /// Readiness fails; requests are still served.
+    Draining,
+    /// Listeners close; calls in flight finish.
+    Closing,
+}
+
+/// Whether the server is draining, and a channel for listeners that follow it.
 pub struct Drain {
     draining: AtomicBool,
+    phase: tokio::sync::watch::Sender<Phase>,
+}
+
+impl Default for Drain {
+    fn default() -> Self {
+        Drain {
+            draining: AtomicBool::new(false),
+            phase: tokio::sync::watch::Sender::new(Phase::Serving),
+        }
+    }
 }
 
 impl Drain {
     pub fn start(&self) {
         self.draining.store(true, Ordering::SeqCst);
+        self.phase.send_if_modified(|phase| {
+            let changed = *phase == Phase::Serving;
+            if changed {
+                *phase = Phase::Draining;
+            }
+            changed
+        });
+    }
+
+    /// Closes the listeners that follow the drain (gRPC).
+    pub fn close(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+        self.phase.send_replace(Phase::Closing);
     }
 
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)
+    }
+
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Phase> {
+        self.phase.subscribe()
     }
 }
 
@@ -77,6 +113,7 @@ pub async fn stop_on_signal(
     // the refusal sits in its accept queue and is reset: TCP has no way to
     // refuse it. Refusing first is worse: actix lags behind the queue.)
     server.pause().await;
+    state.drain.close();
     refuse_connections(&listeners);
     settle(&state).await;
     log::info!("closing the listener; requests in flight finish");

@@ -12,7 +12,7 @@ use crate::error::{error_response, ApiError};
 use crate::model_config::{self, ModelSource, VersionPolicy};
 use crate::registry::ModelInfo;
 
-pub(crate) fn json(status: StatusCode, value: Value) -> HttpResponse {
+pub fn json(status: StatusCode, value: Value) -> HttpResponse {
     HttpResponse::build(status)
         .content_type("application/json")
         .body(value.to_string())
@@ -96,7 +96,7 @@ pub fn confine(path: &str, roots: &[PathBuf], model: &str) -> Result<PathBuf, Ap
 }
 
 /// Loads a model on a blocking thread (loading and warm-up take long).
-pub(crate) async fn add_model(state: &AppState, source: ModelSource) -> Result<(), ApiError> {
+pub async fn add_model(state: &AppState, source: ModelSource) -> Result<(), ApiError> {
     if state.max_models > 0 && state.service.registry.model_names().len() >= state.max_models {
         return Err(ApiError::InsufficientStorage(format!(
             "cannot load model {}: {} models are loaded, the limit (max_models) is {}",
@@ -123,7 +123,7 @@ pub(crate) async fn add_model(state: &AppState, source: ModelSource) -> Result<(
     Ok(())
 }
 
-pub(crate) async fn remove_model(state: &AppState, name: String) -> Result<(), ApiError> {
+pub async fn remove_model(state: &AppState, name: String) -> Result<(), ApiError> {
     let registry = state.service.registry.clone();
     let handlers = state.service.handlers.clone();
     web::block(move || {

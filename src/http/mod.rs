@@ -105,12 +105,17 @@ impl BasicAuth {
     }
 
     fn allows(&self, req: &HttpRequest) -> bool {
-        use base64::Engine;
-        use subtle::ConstantTimeEq;
         let header = req
             .headers()
             .get(actix_web::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
+        self.allows_header(header)
+    }
+
+    /// Whether an `Authorization` value (HTTP header or gRPC metadata) carries the credentials.
+    pub fn allows_header(&self, header: Option<&str>) -> bool {
+        use base64::Engine;
+        use subtle::ConstantTimeEq;
         let Some((scheme, encoded)) = header.and_then(|h| h.split_once(' ')) else {
             return false;
         };
@@ -233,6 +238,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     crate::dialects::stfs::configure(cfg);
     crate::dialects::sagemaker::configure(cfg);
     crate::dialects::tfs::configure(cfg);
+    crate::dialects::kserve::rest::configure(cfg);
     cfg.default_service(web::to(fallback));
 }
 
@@ -356,14 +362,17 @@ pub fn answer(
         trace.request_id.as_deref().unwrap_or_default(),
         started.elapsed().as_secs_f64() * 1000.0
     );
-    METRICS
-        .requests
-        .with_label_values(&[model, &version, signature, api, &status])
-        .inc();
-    METRICS
-        .request_seconds
-        .with_label_values(&[model, &version, signature, api])
-        .observe(started.elapsed().as_secs_f64());
+    METRICS.record_request(
+        &crate::metrics::RequestLabels {
+            protocol: "rest",
+            model,
+            version: &version,
+            signature,
+            api,
+            status: &status,
+        },
+        started.elapsed().as_secs_f64(),
+    );
     response
 }
 

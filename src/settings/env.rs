@@ -117,7 +117,8 @@ fn stfs_switches(env: &dyn Fn(&str) -> Option<String>, map: &mut SettingsMap) ->
             value: port,
             reason: "must be a port number",
         })?;
-        map.insert("port".into(), json!(port));
+        // Simple TensorFlow Serving's port is its HTTP port.
+        map.insert("rest_api_port".into(), json!(port));
     }
     for (var, key) in [
         ("STFS_ENABLE_AUTH", "enable_auth"),
@@ -208,7 +209,7 @@ mod tests {
             ("STFS_MODEL_PLATFORM", "tensorflow"),
         ]))
         .unwrap();
-        assert_eq!(map["port"], 8500);
+        assert_eq!(map["rest_api_port"], 8500);
         assert_eq!(map["enable_auth"], true);
         assert_eq!(map["auth_username"], "admin");
         assert_eq!(map["model_base_path"], "./model");

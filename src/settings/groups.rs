@@ -49,6 +49,7 @@ macro_rules! defaults_from_flags {
 }
 defaults_from_flags!(
     HttpSettings,
+    GrpcSettings,
     ModelSettings,
     BatchingSettings,
     HandlerOptions,
@@ -61,11 +62,14 @@ defaults_from_flags!(
 #[serde(default)]
 #[command(next_help_heading = "HTTP")]
 pub struct HttpSettings {
-    /// HTTP port for every API (TF Serving's REST port). Default 8501.
+    /// HTTP port for every REST API (TF Serving's, KServe v2's, SageMaker's,
+    /// Simple TensorFlow Serving's). Default 8501.
     #[arg(long = "rest_api_port", alias = "rest-api-port", global = true)]
     pub rest_api_port: Option<u16>,
 
-    /// TF Serving's gRPC port. tfserve has no gRPC API: given alone, it sets the HTTP port.
+    /// gRPC port (TF Serving's PredictionService and ModelService, KServe v2's
+    /// GRPCInferenceService, health, reflection). Default 8500; an ephemeral one
+    /// when --rest_api_port is 0.
     #[arg(long, global = true)]
     pub port: Option<u16>,
 
@@ -113,6 +117,57 @@ pub struct HttpSettings {
     /// Answer cross-origin browser requests (CORS: any origin, without credentials).
     #[arg(long = "enable_cors", alias = "enable-cors", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
     pub enable_cors: bool,
+}
+
+/// The gRPC listener's limits and connection management.
+#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+#[command(next_help_heading = "gRPC")]
+pub struct GrpcSettings {
+    /// Largest gRPC message received or sent, in bytes (TF Serving's limit: 2 GiB).
+    #[arg(long = "grpc_max_message_bytes", alias = "grpc-max-message-bytes", global = true, default_value_t = i32::MAX as usize)]
+    pub grpc_max_message_bytes: usize,
+
+    /// Threads serving gRPC calls. Default: number of cores.
+    #[arg(long = "grpc_num_threads", alias = "grpc-num-threads", global = true, default_value_t = cores())]
+    pub grpc_num_threads: usize,
+
+    /// Seconds between HTTP/2 keepalive pings on idle connections; 0: none.
+    #[arg(
+        long = "grpc_keepalive_seconds",
+        alias = "grpc-keepalive-seconds",
+        global = true,
+        default_value_t = 0
+    )]
+    pub grpc_keepalive_seconds: u64,
+
+    /// Seconds a keepalive ping may go unanswered before the connection closes.
+    #[arg(
+        long = "grpc_keepalive_timeout_seconds",
+        alias = "grpc-keepalive-timeout-seconds",
+        global = true,
+        default_value_t = 20
+    )]
+    pub grpc_keepalive_timeout_seconds: u64,
+
+    /// Seconds after which a connection is asked to go away (GOAWAY), so clients
+    /// re-resolve and spread over replicas; 0: never.
+    #[arg(
+        long = "grpc_max_connection_age_seconds",
+        alias = "grpc-max-connection-age-seconds",
+        global = true,
+        default_value_t = 0
+    )]
+    pub grpc_max_connection_age_seconds: u64,
+
+    /// Seconds calls on a connection past its age may take to finish.
+    #[arg(
+        long = "grpc_max_connection_age_grace_seconds",
+        alias = "grpc-max-connection-age-grace-seconds",
+        global = true,
+        default_value_t = 30
+    )]
+    pub grpc_max_connection_age_grace_seconds: u64,
 }
 
 /// Which models are served, from where, and how versions come and go.
@@ -295,6 +350,11 @@ pub struct SecuritySettings {
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) for --enable_ssl.
     #[arg(long = "secret_key", alias = "secret-key", global = true)]
     pub secret_key: Option<PathBuf>,
+
+    /// PEM CA certificates for mutual TLS (needs --enable_ssl): REST and gRPC
+    /// clients must then present a certificate these signed.
+    #[arg(long = "ssl_client_ca", alias = "ssl-client-ca", global = true)]
+    pub ssl_client_ca: Option<PathBuf>,
 }
 
 /// TensorFlow sessions and libraries.

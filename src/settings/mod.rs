@@ -20,8 +20,8 @@ mod groups;
 pub use cli::{Cli, Command};
 use env::{sagemaker_anywhere, sagemaker_defaults, stfs_env, tfserve_vars};
 pub use groups::{
-    clap_defaults, cores, BatchingSettings, HandlerOptions, HttpSettings, ModelSettings, SecuritySettings,
-    TensorFlowSettings,
+    clap_defaults, cores, BatchingSettings, GrpcSettings, HandlerOptions, HttpSettings, ModelSettings,
+    SecuritySettings, TensorFlowSettings,
 };
 
 /// Every setting, by concern. Flattened: the settings file and `TFSERVE_*`
@@ -32,6 +32,9 @@ pub struct Settings {
     #[command(flatten)]
     #[serde(flatten)]
     pub http: HttpSettings,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub grpc: GrpcSettings,
     #[command(flatten)]
     #[serde(flatten)]
     pub models: ModelSettings,
@@ -188,7 +191,17 @@ impl Settings {
     /// The HTTP port: `rest_api_port`, else a lone `port` (Simple TensorFlow
     /// Serving style), else 8501.
     pub fn http_port(&self) -> u16 {
-        self.http.rest_api_port.or(self.http.port).unwrap_or(8501)
+        self.http.rest_api_port.unwrap_or(8501)
+    }
+
+    /// TF Serving's `--port`; ephemeral beside an ephemeral REST port, so
+    /// servers started on port 0 (tests, batch transform) never collide.
+    pub fn grpc_port(&self) -> u16 {
+        match (self.http.port, self.http.rest_api_port) {
+            (Some(port), _) => port,
+            (None, Some(0)) => 0,
+            (None, _) => 8500,
+        }
     }
 
     /// Session thread pools: the configured sizes, or defaults that fit
@@ -274,6 +287,19 @@ impl Settings {
     }
 
     /// Directories models loaded over HTTP must live in.
+    /// The TLS files REST and gRPC serve with, when `--enable_ssl` has both.
+    pub fn tls_files(&self) -> Option<crate::tls::TlsFiles> {
+        let security = &self.security;
+        match (&security.secret_pem, &security.secret_key) {
+            (Some(certificate), Some(key)) if security.enable_ssl => Some(crate::tls::TlsFiles {
+                certificate: certificate.clone(),
+                key: key.clone(),
+                client_ca: security.ssl_client_ca.clone(),
+            }),
+            _ => None,
+        }
+    }
+
     pub fn roots(&self) -> Vec<PathBuf> {
         if self.models.model_roots.is_empty() {
             vec![self.models.models_dir.clone()]

@@ -62,15 +62,15 @@ fn flags_accept_both_spellings_and_forms() {
 }
 
 #[test]
-fn lone_port_sets_http_port() {
-    assert_eq!(load(&["--port", "8500"]).unwrap().http_port(), 8500);
-    assert_eq!(
-        load(&["--port", "8500", "--rest_api_port", "8502"])
-            .unwrap()
-            .http_port(),
-        8502
-    );
-    assert_eq!(Settings::default().http_port(), 8501);
+fn port_is_grpc_and_rest_api_port_is_http() {
+    let lone = load(&["--port", "9000"]).unwrap();
+    assert_eq!((lone.grpc_port(), lone.http_port()), (9000, 8501));
+    let kserve = load(&["--port=9000", "--rest_api_port=8080"]).unwrap();
+    assert_eq!((kserve.grpc_port(), kserve.http_port()), (9000, 8080));
+    let defaults = Settings::default();
+    assert_eq!((defaults.grpc_port(), defaults.http_port()), (8500, 8501));
+    let ephemeral = load(&["--rest_api_port", "0"]).unwrap();
+    assert_eq!(ephemeral.grpc_port(), 0);
 }
 
 #[test]

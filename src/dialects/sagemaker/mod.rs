@@ -120,6 +120,7 @@ impl Invocation {
             request_content_type: or_json(&self.content_type),
             accept_header: or_json(&self.accept),
             content_length: body.len(),
+            grpc_port: service.handlers.grpc_port(),
         };
         let run_model =
             |request: Vec<u8>| async move { call_model(service, &model, &selector, &method, &request, trace).await };

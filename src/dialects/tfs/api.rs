@@ -91,7 +91,11 @@ pub async fn classify_or_regress(
 /// checks it: one input, keyed `inputs` (or a lone string input), and the
 /// method name only when `check_method` (TF2 exports write the predict
 /// method on every signature, so TF Serving checks the structure by default).
-fn check_examples_signature(signature: &SignatureSpec, method: &str, check_method: bool) -> Result<(), ApiError> {
+pub(crate) fn check_examples_signature(
+    signature: &SignatureSpec,
+    method: &str,
+    check_method: bool,
+) -> Result<(), ApiError> {
     let kind = if method == CLASSIFY_METHOD {
         "classification"
     } else {

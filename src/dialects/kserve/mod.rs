@@ -1,0 +1,266 @@
+//! The Open Inference Protocol (KServe v2), over REST (`rest`) and gRPC
+//! (`grpc`): datatypes, raw tensor bytes, model metadata and inference on the
+//! service core, shared by both.
+
+pub mod grpc;
+pub mod repository;
+pub mod rest;
+mod values;
+
+use std::sync::Arc;
+
+use crate::error::ApiError;
+use crate::registry::{Servable, VersionSelector, VersionState};
+use crate::service::{Service, Trace};
+use crate::signature::{SignatureSpec, TensorSpec, DEFAULT_SIGNATURE};
+use crate::tensor::{DType, Tensor, TensorData};
+
+/// What `GET /v2` and ServerMetadata report.
+pub const SERVER_NAME: &str = "tfserve";
+pub const EXTENSIONS: [&str; 3] = ["binary_tensor_data", "model_repository", "parameters"];
+
+/// A v2 datatype name for a dtype.
+pub fn datatype(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "BOOL",
+        DType::UInt8 => "UINT8",
+        DType::UInt16 => "UINT16",
+        DType::UInt32 => "UINT32",
+        DType::UInt64 => "UINT64",
+        DType::Int8 => "INT8",
+        DType::Int16 => "INT16",
+        DType::Int32 => "INT32",
+        DType::Int64 => "INT64",
+        DType::Half => "FP16",
+        DType::BFloat16 => "BF16",
+        DType::Float => "FP32",
+        DType::Double => "FP64",
+        DType::String => "BYTES",
+        DType::Other(_) => "INVALID",
+    }
+}
+
+/// The dtype a v2 datatype name stands for.
+pub fn dtype_of(datatype: &str) -> Option<DType> {
+    Some(match datatype {
+        "BOOL" => DType::Bool,
+        "UINT8" => DType::UInt8,
+        "UINT16" => DType::UInt16,
+        "UINT32" => DType::UInt32,
+        "UINT64" => DType::UInt64,
+        "INT8" => DType::Int8,
+        "INT16" => DType::Int16,
+        "INT32" => DType::Int32,
+        "INT64" => DType::Int64,
+        "FP16" => DType::Half,
+        "BF16" => DType::BFloat16,
+        "FP32" => DType::Float,
+        "FP64" => DType::Double,
+        "BYTES" => DType::String,
+        _ => return None,
+    })
+}
+
+/// One request input, decoded.
+pub struct Input {
+    pub name: String,
+    pub tensor: Tensor,
+}
+
+/// A model version in a v2 path or message (`""`: the latest).
+pub fn selector(version: &str) -> Result<VersionSelector, ApiError> {
+    if version.is_empty() {
+        return Ok(VersionSelector::Latest);
+    }
+    version
+        .parse()
+        .map(VersionSelector::Specific)
+        .map_err(|_| ApiError::BadRequest(format!("model version '{version}' is not a version number")))
+}
+
+/// The shape a request declares, checked against the element count.
+pub fn shape_of(name: &str, shape: &[i64], elements: Option<usize>) -> Result<Vec<usize>, ApiError> {
+    let dims = shape
+        .iter()
+        .map(|&d| usize::try_from(d))
+        .collect::<Result<Vec<usize>, _>>()
+        .map_err(|_| ApiError::BadRequest(format!("input '{name}': shape {shape:?} has a negative dimension")))?;
+    let product = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    match (product, elements) {
+        (None, _) => Err(ApiError::BadRequest(format!(
+            "input '{name}': shape {shape:?} has too many elements"
+        ))),
+        (Some(want), Some(got)) if want != got => Err(ApiError::BadRequest(format!(
+            "input '{name}': shape {shape:?} needs {want} elements, got {got}"
+        ))),
+        _ => Ok(dims),
+    }
+}
+
+/// Reads one input's raw bytes: little-endian values, or for BYTES each
+/// element as a 4-byte little-endian length and its bytes.
+pub fn from_raw(name: &str, datatype_name: &str, shape: &[i64], raw: &[u8]) -> Result<Tensor, ApiError> {
+    let dtype = known_dtype(name, datatype_name)?;
+    let dims = shape_of(name, shape, None)?;
+    let elements: usize = dims.iter().product();
+    let data = values::from_le_bytes(name, dtype, raw, elements)?;
+    Ok(Tensor::new(dims, data))
+}
+
+pub fn known_dtype(name: &str, datatype_name: &str) -> Result<DType, ApiError> {
+    match dtype_of(datatype_name) {
+        Some(DType::Half | DType::BFloat16) => Err(ApiError::Codec(crate::codec::CodecError::Unimplemented(format!(
+            "input '{name}': datatype {datatype_name} is not supported"
+        )))),
+        Some(dtype) => Ok(dtype),
+        None => Err(ApiError::BadRequest(format!(
+            "input '{name}': invalid datatype '{datatype_name}'"
+        ))),
+    }
+}
+
+/// An output's raw bytes, in the layout `from_raw` reads.
+pub fn to_raw(tensor: &Tensor) -> Vec<u8> {
+    values::to_le_bytes(&tensor.data)
+}
+
+/// Runs a v2 inference: inputs by name into the default signature (or the
+/// one the `signature_name` parameter names), outputs by name, all or those asked for.
+pub async fn infer(
+    service: &Service,
+    model: &str,
+    version: &str,
+    signature: Option<&str>,
+    inputs: Vec<Input>,
+    requested: &[String],
+    trace: &mut Trace,
+) -> Result<(Arc<Servable>, Arc<SignatureSpec>, Vec<(String, Tensor)>), ApiError> {
+    let (servable, signature) = service.resolve(model, &selector(version)?, signature)?;
+    trace.resolved(&servable, &signature);
+    let chosen = requested_outputs(&signature, requested, model)?;
+    let ordered = ordered_inputs(&signature, inputs, model)?;
+    let tensors = service.run(&servable, &signature, ordered, trace).await?;
+    let outputs = tensors
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| chosen.contains(i))
+        .map(|(i, tensor)| (signature.outputs[i].key.clone(), tensor))
+        .collect();
+    Ok((servable, signature, outputs))
+}
+
+fn ordered_inputs(signature: &SignatureSpec, inputs: Vec<Input>, model: &str) -> Result<Vec<Tensor>, ApiError> {
+    let mut slots: Vec<Option<Tensor>> = vec![None; signature.inputs.len()];
+    for input in inputs {
+        let Some(index) = signature.input_index(&input.name) else {
+            return Err(ApiError::BadRequest(format!(
+                "unexpected inference input '{}' for model '{model}'; its inputs are: {}",
+                input.name,
+                signature.input_names()
+            )));
+        };
+        let spec = &signature.inputs[index];
+        if input.tensor.dtype() != spec.dtype {
+            return Err(ApiError::BadRequest(format!(
+                "input '{}': datatype {} does not match the model's {}",
+                input.name,
+                datatype(input.tensor.dtype()),
+                datatype(spec.dtype)
+            )));
+        }
+        if slots[index].replace(input.tensor).is_some() {
+            return Err(ApiError::BadRequest(format!("input '{}' is given twice", spec.key)));
+        }
+    }
+    slots
+        .into_iter()
+        .zip(&signature.inputs)
+        .map(|(slot, spec)| {
+            slot.ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "expected {} inputs for model '{model}' but got fewer: input '{}' is missing",
+                    signature.inputs.len(),
+                    spec.key
+                ))
+            })
+        })
+        .collect()
+}
+
+fn requested_outputs(signature: &SignatureSpec, requested: &[String], model: &str) -> Result<Vec<usize>, ApiError> {
+    if requested.is_empty() {
+        return Ok((0..signature.outputs.len()).collect());
+    }
+    requested
+        .iter()
+        .map(|name| {
+            signature.outputs.iter().position(|s| &s.key == name).ok_or_else(|| {
+                ApiError::BadRequest(format!("unexpected inference output '{name}' for model '{model}'"))
+            })
+        })
+        .collect()
+}
+
+/// A model's metadata: its versions and the default signature's tensors.
+pub struct ModelMetadata {
+    pub name: String,
+    pub versions: Vec<String>,
+    pub inputs: Vec<TensorMetadata>,
+    pub outputs: Vec<TensorMetadata>,
+}
+
+pub struct TensorMetadata {
+    pub name: String,
+    pub datatype: &'static str,
+    pub shape: Vec<i64>,
+}
+
+pub const PLATFORM: &str = "tensorflow_savedmodel";
+
+pub fn model_metadata(service: &Service, model: &str, version: &str) -> Result<ModelMetadata, ApiError> {
+    let servable = service.registry.resolve(model, &selector(version)?)?;
+    let signature = Service::signature(&servable, Some(DEFAULT_SIGNATURE)).or_else(|_| {
+        servable
+            .runtime
+            .signatures()
+            .first()
+            .cloned()
+            .ok_or_else(|| ApiError::SignatureNotFound(DEFAULT_SIGNATURE.into()))
+    })?;
+    let versions = service
+        .registry
+        .status(model, &VersionSelector::Latest)
+        .map(|all| {
+            all.iter()
+                .filter(|s| s.state == VersionState::Available)
+                .map(|s| s.version.to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let describe = |specs: &[TensorSpec]| -> Vec<TensorMetadata> {
+        specs
+            .iter()
+            .map(|spec| TensorMetadata {
+                name: spec.key.clone(),
+                datatype: datatype(spec.dtype),
+                shape: spec.shape.clone().unwrap_or_else(|| vec![-1]),
+            })
+            .collect()
+    };
+    Ok(ModelMetadata {
+        name: model.to_string(),
+        versions,
+        inputs: describe(&signature.inputs),
+        outputs: describe(&signature.outputs),
+    })
+}
+
+/// Whether a model (version) is ready to infer.
+pub fn model_ready(service: &Service, model: &str, version: &str) -> Result<bool, ApiError> {
+    Ok(service.registry.resolve(model, &selector(version)?).is_ok())
+}
+
+/// The elements of a tensor, for answers that carry them as JSON or typed contents.
+pub fn element_count(data: &TensorData) -> usize {
+    data.len()
+}

@@ -1,0 +1,77 @@
+//! The model repository extension: an index of every model version, and
+//! loads and unloads by name. A model loads from `<root>/<name>` under the
+//! first of `--model_roots` that has it, the way Triton loads from its repository.
+
+use crate::error::ApiError;
+use crate::http::manage::{add_model, confine, remove_model};
+use crate::http::AppState;
+use crate::model_config::{ModelSource, VersionPolicy};
+use crate::registry::VersionState;
+use crate::service::Service;
+
+pub struct IndexEntry {
+    pub name: String,
+    pub version: String,
+    pub state: &'static str,
+    pub reason: String,
+}
+
+/// Every model version and its state, in v2's words (READY, LOADING, ...).
+pub fn index(service: &Service, ready_only: bool) -> Vec<IndexEntry> {
+    let mut entries = Vec::new();
+    for model in service.registry.list() {
+        for version in &model.versions {
+            let state = match version.state {
+                VersionState::Available => "READY",
+                VersionState::Start | VersionState::Loading => "LOADING",
+                VersionState::Unloading => "UNLOADING",
+                VersionState::End => "UNAVAILABLE",
+            };
+            if ready_only && state != "READY" {
+                continue;
+            }
+            entries.push(IndexEntry {
+                name: model.name.clone(),
+                version: version.version.to_string(),
+                state,
+                reason: version.error.clone().unwrap_or_default(),
+            });
+        }
+    }
+    entries
+}
+
+/// Loads (or keeps) a model by name from the model roots.
+pub async fn load(state: &AppState, model: &str) -> Result<(), ApiError> {
+    if model.is_empty() || model.contains(['/', '\\']) || model == ".." || model == "." {
+        return Err(ApiError::BadRequest(format!("invalid model name '{model}'")));
+    }
+    if state.service.registry.model_names().iter().any(|m| m == model) {
+        return Ok(());
+    }
+    let Some(dir) = state
+        .model_roots
+        .iter()
+        .map(|root| root.join(model))
+        .find(|d| d.is_dir())
+    else {
+        return Err(ApiError::NotFound(format!(
+            "failed to load '{model}': no directory named so in the model repository"
+        )));
+    };
+    let base_path = confine(&dir.display().to_string(), &state.model_roots, model)?;
+    add_model(
+        state,
+        ModelSource::with_policy(model, base_path, VersionPolicy::Latest(1)),
+    )
+    .await
+}
+
+pub async fn unload(state: &AppState, model: &str) -> Result<(), ApiError> {
+    if !state.service.registry.model_names().iter().any(|m| m == model) {
+        return Err(ApiError::NotFound(format!(
+            "failed to unload '{model}': the model is not loaded"
+        )));
+    }
+    remove_model(state, model.to_string()).await
+}

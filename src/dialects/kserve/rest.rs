@@ -1,0 +1,358 @@
+//! The Open Inference Protocol's REST routes: `/v2` server and model
+//! metadata, readiness, `infer` (JSON, and the binary tensor extension), and
+//! the model repository extension. Health (`/v2/health/*`) is the management API's.
+
+use std::time::Instant;
+
+use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Map, Value};
+
+use super::{values, Input};
+use crate::error::ApiError;
+use crate::http::manage::json as json_response;
+use crate::http::{answer, read_body, AppState};
+use crate::service::{decode_body, Service};
+use crate::tensor::Tensor;
+#[cfg(test)]
+use crate::tensor::TensorData;
+
+/// The binary extension's header: how many leading body bytes are JSON.
+pub const HEADER_LENGTH: &str = "inference-header-content-length";
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v2", web::get().to(server_metadata))
+        .route("/v2/models/{model}", web::get().to(metadata))
+        .route("/v2/models/{model}/versions/{version}", web::get().to(metadata))
+        .route("/v2/models/{model}/ready", web::get().to(ready))
+        .route("/v2/models/{model}/versions/{version}/ready", web::get().to(ready))
+        .route("/v2/models/{model}/infer", web::post().to(infer))
+        .route("/v2/models/{model}/versions/{version}/infer", web::post().to(infer))
+        .route("/v2/repository/index", web::post().to(index))
+        .route("/v2/repository/models/{model}/load", web::post().to(load))
+        .route("/v2/repository/models/{model}/unload", web::post().to(unload));
+}
+
+fn segments(req: &HttpRequest) -> (String, String) {
+    let get = |name: &str| {
+        req.match_info()
+            .get(name)
+            .map(crate::http::decode_segment)
+            .unwrap_or_default()
+    };
+    (get("model"), get("version"))
+}
+
+async fn server_metadata() -> HttpResponse {
+    json_response(
+        StatusCode::OK,
+        json!({"name": super::SERVER_NAME, "version": env!("CARGO_PKG_VERSION"), "extensions": super::EXTENSIONS}),
+    )
+}
+
+async fn metadata(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let (model, version) = segments(&req);
+    let result = super::model_metadata(&state.service, &model, &version).map(|m| {
+        let tensors = |list: &[super::TensorMetadata]| -> Vec<Value> {
+            list.iter()
+                .map(|t| json!({"name": t.name, "datatype": t.datatype, "shape": t.shape}))
+                .collect()
+        };
+        json_response(
+            StatusCode::OK,
+            json!({
+                "name": m.name,
+                "versions": m.versions,
+                "platform": super::PLATFORM,
+                "inputs": tensors(&m.inputs),
+                "outputs": tensors(&m.outputs),
+            }),
+        )
+    });
+    crate::http::respond(&req, result)
+}
+
+async fn ready(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let (model, version) = segments(&req);
+    let result = super::model_ready(&state.service, &model, &version).and_then(|ready| {
+        if ready {
+            Ok(json_response(StatusCode::OK, json!({"name": model, "ready": true})))
+        } else {
+            Err(ApiError::NotReady(format!("model {model} has no available version")))
+        }
+    });
+    crate::http::respond(&req, result)
+}
+
+#[derive(Deserialize)]
+struct InferRequest<'a> {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    parameters: Map<String, Value>,
+    #[serde(borrow)]
+    inputs: Vec<InputJson<'a>>,
+    #[serde(default)]
+    outputs: Vec<OutputJson>,
+}
+
+#[derive(Deserialize)]
+struct InputJson<'a> {
+    name: String,
+    shape: Vec<i64>,
+    datatype: String,
+    #[serde(default)]
+    parameters: Map<String, Value>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct OutputJson {
+    name: String,
+    #[serde(default)]
+    parameters: Map<String, Value>,
+}
+
+/// A decoded request: its inputs, and how the answer is wanted.
+struct Decoded {
+    id: Option<String>,
+    signature: Option<String>,
+    inputs: Vec<Input>,
+    requested: Vec<String>,
+    /// Outputs to send as binary (by name), or all when `all_binary`.
+    binary: Vec<String>,
+    all_binary: bool,
+}
+
+fn decode(body: &[u8], header_length: Option<usize>) -> Result<Decoded, ApiError> {
+    let (json, mut binary) = match header_length {
+        Some(length) if length > body.len() => {
+            return Err(ApiError::BadRequest(format!(
+                "{HEADER_LENGTH} is {length}, more than the {} bytes of the body",
+                body.len()
+            )))
+        }
+        Some(length) => body.split_at(length),
+        None => (body, &[][..]),
+    };
+    let request: InferRequest<'_> =
+        serde_json::from_slice(json).map_err(|e| ApiError::BadRequest(format!("JSON Parse error: {e}")))?;
+    let mut inputs = Vec::with_capacity(request.inputs.len());
+    for input in &request.inputs {
+        let dtype = super::known_dtype(&input.name, &input.datatype)?;
+        let tensor = match (input.parameters.get("binary_data_size"), input.data) {
+            (Some(size), _) => {
+                let size = size.as_u64().and_then(|s| usize::try_from(s).ok()).ok_or_else(|| {
+                    ApiError::BadRequest(format!("input '{}': binary_data_size must be a byte count", input.name))
+                })?;
+                if size > binary.len() {
+                    return Err(ApiError::BadRequest(format!(
+                        "input '{}': binary_data_size {size} is more than the {} binary bytes left",
+                        input.name,
+                        binary.len()
+                    )));
+                }
+                let (raw, rest) = binary.split_at(size);
+                binary = rest;
+                super::from_raw(&input.name, &input.datatype, &input.shape, raw)?
+            }
+            (None, Some(data)) => {
+                let data = values::from_json(&input.name, dtype, data.get())?;
+                let shape = super::shape_of(&input.name, &input.shape, Some(data.len()))?;
+                Tensor::new(shape, data)
+            }
+            (None, None) => return Err(ApiError::BadRequest(format!("input '{}' has no data", input.name))),
+        };
+        inputs.push(Input {
+            name: input.name.clone(),
+            tensor,
+        });
+    }
+    let wants_binary =
+        |parameters: &Map<String, Value>, key: &str| parameters.get(key).and_then(Value::as_bool) == Some(true);
+    let binary_outputs = request
+        .outputs
+        .iter()
+        .filter(|o| wants_binary(&o.parameters, "binary_data"))
+        .map(|o| o.name.clone())
+        .collect();
+    Ok(Decoded {
+        id: request.id,
+        signature: request
+            .parameters
+            .get("signature_name")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        inputs,
+        requested: request.outputs.iter().map(|o| o.name.clone()).collect(),
+        binary: binary_outputs,
+        all_binary: wants_binary(&request.parameters, "binary_data_output"),
+    })
+}
+
+async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    let started = Instant::now();
+    let (model, version) = segments(&req);
+    let mut trace = crate::http::trace(&req);
+    let mut header_length = None;
+    let result = async {
+        let length = req.headers().get(HEADER_LENGTH).map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or_else(|| ApiError::BadRequest(format!("{HEADER_LENGTH} must be a byte count")))
+        });
+        let length = length.transpose()?;
+        let body = read_body(&req, payload, state.max_request_bytes).await?;
+        let decoded = decode_body(&body, move |body| decode(body, length)).await?;
+        let answer = run(&state.service, &model, &version, decoded, &mut trace).await?;
+        header_length = answer.1;
+        Ok(answer.0)
+    }
+    .await;
+    let mut response = answer(result, &model, "v2_infer", &trace, started);
+    if let Some(length) = header_length {
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        if let Ok(value) = HeaderValue::from_str(&length.to_string()) {
+            headers.insert(HeaderName::from_static(HEADER_LENGTH), value);
+        }
+    }
+    response
+}
+
+/// Runs the request; the answer's bytes, and the JSON header's length when
+/// binary outputs follow it.
+async fn run(
+    service: &Service,
+    model: &str,
+    version: &str,
+    decoded: Decoded,
+    trace: &mut crate::service::Trace,
+) -> Result<(Vec<u8>, Option<usize>), ApiError> {
+    let (servable, _, outputs) = super::infer(
+        service,
+        model,
+        version,
+        decoded.signature.as_deref(),
+        decoded.inputs,
+        &decoded.requested,
+        trace,
+    )
+    .await?;
+    let mut out = Vec::with_capacity(256);
+    let mut binary: Vec<u8> = Vec::new();
+    out.extend_from_slice(b"{\"model_name\":");
+    crate::codec::encode::write_str(&mut out, &servable.model);
+    out.extend_from_slice(b",\"model_version\":");
+    crate::codec::encode::write_str(&mut out, &servable.version.to_string());
+    if let Some(id) = &decoded.id {
+        out.extend_from_slice(b",\"id\":");
+        crate::codec::encode::write_str(&mut out, id);
+    }
+    out.extend_from_slice(b",\"outputs\":[");
+    for (i, (name, tensor)) in outputs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_output_head(&mut out, name, tensor);
+        if decoded.all_binary || decoded.binary.contains(name) {
+            let raw = super::to_raw(tensor);
+            out.extend_from_slice(format!(",\"parameters\":{{\"binary_data_size\":{}}}}}", raw.len()).as_bytes());
+            binary.extend_from_slice(&raw);
+        } else {
+            out.extend_from_slice(b",\"data\":");
+            values::write_json(&mut out, &tensor.data);
+            out.push(b'}');
+        }
+    }
+    out.extend_from_slice(b"]}");
+    if binary.is_empty() && !decoded.all_binary && decoded.binary.is_empty() {
+        return Ok((out, None));
+    }
+    let length = out.len();
+    out.extend_from_slice(&binary);
+    Ok((out, Some(length)))
+}
+
+fn write_output_head(out: &mut Vec<u8>, name: &str, tensor: &Tensor) {
+    out.extend_from_slice(b"{\"name\":");
+    crate::codec::encode::write_str(out, name);
+    out.extend_from_slice(b",\"datatype\":\"");
+    out.extend_from_slice(super::datatype(tensor.dtype()).as_bytes());
+    out.extend_from_slice(b"\",\"shape\":[");
+    for (i, d) in tensor.shape.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(d.to_string().as_bytes());
+    }
+    out.push(b']');
+}
+
+/// `POST /v2/repository/index`: every model version and its state.
+async fn index(req: HttpRequest, body: web::Bytes, state: web::Data<AppState>) -> HttpResponse {
+    let ready_only = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("ready").and_then(Value::as_bool))
+        .unwrap_or(false);
+    let entries: Vec<Value> = super::repository::index(&state.service, ready_only)
+        .into_iter()
+        .map(|e| json!({"name": e.name, "version": e.version, "state": e.state, "reason": e.reason}))
+        .collect();
+    let _ = &req;
+    json_response(StatusCode::OK, Value::Array(entries))
+}
+
+async fn load(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let (model, _) = segments(&req);
+    let result = super::repository::load(&state, &model)
+        .await
+        .map(|()| json_response(StatusCode::OK, json!({})));
+    crate::http::respond(&req, result)
+}
+
+async fn unload(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let (model, _) = segments(&req);
+    let result = super::repository::unload(&state, &model)
+        .await
+        .map(|()| json_response(StatusCode::OK, json!({})));
+    crate::http::respond(&req, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_inputs_follow_the_json_header() {
+        let json = br#"{"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}"#;
+        let mut body = json.to_vec();
+        body.extend_from_slice(&1.5f32.to_le_bytes());
+        body.extend_from_slice(&2.0f32.to_le_bytes());
+        let decoded = decode(&body, Some(json.len())).unwrap();
+        assert_eq!(decoded.inputs[0].tensor.data, TensorData::Float(vec![1.5, 2.0]));
+        assert_eq!(decoded.binary, vec!["y".to_string()]);
+        assert!(decode(&body, Some(body.len() + 1)).is_err());
+        let short = &body[..body.len() - 1];
+        assert!(decode(short, Some(json.len()))
+            .unwrap_err()
+            .to_string()
+            .contains("binary_data_size 8"));
+    }
+
+    #[test]
+    fn json_inputs_check_their_shape() {
+        let body = br#"{"inputs":[{"name":"x","shape":[2,2],"datatype":"INT64","data":[[1,2],[3,4]]}]}"#;
+        let decoded = decode(body, None).unwrap();
+        assert_eq!(decoded.inputs[0].tensor.shape, vec![2, 2]);
+        let bad = br#"{"inputs":[{"name":"x","shape":[3],"datatype":"INT64","data":[1,2]}]}"#;
+        assert!(decode(bad, None).unwrap_err().to_string().contains("needs 3 elements"));
+        let fp16 = br#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[1]}]}"#;
+        assert_eq!(decode(fp16, None).unwrap_err().status().as_u16(), 501);
+    }
+}

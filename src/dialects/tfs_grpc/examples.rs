@@ -1,0 +1,246 @@
+//! Classify, Regress and MultiInference over gRPC: `tf.Example` inputs
+//! serialized into the signature's string input, answers as TF Serving's
+//! result messages.
+
+use prost::Message;
+
+use super::{answered_spec, resolve};
+use crate::dialects::tfs::api::check_examples_signature;
+use crate::error::ApiError;
+use crate::proto::tensorflow::serving::inference_result::Result as TaskResult;
+use crate::proto::tensorflow::serving::input::Kind;
+use crate::proto::tensorflow::serving::{
+    Class, ClassificationRequest, ClassificationResponse, ClassificationResult, Classifications, InferenceResult,
+    Input, ModelSpec, MultiInferenceRequest, MultiInferenceResponse, Regression, RegressionRequest, RegressionResponse,
+    RegressionResult,
+};
+use crate::registry::Servable;
+use crate::service::{Service, Trace};
+use crate::signature::{SignatureSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
+use crate::tensor::{Tensor, TensorData};
+
+pub async fn classify(
+    service: &Service,
+    request: ClassificationRequest,
+    trace: &mut Trace,
+) -> Result<ClassificationResponse, ApiError> {
+    let spec = request.model_spec.as_ref();
+    let (servable, signature) = resolve(service, spec)?;
+    let examples = serialized_examples(request.input.as_ref())?;
+    let result = run_classify(service, &servable, &signature, examples, trace).await?;
+    Ok(ClassificationResponse {
+        model_spec: Some(answered_spec(&servable, signature_name(spec))),
+        result: Some(result),
+    })
+}
+
+pub async fn regress(
+    service: &Service,
+    request: RegressionRequest,
+    trace: &mut Trace,
+) -> Result<RegressionResponse, ApiError> {
+    let spec = request.model_spec.as_ref();
+    let (servable, signature) = resolve(service, spec)?;
+    let examples = serialized_examples(request.input.as_ref())?;
+    let result = run_regress(service, &servable, &signature, examples, trace).await?;
+    Ok(RegressionResponse {
+        model_spec: Some(answered_spec(&servable, signature_name(spec))),
+        result: Some(result),
+    })
+}
+
+/// Several classify/regress signatures of one model on the same examples.
+pub async fn multi_inference(
+    service: &Service,
+    request: MultiInferenceRequest,
+    trace: &mut Trace,
+) -> Result<MultiInferenceResponse, ApiError> {
+    let Some(first) = request.tasks.first() else {
+        return Err(ApiError::BadRequest("Tasks is empty".into()));
+    };
+    let model = first.model_spec.as_ref().map(|s| s.name.clone()).unwrap_or_default();
+    let mut signatures: Vec<&str> = Vec::new();
+    for task in &request.tasks {
+        let spec = task.model_spec.as_ref();
+        if spec.map(|s| s.name.as_str()) != Some(model.as_str()) {
+            return Err(ApiError::BadRequest(
+                "All ModelSpecs in a MultiInferenceRequest must access the same model name.".into(),
+            ));
+        }
+        let name = signature_name(spec);
+        if signatures.contains(&name) {
+            return Err(ApiError::BadRequest(format!(
+                "Duplicate evaluation of signature: {name}"
+            )));
+        }
+        signatures.push(name);
+    }
+    let examples = serialized_examples(request.input.as_ref())?;
+    let mut results = Vec::with_capacity(request.tasks.len());
+    for task in &request.tasks {
+        let spec = task.model_spec.as_ref();
+        let (servable, signature) = resolve(service, spec)?;
+        let result = match task.method_name.as_str() {
+            CLASSIFY_METHOD => TaskResult::ClassificationResult(
+                run_classify(service, &servable, &signature, examples.clone(), trace).await?,
+            ),
+            REGRESS_METHOD => TaskResult::RegressionResult(
+                run_regress(service, &servable, &signature, examples.clone(), trace).await?,
+            ),
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "Unsupported signature method_name: {other}"
+                )))
+            }
+        };
+        results.push(InferenceResult {
+            model_spec: Some(answered_spec(&servable, signature_name(spec))),
+            result: Some(result),
+        });
+    }
+    Ok(MultiInferenceResponse { results })
+}
+
+fn signature_name(spec: Option<&ModelSpec>) -> &str {
+    spec.map(|s| s.signature_name.as_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or(DEFAULT_SIGNATURE)
+}
+
+/// One serialized `tf.Example` per example. With a context, each is the
+/// context's bytes followed by the example's, which protobuf parses as the
+/// two merged (TF Serving builds them the same way).
+fn serialized_examples(input: Option<&Input>) -> Result<Tensor, ApiError> {
+    let empty = || ApiError::BadRequest("Input is empty.".into());
+    let serialized: Vec<Vec<u8>> = match input.and_then(|i| i.kind.as_ref()) {
+        None => return Err(empty()),
+        Some(Kind::ExampleList(list)) => list.examples.iter().map(Message::encode_to_vec).collect(),
+        Some(Kind::ExampleListWithContext(list)) => {
+            let context = list.context.as_ref().map(Message::encode_to_vec).unwrap_or_default();
+            list.examples
+                .iter()
+                .map(|example| {
+                    let mut bytes = context.clone();
+                    example.encode(&mut bytes).map(|()| bytes)
+                })
+                .collect::<Result<_, _>>()
+                .map_err(|e| ApiError::Internal(format!("encoding an example: {e}")))?
+        }
+    };
+    if serialized.is_empty() {
+        return Err(empty());
+    }
+    Ok(Tensor::new(vec![serialized.len()], TensorData::String(serialized)))
+}
+
+async fn run_examples(
+    service: &Service,
+    servable: &Servable,
+    signature: &SignatureSpec,
+    method: &str,
+    examples: Tensor,
+    trace: &mut Trace,
+) -> Result<Vec<Tensor>, ApiError> {
+    trace.resolved(servable, signature);
+    check_examples_signature(signature, method, service.checks_method_names())?;
+    service.run(servable, signature, vec![examples], trace).await
+}
+
+fn output<'t>(signature: &SignatureSpec, outputs: &'t [Tensor], key: &str) -> Option<&'t Tensor> {
+    signature.outputs.iter().position(|s| s.key == key).map(|i| &outputs[i])
+}
+
+async fn run_classify(
+    service: &Service,
+    servable: &Servable,
+    signature: &SignatureSpec,
+    examples: Tensor,
+    trace: &mut Trace,
+) -> Result<ClassificationResult, ApiError> {
+    let rows = examples.shape[0];
+    let outputs = run_examples(service, servable, signature, CLASSIFY_METHOD, examples, trace).await?;
+    let classes = output(signature, &outputs, "classes");
+    let scores = output(signature, &outputs, "scores");
+    if classes.is_none() && scores.is_none() {
+        let names: Vec<&str> = signature.outputs.iter().map(|s| s.key.as_str()).collect();
+        return Err(ApiError::BadRequest(format!(
+            "Expected classification signature outputs to contain at least one of \"classes\" or \"scores\". \
+             Signature '{}' has outputs: {}",
+            signature.name,
+            names.join(",")
+        )));
+    }
+    let labels = match classes.map(|t| &t.data) {
+        None => None,
+        Some(TensorData::String(labels)) => Some(labels),
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "Expected classes Tensor of DT_STRING. Got: {}",
+                other.dtype().proto_name()
+            )))
+        }
+    };
+    let values = match scores.map(|t| &t.data) {
+        None => None,
+        Some(TensorData::Float(values)) => Some(values),
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "Expected scores Tensor of DT_FLOAT. Got: {}",
+                other.dtype().proto_name()
+            )))
+        }
+    };
+    let per_row = scores.or(classes).map(|t| t.row_len()).unwrap_or(0);
+    let classifications = (0..rows)
+        .map(|row| Classifications {
+            classes: (0..per_row)
+                .map(|k| {
+                    let i = row * per_row + k;
+                    Class {
+                        label: labels
+                            .and_then(|l| l.get(i))
+                            .map(|l| String::from_utf8_lossy(l).into_owned())
+                            .unwrap_or_default(),
+                        score: values.and_then(|v| v.get(i)).copied().unwrap_or(0.0),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(ClassificationResult { classifications })
+}
+
+async fn run_regress(
+    service: &Service,
+    servable: &Servable,
+    signature: &SignatureSpec,
+    examples: Tensor,
+    trace: &mut Trace,
+) -> Result<RegressionResult, ApiError> {
+    let outputs = run_examples(service, servable, signature, REGRESS_METHOD, examples, trace).await?;
+    let values = output(signature, &outputs, "outputs").or(match outputs.as_slice() {
+        [single] => Some(single),
+        _ => None,
+    });
+    let Some(values) = values else {
+        return Err(ApiError::BadRequest(format!(
+            "No regression outputs found in SignatureDef '{}': expected an output named 'outputs'",
+            signature.name
+        )));
+    };
+    let TensorData::Float(numbers) = &values.data else {
+        return Err(ApiError::BadRequest(format!(
+            "Expected output Tensor of DT_FLOAT. Got: {}",
+            values.dtype().proto_name()
+        )));
+    };
+    if !matches!(values.shape.as_slice(), [_] | [_, 1]) {
+        return Err(ApiError::BadRequest(format!(
+            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got {:?}",
+            values.shape
+        )));
+    }
+    Ok(RegressionResult {
+        regressions: numbers.iter().map(|&value| Regression { value }).collect(),
+    })
+}

@@ -1,0 +1,222 @@
+//! TF Serving's gRPC API: `tensorflow.serving.PredictionService` (Predict,
+//! Classify, Regress, MultiInference, GetModelMetadata) and `ModelService`
+//! (GetModelStatus, HandleReloadConfigRequest), on the same service core as
+//! the REST dialects.
+
+mod examples;
+mod model;
+pub mod tensor_proto;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use crate::error::ApiError;
+use crate::grpc::call::Call;
+use crate::http::AppState;
+use crate::proto::tensorflow::serving::model_spec::VersionChoice;
+use crate::proto::tensorflow::serving::prediction_service_server::PredictionService;
+use crate::proto::tensorflow::serving::{
+    ClassificationRequest, ClassificationResponse, GetModelMetadataRequest, GetModelMetadataResponse, ModelSpec,
+    MultiInferenceRequest, MultiInferenceResponse, PredictRequest, PredictResponse, RegressionRequest,
+    RegressionResponse,
+};
+use crate::proto::tensorflow::TensorProto;
+use crate::registry::{Servable, VersionSelector};
+use crate::service::{Service, Trace};
+use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
+use crate::tensor::Tensor;
+
+pub use model::ModelApi;
+
+/// `tensorflow.serving.PredictionService`.
+pub struct PredictionApi {
+    pub state: Arc<AppState>,
+}
+
+#[tonic::async_trait]
+impl PredictionService for PredictionApi {
+    async fn predict(&self, request: Request<PredictRequest>) -> Result<Response<PredictResponse>, Status> {
+        let mut call = Call::begin(&self.state, &request, "predict")?;
+        let request = request.into_inner();
+        let model = spec_name(request.model_spec.as_ref());
+        let result = predict(&self.state.service, request, &mut call.trace).await;
+        call.finish(result, &model)
+    }
+
+    async fn classify(
+        &self,
+        request: Request<ClassificationRequest>,
+    ) -> Result<Response<ClassificationResponse>, Status> {
+        let mut call = Call::begin(&self.state, &request, "classify")?;
+        let request = request.into_inner();
+        let model = spec_name(request.model_spec.as_ref());
+        let result = examples::classify(&self.state.service, request, &mut call.trace).await;
+        call.finish(result, &model)
+    }
+
+    async fn regress(&self, request: Request<RegressionRequest>) -> Result<Response<RegressionResponse>, Status> {
+        let mut call = Call::begin(&self.state, &request, "regress")?;
+        let request = request.into_inner();
+        let model = spec_name(request.model_spec.as_ref());
+        let result = examples::regress(&self.state.service, request, &mut call.trace).await;
+        call.finish(result, &model)
+    }
+
+    async fn multi_inference(
+        &self,
+        request: Request<MultiInferenceRequest>,
+    ) -> Result<Response<MultiInferenceResponse>, Status> {
+        let mut call = Call::begin(&self.state, &request, "multi_inference")?;
+        let request = request.into_inner();
+        let model = request
+            .tasks
+            .first()
+            .map(|t| spec_name(t.model_spec.as_ref()))
+            .unwrap_or_default();
+        let result = examples::multi_inference(&self.state.service, request, &mut call.trace).await;
+        call.finish(result, &model)
+    }
+
+    async fn get_model_metadata(
+        &self,
+        request: Request<GetModelMetadataRequest>,
+    ) -> Result<Response<GetModelMetadataResponse>, Status> {
+        let call = Call::begin(&self.state, &request, "metadata")?;
+        let request = request.into_inner();
+        let model = spec_name(request.model_spec.as_ref());
+        let result = model::metadata(&self.state.service, &request);
+        call.finish(result, &model)
+    }
+}
+
+fn spec_name(spec: Option<&ModelSpec>) -> String {
+    spec.map(|s| s.name.clone()).unwrap_or_default()
+}
+
+/// The model and version a `ModelSpec` names, with TF Serving's error when it is missing.
+pub fn address(spec: Option<&ModelSpec>) -> Result<(&str, VersionSelector), ApiError> {
+    let spec = spec.ok_or_else(|| ApiError::BadRequest("Missing ModelSpec".into()))?;
+    let selector = match &spec.version_choice {
+        Some(VersionChoice::Version(version)) => VersionSelector::Specific(*version),
+        Some(VersionChoice::VersionLabel(label)) => VersionSelector::Label(label.clone()),
+        None => VersionSelector::Latest,
+    };
+    Ok((&spec.name, selector))
+}
+
+/// The servable and signature a `ModelSpec` addresses.
+fn resolve(service: &Service, spec: Option<&ModelSpec>) -> Result<(Arc<Servable>, Arc<SignatureSpec>), ApiError> {
+    let (model, selector) = address(spec)?;
+    let signature = spec.map(|s| s.signature_name.as_str()).filter(|s| !s.is_empty());
+    service.resolve(model, &selector, signature)
+}
+
+/// The answer's `model_spec`, filled as TF Serving fills it: the name, the
+/// version that ran and the signature (the default one when none was named).
+pub fn answered_spec(servable: &Servable, signature: &str) -> ModelSpec {
+    ModelSpec {
+        name: servable.model.clone(),
+        signature_name: signature.to_string(),
+        version_choice: Some(VersionChoice::Version(servable.version)),
+    }
+}
+
+/// Inputs this large are read on the blocking pool, off the gRPC workers.
+const OFFLOAD_BYTES: usize = 256 * 1024;
+
+async fn predict(service: &Service, request: PredictRequest, trace: &mut Trace) -> Result<PredictResponse, ApiError> {
+    let (servable, signature) = resolve(service, request.model_spec.as_ref())?;
+    trace.resolved(&servable, &signature);
+    let outputs = output_aliases(&signature, &request.output_filter)?;
+    let size: usize = request.inputs.values().map(|t| t.tensor_content.len()).sum();
+    let inputs = if size >= OFFLOAD_BYTES {
+        let signature = signature.clone();
+        crate::service::off_worker(move || predict_inputs(&signature, &request.inputs)).await?
+    } else {
+        predict_inputs(&signature, &request.inputs)?
+    };
+    let tensors = service.run(&servable, &signature, inputs, trace).await?;
+    let outputs = outputs
+        .into_iter()
+        .map(|index| {
+            let key = signature.outputs[index].key.clone();
+            (key, tensor_proto::to_proto(&tensors[index]))
+        })
+        .collect();
+    let name = request
+        .model_spec
+        .as_ref()
+        .map(|s| s.signature_name.as_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or(DEFAULT_SIGNATURE);
+    Ok(PredictResponse {
+        model_spec: Some(answered_spec(&servable, name)),
+        outputs,
+    })
+}
+
+/// The request's tensors in the signature's input order, with TF Serving's
+/// message when the keys differ.
+fn predict_inputs(signature: &SignatureSpec, inputs: &BTreeMap<String, TensorProto>) -> Result<Vec<Tensor>, ApiError> {
+    let expected: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
+    let extra: Vec<&str> = inputs
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !expected.contains(k))
+        .collect();
+    let missing: Vec<&str> = expected.iter().copied().filter(|k| !inputs.contains_key(*k)).collect();
+    if !extra.is_empty() || !missing.is_empty() {
+        let sent: Vec<&str> = inputs.keys().map(String::as_str).collect();
+        return Err(ApiError::BadRequest(format!(
+            "input size does not match signature: {}!={} len({{{}}}) != len({{{}}}). Sent extra: {{{}}}. Missing but required: {{{}}}.",
+            inputs.len(),
+            expected.len(),
+            sent.join(","),
+            expected.join(","),
+            extra.join(","),
+            missing.join(",")
+        )));
+    }
+    signature
+        .inputs
+        .iter()
+        .map(|spec| {
+            let proto = &inputs[&spec.key];
+            let tensor = tensor_proto::to_tensor(proto, &spec.key)?;
+            if tensor.dtype() != spec.dtype {
+                return Err(ApiError::BadRequest(format!(
+                    "Expects arg for input '{}' to be {} but {} is provided",
+                    spec.key,
+                    spec.dtype,
+                    tensor.dtype()
+                )));
+            }
+            Ok(tensor)
+        })
+        .collect()
+}
+
+/// Indices of the outputs to answer: all, or those `output_filter` names.
+fn output_aliases(signature: &SignatureSpec, filter: &[String]) -> Result<Vec<usize>, ApiError> {
+    if filter.is_empty() {
+        return Ok((0..signature.outputs.len()).collect());
+    }
+    let mut chosen = Vec::with_capacity(filter.len());
+    for alias in filter {
+        let Some(index) = signature.outputs.iter().position(|s| &s.key == alias) else {
+            let known: Vec<&str> = signature.outputs.iter().map(|s| s.key.as_str()).collect();
+            return Err(ApiError::BadRequest(format!(
+                "output tensor alias not found in signature: {alias} Outputs expected to be in the set {{{}}}.",
+                known.join(",")
+            )));
+        };
+        if chosen.contains(&index) {
+            return Err(ApiError::BadRequest(format!("duplicate output tensor alias: {alias}")));
+        }
+        chosen.push(index);
+    }
+    chosen.sort_unstable();
+    Ok(chosen)
+}

@@ -1,0 +1,251 @@
+//! `tensorflow.TensorProto` ⇄ `Tensor`: requests in either form (typed `*_val`
+//! fields, or `tensor_content`'s little-endian bytes read straight into the
+//! typed buffer), answers in the typed fields, as TF Serving writes them.
+
+use crate::error::ApiError;
+use crate::proto::tensorflow::{tensor_shape_proto, TensorProto, TensorShapeProto};
+use crate::tensor::{DType, Tensor, TensorData};
+
+fn invalid(message: String) -> ApiError {
+    ApiError::BadRequest(message)
+}
+
+/// A request tensor, named `name` in errors.
+pub fn to_tensor(proto: &TensorProto, name: &str) -> Result<Tensor, ApiError> {
+    let dtype = DType::from_proto(proto.dtype);
+    let shape = shape_of(proto.tensor_shape.as_ref(), name)?;
+    let elements = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| invalid(format!("input '{name}': shape {shape:?} has too many elements")))?;
+    let data = if !proto.tensor_content.is_empty() {
+        from_content(dtype, &proto.tensor_content, elements, name)?
+    } else {
+        from_fields(dtype, proto, elements, name)?
+    };
+    Ok(Tensor::new(shape, data))
+}
+
+fn shape_of(shape: Option<&TensorShapeProto>, name: &str) -> Result<Vec<usize>, ApiError> {
+    let Some(shape) = shape else {
+        return Ok(Vec::new());
+    };
+    if shape.unknown_rank {
+        return Err(invalid(format!(
+            "input '{name}': a request tensor must have a known shape"
+        )));
+    }
+    shape
+        .dim
+        .iter()
+        .map(|d| {
+            usize::try_from(d.size)
+                .map_err(|_| invalid(format!("input '{name}': dimension size {} is negative", d.size)))
+        })
+        .collect()
+}
+
+/// Reads `tensor_content`: `elements` values of `dtype`, little-endian.
+fn from_content(dtype: DType, bytes: &[u8], elements: usize, name: &str) -> Result<TensorData, ApiError> {
+    macro_rules! read {
+        ($variant:ident, $t:ty) => {{
+            const SIZE: usize = std::mem::size_of::<$t>();
+            check_length(bytes.len(), elements, SIZE, dtype, name)?;
+            TensorData::$variant(
+                bytes
+                    .chunks_exact(SIZE)
+                    .map(|c| <$t>::from_le_bytes(c.try_into().unwrap_or([0; SIZE])))
+                    .collect(),
+            )
+        }};
+    }
+    Ok(match dtype {
+        DType::Float => read!(Float, f32),
+        DType::Double => read!(Double, f64),
+        DType::Int8 => read!(Int8, i8),
+        DType::Int16 => read!(Int16, i16),
+        DType::Int32 => read!(Int32, i32),
+        DType::Int64 => read!(Int64, i64),
+        DType::UInt8 => read!(UInt8, u8),
+        DType::UInt16 => read!(UInt16, u16),
+        DType::UInt32 => read!(UInt32, u32),
+        DType::UInt64 => read!(UInt64, u64),
+        DType::Bool => {
+            check_length(bytes.len(), elements, 1, dtype, name)?;
+            TensorData::Bool(bytes.iter().map(|b| *b != 0).collect())
+        }
+        DType::String => {
+            return Err(invalid(format!(
+                "input '{name}': string tensors cannot use tensor_content; send string_val"
+            )))
+        }
+        other => return Err(unsupported(other, name)),
+    })
+}
+
+fn check_length(got: usize, elements: usize, size: usize, dtype: DType, name: &str) -> Result<(), ApiError> {
+    if Some(got) == elements.checked_mul(size) {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "input '{name}': tensor_content holds {got} bytes, but {elements} {dtype} elements take {}",
+        elements.saturating_mul(size)
+    )))
+}
+
+fn unsupported(dtype: DType, name: &str) -> ApiError {
+    ApiError::Codec(crate::codec::CodecError::Unimplemented(format!(
+        "input '{name}' has type {}, which tfserve cannot feed",
+        dtype.proto_name()
+    )))
+}
+
+/// Reads the typed field, as TensorFlow's `FromProto` does: as many values as
+/// elements, or fewer with the last repeated, or none for zeros.
+fn from_fields(dtype: DType, proto: &TensorProto, elements: usize, name: &str) -> Result<TensorData, ApiError> {
+    fn fill<T: Clone + Default>(values: Vec<T>, elements: usize, name: &str, field: &str) -> Result<Vec<T>, ApiError> {
+        use std::cmp::Ordering;
+        match values.len().cmp(&elements) {
+            Ordering::Equal => Ok(values),
+            Ordering::Greater => Err(invalid(format!(
+                "input '{name}': {field} holds {} values, more than the {elements} its shape has",
+                values.len()
+            ))),
+            Ordering::Less => {
+                let last = values.last().cloned().unwrap_or_default();
+                let mut values = values;
+                values.resize(elements, last);
+                Ok(values)
+            }
+        }
+    }
+    macro_rules! ints {
+        ($variant:ident, $t:ty) => {{
+            let values = proto
+                .int_val
+                .iter()
+                .map(|&v| {
+                    <$t>::try_from(v)
+                        .map_err(|_| invalid(format!("input '{name}': int_val {v} is out of range for {}", dtype)))
+                })
+                .collect::<Result<Vec<$t>, _>>()?;
+            TensorData::$variant(fill(values, elements, name, "int_val")?)
+        }};
+    }
+    Ok(match dtype {
+        DType::Float => TensorData::Float(fill(proto.float_val.clone(), elements, name, "float_val")?),
+        DType::Double => TensorData::Double(fill(proto.double_val.clone(), elements, name, "double_val")?),
+        DType::Int32 => TensorData::Int32(fill(proto.int_val.clone(), elements, name, "int_val")?),
+        DType::Int16 => ints!(Int16, i16),
+        DType::Int8 => ints!(Int8, i8),
+        DType::UInt8 => ints!(UInt8, u8),
+        DType::UInt16 => ints!(UInt16, u16),
+        DType::Int64 => TensorData::Int64(fill(proto.int64_val.clone(), elements, name, "int64_val")?),
+        DType::UInt32 => TensorData::UInt32(fill(proto.uint32_val.clone(), elements, name, "uint32_val")?),
+        DType::UInt64 => TensorData::UInt64(fill(proto.uint64_val.clone(), elements, name, "uint64_val")?),
+        DType::Bool => TensorData::Bool(fill(proto.bool_val.clone(), elements, name, "bool_val")?),
+        DType::String => TensorData::String(fill(proto.string_val.clone(), elements, name, "string_val")?),
+        other => return Err(unsupported(other, name)),
+    })
+}
+
+/// An answer tensor in the typed fields (`float_val`, `int64_val`, ...).
+pub fn to_proto(tensor: &Tensor) -> TensorProto {
+    let mut proto = TensorProto {
+        dtype: tensor.dtype().to_proto(),
+        tensor_shape: Some(shape_proto(&tensor.shape)),
+        ..TensorProto::default()
+    };
+    match &tensor.data {
+        TensorData::Float(v) => proto.float_val = v.clone(),
+        TensorData::Double(v) => proto.double_val = v.clone(),
+        TensorData::Int8(v) => proto.int_val = v.iter().map(|&x| i32::from(x)).collect(),
+        TensorData::Int16(v) => proto.int_val = v.iter().map(|&x| i32::from(x)).collect(),
+        TensorData::Int32(v) => proto.int_val = v.clone(),
+        TensorData::UInt8(v) => proto.int_val = v.iter().map(|&x| i32::from(x)).collect(),
+        TensorData::UInt16(v) => proto.int_val = v.iter().map(|&x| i32::from(x)).collect(),
+        TensorData::Int64(v) => proto.int64_val = v.clone(),
+        TensorData::UInt32(v) => proto.uint32_val = v.clone(),
+        TensorData::UInt64(v) => proto.uint64_val = v.clone(),
+        TensorData::Bool(v) => proto.bool_val = v.clone(),
+        TensorData::String(v) => proto.string_val = v.clone(),
+    }
+    proto
+}
+
+pub fn shape_proto(shape: &[usize]) -> TensorShapeProto {
+    TensorShapeProto {
+        dim: shape
+            .iter()
+            .map(|&size| tensor_shape_proto::Dim {
+                size: size as i64,
+                name: String::new(),
+            })
+            .collect(),
+        unknown_rank: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proto(dtype: DType, shape: &[usize]) -> TensorProto {
+        TensorProto {
+            dtype: dtype.to_proto(),
+            tensor_shape: Some(shape_proto(shape)),
+            ..TensorProto::default()
+        }
+    }
+
+    #[test]
+    fn tensor_content_reads_little_endian_values() {
+        let mut p = proto(DType::Float, &[2, 2]);
+        let values = [1.5f32, -2.0, 0.25, 8.0];
+        p.tensor_content = values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>().into();
+        let tensor = to_tensor(&p, "x").unwrap();
+        assert_eq!(tensor, Tensor::new(vec![2, 2], TensorData::Float(values.to_vec())));
+        p.tensor_content = vec![0u8; 15].into();
+        let error = to_tensor(&p, "x").unwrap_err().to_string();
+        assert!(error.contains("15 bytes") && error.contains("'x'"), "{error}");
+    }
+
+    #[test]
+    fn typed_fields_repeat_their_last_value() {
+        let mut p = proto(DType::Int64, &[3]);
+        p.int64_val = vec![7];
+        assert_eq!(to_tensor(&p, "x").unwrap().data, TensorData::Int64(vec![7, 7, 7]));
+        p.int64_val = vec![];
+        assert_eq!(to_tensor(&p, "x").unwrap().data, TensorData::Int64(vec![0, 0, 0]));
+        p.int64_val = vec![1, 2, 3, 4];
+        assert!(to_tensor(&p, "x").is_err());
+        let mut small = proto(DType::Int8, &[1]);
+        small.int_val = vec![300];
+        assert!(to_tensor(&small, "x").unwrap_err().to_string().contains("out of range"));
+    }
+
+    #[test]
+    fn answers_round_trip_through_the_typed_fields() {
+        for tensor in [
+            Tensor::new(vec![2], TensorData::Float(vec![1.0, 2.5])),
+            Tensor::new(vec![1, 2], TensorData::UInt8(vec![0, 255])),
+            Tensor::new(vec![2], TensorData::String(vec![b"a".to_vec(), vec![0, 159]])),
+            Tensor::new(vec![], TensorData::Bool(vec![true])),
+        ] {
+            assert_eq!(to_tensor(&to_proto(&tensor), "y").unwrap(), tensor);
+        }
+    }
+
+    #[test]
+    fn half_and_negative_sizes_are_refused() {
+        assert_eq!(
+            to_tensor(&proto(DType::Half, &[1]), "h").unwrap_err().status().as_u16(),
+            501
+        );
+        let mut p = proto(DType::Float, &[1]);
+        if let Some(shape) = p.tensor_shape.as_mut() {
+            shape.dim[0].size = -1;
+        }
+        assert!(to_tensor(&p, "x").unwrap_err().to_string().contains("negative"));
+    }
+}

@@ -1,0 +1,223 @@
+//! What every gRPC call shares: its request id (`x-request-id` metadata, given
+//! or generated), the in-flight bound, the client's deadline, error statuses
+//! with TF Serving's codes, and the request metrics.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::{Request, Response, Status};
+
+use crate::error::{ApiError, Code};
+use crate::http::request_id::RequestId;
+use crate::http::{Admitted, AppState};
+use crate::metrics::{RequestLabels, METRICS};
+use crate::service::Trace;
+
+/// One gRPC call in progress.
+pub struct Call<'a> {
+    pub trace: Trace,
+    api: &'static str,
+    started: Instant,
+    _admitted: Admitted<'a>,
+}
+
+impl<'a> Call<'a> {
+    /// Admits a call under `--max_in_flight_requests`, as REST's POSTs are.
+    pub fn begin<T>(state: &'a AppState, request: &Request<T>, api: &'static str) -> Result<Call<'a>, Status> {
+        let request_id = request_id(request.metadata());
+        let admitted = state.in_flight.admit().map_err(|error| {
+            let mut status = status_of(&error);
+            set_request_id(status.metadata_mut(), &request_id);
+            status
+        })?;
+        let trace = Trace {
+            request_id: Some(request_id.0),
+            deadline: grpc_timeout(request.metadata()),
+            ..Trace::default()
+        };
+        Ok(Call {
+            trace,
+            api,
+            started: Instant::now(),
+            _admitted: admitted,
+        })
+    }
+
+    /// The call's answer, its id on the response (or the error status)
+    /// metadata, and its count in the metrics.
+    pub fn finish<T>(self, result: Result<T, ApiError>, model: &str) -> Result<Response<T>, Status> {
+        let id = self.trace.request_id.clone().unwrap_or_else(|| "".into());
+        let answer = match result {
+            Ok(message) => {
+                let mut response = Response::new(message);
+                set_request_id(response.metadata_mut(), &RequestId(id.clone()));
+                Ok(response)
+            }
+            Err(error) => {
+                if matches!(error.code(), Code::Internal | Code::Unavailable) {
+                    log::warn!("[{id}] gRPC {} on model {model}: {error}", self.api);
+                }
+                let mut status = status_of(&error);
+                set_request_id(status.metadata_mut(), &RequestId(id.clone()));
+                Err(status)
+            }
+        };
+        let trace = &self.trace;
+        let (model, version) = match trace.version {
+            Some(v) => (trace.model.as_deref().unwrap_or(model), v.to_string()),
+            None => ("", String::new()),
+        };
+        let code = match &answer {
+            Ok(_) => tonic::Code::Ok,
+            Err(status) => status.code(),
+        };
+        METRICS.record_request(
+            &RequestLabels {
+                protocol: "grpc",
+                model,
+                version: &version,
+                signature: trace.signature.as_deref().unwrap_or(""),
+                api: self.api,
+                status: code_name(code),
+            },
+            self.started.elapsed().as_secs_f64(),
+        );
+        answer
+    }
+}
+
+/// The client's id when usable, else a new one.
+pub fn request_id(metadata: &MetadataMap) -> RequestId {
+    let given = metadata
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| actix_web::http::header::HeaderValue::from_str(v).ok());
+    RequestId::from_header(given.as_ref())
+}
+
+fn set_request_id(metadata: &mut MetadataMap, id: &RequestId) {
+    if let Ok(value) = MetadataValue::try_from(id.0.as_ref()) {
+        metadata.insert("x-request-id", value);
+    }
+}
+
+/// `grpc-timeout` (an integer and a unit: H, M, S, m, u, n), as gRPC sends deadlines.
+pub fn grpc_timeout(metadata: &MetadataMap) -> Option<Duration> {
+    let text = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    let value: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(value.saturating_mul(3600)),
+        "M" => Duration::from_secs(value.saturating_mul(60)),
+        "S" => Duration::from_secs(value),
+        "m" => Duration::from_millis(value),
+        "u" => Duration::from_micros(value),
+        "n" => Duration::from_nanos(value),
+        _ => return None,
+    })
+}
+
+/// The gRPC status for an error: TF Serving's canonical code and message.
+/// The HTTP-only codes take the nearest gRPC code.
+pub fn status_of(error: &ApiError) -> Status {
+    Status::new(grpc_code(error.code()), error.to_string())
+}
+
+pub fn grpc_code(code: Code) -> tonic::Code {
+    use tonic::Code as G;
+    match code {
+        Code::Cancelled => G::Cancelled,
+        Code::InvalidArgument | Code::UnsupportedMediaType => G::InvalidArgument,
+        Code::DeadlineExceeded => G::DeadlineExceeded,
+        Code::NotFound => G::NotFound,
+        Code::AlreadyExists => G::AlreadyExists,
+        Code::PermissionDenied => G::PermissionDenied,
+        Code::ResourceExhausted | Code::PayloadTooLarge | Code::InsufficientStorage => G::ResourceExhausted,
+        Code::FailedPrecondition => G::FailedPrecondition,
+        Code::Aborted => G::Aborted,
+        Code::OutOfRange => G::OutOfRange,
+        Code::Unimplemented => G::Unimplemented,
+        Code::Internal | Code::Handler(_) => G::Internal,
+        Code::Unavailable | Code::BadGateway => G::Unavailable,
+        Code::Unauthenticated => G::Unauthenticated,
+    }
+}
+
+/// The code's name as gRPC spells it (`INVALID_ARGUMENT`), for metric labels.
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code as G;
+    match code {
+        G::Ok => "OK",
+        G::Cancelled => "CANCELLED",
+        G::Unknown => "UNKNOWN",
+        G::InvalidArgument => "INVALID_ARGUMENT",
+        G::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        G::NotFound => "NOT_FOUND",
+        G::AlreadyExists => "ALREADY_EXISTS",
+        G::PermissionDenied => "PERMISSION_DENIED",
+        G::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        G::FailedPrecondition => "FAILED_PRECONDITION",
+        G::Aborted => "ABORTED",
+        G::OutOfRange => "OUT_OF_RANGE",
+        G::Unimplemented => "UNIMPLEMENTED",
+        G::Internal => "INTERNAL",
+        G::Unavailable => "UNAVAILABLE",
+        G::DataLoss => "DATA_LOSS",
+        G::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// The interceptor every service but health sits behind: with
+/// `--enable_auth`, calls need the basic-auth credentials in `authorization`.
+pub fn authenticate(state: Arc<AppState>) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
+    move |request: Request<()>| {
+        let Some(auth) = state.auth.as_ref() else {
+            return Ok(request);
+        };
+        let header = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
+        if auth.allows_header(header) {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated(ApiError::Unauthorized.to_string()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_parse_every_unit() {
+        let parse = |text: &str| {
+            let mut metadata = MetadataMap::new();
+            metadata.insert("grpc-timeout", text.parse().unwrap());
+            grpc_timeout(&metadata)
+        };
+        assert_eq!(parse("5S"), Some(Duration::from_secs(5)));
+        assert_eq!(parse("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(parse("7u"), Some(Duration::from_micros(7)));
+        assert_eq!(parse("2M"), Some(Duration::from_secs(120)));
+        assert_eq!(parse("x"), None);
+        assert_eq!(parse("5"), None);
+    }
+
+    #[test]
+    fn codes_follow_tf_serving() {
+        let full = crate::batcher::BatchError::QueueFull {
+            queue: "q".into(),
+            batches: 1,
+        };
+        assert_eq!(status_of(&full.into()).code(), tonic::Code::Unavailable);
+        assert_eq!(
+            status_of(&ApiError::SignatureNotFound("s".into())).code(),
+            tonic::Code::NotFound
+        );
+        assert_eq!(status_of(&ApiError::Timeout(5)).code(), tonic::Code::DeadlineExceeded);
+        assert_eq!(
+            status_of(&ApiError::PayloadTooLarge { limit: 1, got: None }).code(),
+            tonic::Code::ResourceExhausted
+        );
+    }
+}
