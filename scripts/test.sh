@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Sets up libtensorflow if it is missing, checks formatting and lints, then
-# runs every unit and integration test against the bundled models/ (the
-# dashboard's browser test too, when Chromium and npm are present).
+# Sets up libtensorflow and the client environment if they are missing, checks
+# formatting and lints, then runs every unit and integration test against the
+# bundled models/ (the dashboard's browser test too, when Chromium and npm are present).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 scripts/setup_libtensorflow.py
@@ -20,6 +20,10 @@ fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/browser/node_modules/playwright-core ]; then
   npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 fi
+# The real gRPC and KServe clients (tensorflow-serving-api, tritonclient, grpcio's
+# health and reflection) the client tests run, in their own virtual environment.
+TFSERVE_CLIENT_PYTHON="$(python3 scripts/client_venv.py)"
+export TFSERVE_CLIENT_PYTHON
 cargo test
 # A short fuzz run (20 s per decoder, on the committed corpora) when the
 # nightly toolchain has cargo-fuzz; TFSERVE_SKIP_FUZZ=1 skips it.

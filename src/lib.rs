@@ -275,7 +275,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         handlers.set_rest_address(rest, credentials);
     })?;
     log::info!(
-        "serving {} model(s) [{}] on {}, gRPC on {} (ready in {:.0} ms)",
+        "serving {} model(s) [{}] on {} and gRPC on {} (ready in {:.0} ms)",
         registry.model_names().len(),
         registry.model_names().join(", "),
         public

@@ -2,6 +2,8 @@
 //! models, and small HTTP and float helpers.
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -61,6 +63,38 @@ pub fn spawn_server(settings: Settings) -> std::net::SocketAddr {
         })
     });
     receiver.recv().expect("server reports its address")
+}
+
+/// Starts a server on its own thread; returns its REST and gRPC addresses.
+pub fn spawn_with_grpc(settings: Settings) -> (std::net::SocketAddr, std::net::SocketAddr) {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let running = tfserve::start(&settings).expect("server starts");
+            let grpc = running.grpc_addr().expect("gRPC listens");
+            sender.send((running.addrs[0], grpc)).expect("addresses are received");
+            let _ = running.server.await;
+        })
+    });
+    receiver.recv().expect("server reports its addresses")
+}
+
+/// The Python of the environment with the real gRPC and KServe clients
+/// (`scripts/client_venv.py`, which the test script runs first).
+pub fn client_python() -> PathBuf {
+    if let Some(python) = std::env::var_os("TFSERVE_CLIENT_PYTHON") {
+        return PathBuf::from(python);
+    }
+    let output = std::process::Command::new("python3")
+        .arg(repo_path("scripts/client_venv.py"))
+        .output()
+        .expect("python3 runs scripts/client_venv.py");
+    assert!(
+        output.status.success(),
+        "scripts/client_venv.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
 }
 
 pub fn client() -> reqwest::blocking::Client {

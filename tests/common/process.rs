@@ -1,0 +1,60 @@
+//! The `tfserve` binary as a child process, started and waited for.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    /// The gRPC listener's address, as the start-up line reports it.
+    pub grpc: String,
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary and waits for the log line that reports its address.
+pub fn start(args: &[&str]) -> Server {
+    start_with_env(args, &[])
+}
+
+pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tfserve"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary starts");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lines = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split(" on http://").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap_or_default().to_string();
+                let grpc = rest.split("gRPC on ").nth(1).unwrap_or_default();
+                let grpc = grpc.split_whitespace().next().unwrap_or_default().to_string();
+                let _ = sender.send((addr, grpc));
+            }
+            lines.lock().unwrap().push(line);
+        }
+    });
+    let (addr, grpc) = receiver
+        .recv_timeout(Duration::from_secs(60))
+        .expect("server reports its address");
+    Server {
+        child,
+        url: format!("http://{addr}"),
+        grpc,
+        log,
+    }
+}

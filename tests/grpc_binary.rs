@@ -1,0 +1,182 @@
+//! The binary's two listeners: KServe's TensorFlow runtime command line, and
+//! a SIGTERM drain with gRPC calls in flight.
+
+mod common;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::process::start;
+use common::repo_path;
+use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
+use tfserve::proto::tensorflow::serving::{ModelSpec, PredictRequest};
+use tfserve::proto::tensorflow::{tensor_shape_proto, TensorProto, TensorShapeProto};
+
+/// A port nothing listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("an ephemeral port")
+}
+
+fn request(model: &str) -> PredictRequest {
+    PredictRequest {
+        model_spec: Some(ModelSpec {
+            name: model.into(),
+            ..ModelSpec::default()
+        }),
+        inputs: [(
+            "x".to_string(),
+            TensorProto {
+                dtype: 1,
+                tensor_shape: Some(TensorShapeProto {
+                    dim: vec![tensor_shape_proto::Dim {
+                        size: 1,
+                        name: String::new(),
+                    }],
+                    unknown_rank: false,
+                }),
+                float_val: vec![2.0],
+                ..TensorProto::default()
+            },
+        )]
+        .into_iter()
+        .collect(),
+        output_filter: Vec::new(),
+    }
+}
+
+#[test]
+fn kserve_command_line_serves_grpc_and_rest() {
+    let (grpc_port, rest_port) = (free_port(), free_port());
+    let base_path = repo_path("models/half_plus_three");
+    let server = start(&[
+        "--model_name=half",
+        &format!("--port={grpc_port}"),
+        &format!("--rest_api_port={rest_port}"),
+        &format!("--model_base_path={}", base_path.display()),
+        "--rest_api_timeout_in_ms=60000",
+        "--host=127.0.0.1",
+    ]);
+    assert_eq!(server.url, format!("http://127.0.0.1:{rest_port}"));
+    assert_eq!(server.grpc, format!("127.0.0.1:{grpc_port}"));
+    let rest: serde_json::Value = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/models/half:predict", server.url))
+        .body(r#"{"instances": [2.0]}"#)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(rest, serde_json::json!({"predictions": [4.0]}));
+    let answer = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut client = PredictionServiceClient::connect(format!("http://127.0.0.1:{grpc_port}"))
+            .await
+            .unwrap();
+        client.predict(request("half")).await
+    });
+    assert_eq!(answer.unwrap().into_inner().outputs["y"].float_val, vec![4.0]);
+}
+
+#[test]
+fn sigterm_drains_grpc_calls_in_flight() {
+    let base_path = repo_path("models/half_plus_three");
+    let mut server = start(&[
+        "--rest_api_port=0",
+        "--host=127.0.0.1",
+        "--drain_timeout=1",
+        "--model_base_path",
+        base_path.to_str().unwrap(),
+    ]);
+    let target = format!("http://{}", server.grpc);
+    let done = Arc::new(AtomicBool::new(false));
+    let (answered, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let lost = Arc::new(Mutex::new(Vec::new()));
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let (target, done, answered, refused, lost) = (
+                target.clone(),
+                done.clone(),
+                answered.clone(),
+                refused.clone(),
+                lost.clone(),
+            );
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async move {
+                    let mut client = None;
+                    while !done.load(Ordering::SeqCst) {
+                        if client.is_none() {
+                            match PredictionServiceClient::connect(target.clone()).await {
+                                Ok(c) => client = Some(c),
+                                Err(_) => {
+                                    refused.fetch_add(1, Ordering::SeqCst);
+                                    tokio::time::sleep(Duration::from_millis(20)).await;
+                                    continue;
+                                }
+                            }
+                        }
+                        let Some(c) = client.as_mut() else { continue };
+                        match c.predict(request("default")).await {
+                            Ok(answer) if answer.get_ref().outputs["y"].float_val == [4.0] => {
+                                answered.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Ok(answer) => lost
+                                .lock()
+                                .unwrap()
+                                .push(format!("wrong answer {:?}", answer.get_ref())),
+                            // Refused before being accepted: the listener has closed
+                            // (or said GOAWAY before the call started).
+                            Err(status) if is_refused(&status) => {
+                                refused.fetch_add(1, Ordering::SeqCst);
+                                client = None;
+                            }
+                            Err(status) => lost.lock().unwrap().push(status.to_string()),
+                        }
+                    }
+                })
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "server did not exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    done.store(true, Ordering::SeqCst);
+    for client in clients {
+        client.join().unwrap();
+    }
+    assert!(status.success(), "exit status {status}");
+    let lost = lost.lock().unwrap();
+    assert!(
+        lost.is_empty(),
+        "{} calls lost: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+    assert!(
+        answered.load(Ordering::SeqCst) > 100,
+        "{}",
+        answered.load(Ordering::SeqCst)
+    );
+    assert!(refused.load(Ordering::SeqCst) > 0);
+}
+
+fn is_refused(status: &tonic::Status) -> bool {
+    let message = status.message();
+    status.code() == tonic::Code::Unavailable
+        && (message.contains("tcp connect error") || message.contains("GOAWAY") || message.contains("refused"))
+}
