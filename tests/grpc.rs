@@ -134,7 +134,7 @@ fn nest(flat: &[Value], shape: &[usize]) -> Value {
 
 /// Every number (or string) of a gRPC answer tensor, flattened, as JSON.
 fn answer_values(proto: &TensorProto) -> Vec<Value> {
-    let tensor = tfserve::dialects::tfs_grpc::tensor_proto::to_tensor(proto, "answer").unwrap();
+    let tensor = tfserve::codec::tensor_proto::to_tensor(proto, "answer").unwrap();
     match tensor.data {
         TensorData::Float(v) => v.into_iter().map(|x| json!(x)).collect(),
         TensorData::Double(v) => v.into_iter().map(|x| json!(x)).collect(),

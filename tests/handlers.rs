@@ -33,7 +33,7 @@ fn models_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let root = temp_dir("handlers-models");
-        for case in ["pair", "rest", "raising", "withlib", "withreqs"] {
+        for case in ["pair", "rest", "raising", "withlib", "withreqs", "grpc"] {
             archive(&root, case, "half_plus_three", Some(case));
         }
         archive(&root, "image", "image_classifier", Some("image"));
@@ -318,6 +318,18 @@ fn config_reloads_load_and_drop_handlers() {
         (answer.status, answer.json()),
         (200, json!({"predictions": [3.5, 4.0]}))
     );
+}
+
+#[test]
+#[cfg(feature = "python")]
+fn handler_calls_the_model_over_grpc() {
+    let answer = invocation("grpc", "application/json", r#"{"instances": [1.0, 5.0]}"#);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let body = answer.json();
+    assert_eq!(body["predictions"], json!([3.5, 5.5]));
+    let port = body["grpc_port"].as_str().unwrap().to_string();
+    assert!(port.parse::<u16>().is_ok_and(|p| p > 0), "{body}");
+    assert_eq!(body["grpc_uri"], format!("localhost:{port}"));
 }
 
 #[test]

@@ -9,53 +9,9 @@ use serde_json::{Map, Value};
 
 use super::encode::{write_f32, write_str};
 use super::CodecError;
+use crate::proto::tensorflow::feature::Kind;
+use crate::proto::tensorflow::{BytesList, Example, Feature, Features, FloatList, Int64List};
 use crate::tensor::{Tensor, TensorData};
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Example {
-    #[prost(message, optional, tag = "1")]
-    features: Option<Features>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Features {
-    #[prost(btree_map = "string, message", tag = "1")]
-    feature: BTreeMap<String, Feature>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Feature {
-    #[prost(oneof = "Kind", tags = "1, 2, 3")]
-    kind: Option<Kind>,
-}
-
-#[derive(Clone, PartialEq, prost::Oneof)]
-enum Kind {
-    #[prost(message, tag = "1")]
-    Bytes(BytesList),
-    #[prost(message, tag = "2")]
-    Floats(FloatList),
-    #[prost(message, tag = "3")]
-    Int64s(Int64List),
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct BytesList {
-    #[prost(bytes = "vec", repeated, tag = "1")]
-    value: Vec<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct FloatList {
-    #[prost(float, repeated, tag = "1")]
-    value: Vec<f32>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Int64List {
-    #[prost(int64, repeated, tag = "1")]
-    value: Vec<i64>,
-}
 
 /// A classify or regress request body.
 #[derive(Deserialize)]
@@ -143,7 +99,7 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
             .map(|i| i.as_i64().ok_or(()))
             .collect::<Result<Vec<_>, _>>();
         match values {
-            Ok(value) => Kind::Int64s(Int64List { value }),
+            Ok(value) => Kind::Int64List(Int64List { value }),
             Err(()) => {
                 return Err(CodecError::invalid(format!(
                     "feature {place}: integer out of int64 range"
@@ -151,11 +107,11 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
             }
         }
     } else if items.iter().all(Value::is_number) {
-        Kind::Floats(FloatList {
+        Kind::FloatList(FloatList {
             value: items.iter().filter_map(Value::as_f64).map(|v| v as f32).collect(),
         })
     } else if let Some(value) = items.iter().map(bytes_of).collect::<Option<Vec<_>>>() {
-        Kind::Bytes(BytesList { value })
+        Kind::BytesList(BytesList { value })
     } else {
         return Err(CodecError::invalid(format!(
             "feature {place}: values must be all numbers, or all strings / {{\"b64\": ...}} objects, got {value}"
@@ -274,15 +230,15 @@ mod tests {
             panic!()
         };
         let first = Example::decode(protos[0].as_slice()).unwrap().features.unwrap().feature;
-        assert_eq!(first["x"].kind, Some(Kind::Floats(FloatList { value: vec![1.5] })));
+        assert_eq!(first["x"].kind, Some(Kind::FloatList(FloatList { value: vec![1.5] })));
         assert_eq!(
             first["c"].kind,
-            Some(Kind::Bytes(BytesList {
+            Some(Kind::BytesList(BytesList {
                 value: vec![b"k".to_vec()]
             }))
         );
         let second = Example::decode(protos[1].as_slice()).unwrap().features.unwrap().feature;
-        assert_eq!(second["x"].kind, Some(Kind::Int64s(Int64List { value: vec![1, 2] })));
+        assert_eq!(second["x"].kind, Some(Kind::Int64List(Int64List { value: vec![1, 2] })));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Conversions between HTTP bodies and typed tensors: TF Serving's JSON request
-//! layouts in, JSON responses out, and `tf.Example` building for classify/regress.
+//! Conversions between request payloads and typed tensors: TF Serving's JSON
+//! request layouts in, JSON responses out, `tf.Example` building for
+//! classify/regress, and `TensorProto`s both ways.
 
 pub mod decode;
 pub mod encode;
@@ -8,6 +9,7 @@ pub mod nonfinite;
 #[cfg(test)]
 mod roundtrip_tests;
 mod shape;
+pub mod tensor_proto;
 
 pub use decode::{PredictEnvelope, RequestFormat};
 

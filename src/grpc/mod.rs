@@ -70,42 +70,52 @@ pub fn start(settings: &Settings, state: Arc<AppState>) -> Result<GrpcServer, St
         addr: addr.clone(),
         source,
     };
+    let listener = std::net::TcpListener::bind(&addr).map_err(bind_error)?;
+    listener.set_nonblocking(true).map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    let tls = match settings.tls_files() {
+        Some(files) => {
+            // The REST configuration checks the files and names what is wrong with them.
+            files.rest()?;
+            Some(files.grpc()?)
+        }
+        None => None,
+    };
+    let server = server_builder(settings, tls)?;
+    let routes = routes(&state, settings.grpc.grpc_max_message_bytes)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.grpc.grpc_num_threads.max(1))
         .thread_name("tfserve-grpc")
         .enable_all()
         .build()
         .map_err(StartError::Threads)?;
-    let listener = std::net::TcpListener::bind(&addr).map_err(bind_error)?;
-    listener.set_nonblocking(true).map_err(bind_error)?;
-    let local = listener.local_addr().map_err(bind_error)?;
-    let tls = settings.tls_files().map(|files| files.grpc()).transpose()?;
-    let server = server_builder(settings, tls)?;
-    let limit = settings.grpc.grpc_max_message_bytes;
-    // Entered, not blocked on: this runs inside actix's runtime, where blocking on another is refused.
-    let served = {
-        let _entered = runtime.enter();
-        let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_error)?;
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let (reporter, health) = tonic_health::server::health_reporter();
-        tokio::spawn(report_health(reporter, state.clone()));
-        let routes = routes(&state, limit)?;
-        let mut closing = state.drain.subscribe();
-        let shutdown = async move {
-            // Both the close and a dropped sender (the server is going away) end it.
-            let _ = closing
-                .wait_for(|phase| *phase == crate::http::drain::Phase::Closing)
-                .await;
-        };
-        let mut server = server;
-        let router = server.add_routes(routes).add_service(health);
-        tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown))
-    };
-    Ok(GrpcServer {
+    // Owned by the server from here, so an early return shuts the runtime down
+    // in the background (this runs inside actix's runtime, where blocking is refused).
+    let mut grpc = GrpcServer {
         addr: local,
         runtime: Some(runtime),
-        served: Some(served),
-    })
+        served: None,
+    };
+    let Some(runtime) = grpc.runtime.as_ref() else {
+        return Err(StartError::Grpc("the gRPC runtime is gone".into()));
+    };
+    let _entered = runtime.enter();
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_error)?;
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let (reporter, health) = tonic_health::server::health_reporter();
+    tokio::spawn(report_health(reporter, state.clone()));
+    let mut closing = state.drain.subscribe();
+    let shutdown = async move {
+        // Both the close and a dropped sender (the server is going away) end it.
+        let _ = closing
+            .wait_for(|phase| *phase == crate::http::drain::Phase::Closing)
+            .await;
+    };
+    let mut server = server;
+    let router = server.add_routes(routes).add_service(health);
+    grpc.served = Some(tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown)));
+    drop(_entered);
+    Ok(grpc)
 }
 
 fn server_builder(

@@ -6,7 +6,11 @@ use std::collections::BTreeMap;
 
 use prost::Message;
 
-use crate::tensor::{DType, Tensor, TensorData};
+use crate::proto::tensorflow::serving::input::Kind;
+use crate::proto::tensorflow::serving::prediction_log::LogType;
+use crate::proto::tensorflow::serving::{ModelSpec, PredictionLog};
+use crate::proto::tensorflow::TensorProto;
+use crate::tensor::{Tensor, TensorData};
 
 /// At most this many records are replayed, as in TF Serving.
 pub const MAX_RECORDS: usize = 1000;
@@ -45,106 +49,6 @@ fn masked_crc(data: &[u8]) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-struct PredictionLog {
-    #[prost(message, optional, tag = "2")]
-    classify_log: Option<ExamplesLog>,
-    #[prost(message, optional, tag = "3")]
-    regress_log: Option<ExamplesLog>,
-    #[prost(message, optional, tag = "6")]
-    predict_log: Option<PredictLog>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct PredictLog {
-    #[prost(message, optional, tag = "1")]
-    request: Option<PredictRequest>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct ModelSpec {
-    #[prost(string, tag = "3")]
-    signature_name: String,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct PredictRequest {
-    #[prost(message, optional, tag = "1")]
-    model_spec: Option<ModelSpec>,
-    #[prost(btree_map = "string, message", tag = "2")]
-    inputs: BTreeMap<String, TensorProto>,
-}
-
-/// Classification and regression logs share this shape: a request whose
-/// input holds a list of examples, kept serialized.
-#[derive(Clone, PartialEq, prost::Message)]
-struct ExamplesLog {
-    #[prost(message, optional, tag = "1")]
-    request: Option<ExamplesRequest>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct ExamplesRequest {
-    #[prost(message, optional, tag = "1")]
-    model_spec: Option<ModelSpec>,
-    #[prost(message, optional, tag = "2")]
-    input: Option<Input>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Input {
-    #[prost(message, optional, tag = "1")]
-    example_list: Option<ExampleList>,
-    #[prost(message, optional, tag = "2")]
-    example_list_with_context: Option<ExampleList>,
-}
-
-/// `repeated Example examples = 1`, read as raw bytes (the wire format of a
-/// message field and a bytes field is the same).
-#[derive(Clone, PartialEq, prost::Message)]
-struct ExampleList {
-    #[prost(bytes = "vec", repeated, tag = "1")]
-    examples: Vec<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TensorProto {
-    #[prost(int32, tag = "1")]
-    dtype: i32,
-    #[prost(message, optional, tag = "2")]
-    tensor_shape: Option<TensorShapeProto>,
-    #[prost(bytes = "vec", tag = "4")]
-    tensor_content: Vec<u8>,
-    #[prost(float, repeated, tag = "5")]
-    float_val: Vec<f32>,
-    #[prost(double, repeated, tag = "6")]
-    double_val: Vec<f64>,
-    #[prost(int32, repeated, tag = "7")]
-    int_val: Vec<i32>,
-    #[prost(bytes = "vec", repeated, tag = "8")]
-    string_val: Vec<Vec<u8>>,
-    #[prost(int64, repeated, tag = "10")]
-    int64_val: Vec<i64>,
-    #[prost(bool, repeated, tag = "11")]
-    bool_val: Vec<bool>,
-    #[prost(uint32, repeated, tag = "16")]
-    uint32_val: Vec<u32>,
-    #[prost(uint64, repeated, tag = "17")]
-    uint64_val: Vec<u64>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct TensorShapeProto {
-    #[prost(message, repeated, tag = "2")]
-    dim: Vec<Dim>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Dim {
-    #[prost(int64, tag = "1")]
-    size: i64,
-}
-
 /// Parses the warm-up file into requests (at most `MAX_RECORDS`).
 pub fn parse(data: &[u8]) -> Result<Vec<WarmupRequest>, String> {
     tfrecords(data)?
@@ -163,93 +67,55 @@ fn signature_of(spec: Option<&ModelSpec>) -> Option<String> {
 }
 
 fn request_of(log: PredictionLog) -> Result<WarmupRequest, String> {
-    if let Some(predict) = log.predict_log.and_then(|p| p.request) {
-        let inputs = predict
-            .inputs
-            .into_iter()
-            .map(|(key, proto)| {
-                Ok((
-                    key.clone(),
-                    tensor_of(&proto).map_err(|e| format!("input '{key}': {e}"))?,
-                ))
-            })
-            .collect::<Result<_, String>>()?;
-        return Ok(WarmupRequest {
-            signature: signature_of(predict.model_spec.as_ref()),
-            inputs,
-        });
-    }
-    let examples = log.classify_log.or(log.regress_log).and_then(|l| l.request);
-    if let Some(request) = examples {
-        let list = request
-            .input
-            .and_then(|i| i.example_list.or(i.example_list_with_context))
-            .ok_or("classify/regress log without examples")?;
-        let rows = list.examples.len();
-        let tensor = Tensor::new(vec![rows], TensorData::String(list.examples));
-        return Ok(WarmupRequest {
-            signature: signature_of(request.model_spec.as_ref()),
-            inputs: BTreeMap::from([("inputs".to_string(), tensor)]),
-        });
-    }
-    Err("only predict, classify and regress logs can be replayed".into())
-}
-
-/// A `TensorProto` as a host tensor: from `tensor_content` (little-endian
-/// bytes) or the typed value fields (one value fills the whole shape).
-pub fn tensor_of(proto: &TensorProto) -> Result<Tensor, String> {
-    let shape: Vec<usize> = proto
-        .tensor_shape
-        .as_ref()
-        .map(|s| s.dim.iter().map(|d| d.size.max(0) as usize).collect())
-        .unwrap_or_default();
-    let count: usize = shape.iter().product();
-    let dtype = DType::from_proto(proto.dtype);
-    let content = &proto.tensor_content;
-    macro_rules! numeric {
-        ($ty:ty, $variant:ident, $field:expr) => {{
-            let values: Vec<$ty> = if !content.is_empty() {
-                content
-                    .chunks_exact(std::mem::size_of::<$ty>())
-                    .map(|c| <$ty>::from_le_bytes(c.try_into().expect("chunk size")))
-                    .collect()
-            } else {
-                $field.iter().map(|&v| v as $ty).collect()
-            };
-            TensorData::$variant(fill(values, count)?)
-        }};
-    }
-    let data = match dtype {
-        DType::Float => numeric!(f32, Float, proto.float_val),
-        DType::Double => numeric!(f64, Double, proto.double_val),
-        DType::Int8 => numeric!(i8, Int8, proto.int_val),
-        DType::Int16 => numeric!(i16, Int16, proto.int_val),
-        DType::Int32 => numeric!(i32, Int32, proto.int_val),
-        DType::Int64 => numeric!(i64, Int64, proto.int64_val),
-        DType::UInt8 => numeric!(u8, UInt8, proto.int_val),
-        DType::UInt16 => numeric!(u16, UInt16, proto.int_val),
-        DType::UInt32 => numeric!(u32, UInt32, proto.uint32_val),
-        DType::UInt64 => numeric!(u64, UInt64, proto.uint64_val),
-        DType::Bool => {
-            let values = if content.is_empty() {
-                proto.bool_val.clone()
-            } else {
-                content.iter().map(|&b| b != 0).collect()
-            };
-            TensorData::Bool(fill(values, count)?)
+    let (spec, input) = match log.log_type {
+        Some(LogType::PredictLog(predict)) => {
+            let predict = predict.request.unwrap_or_default();
+            let inputs = predict
+                .inputs
+                .into_iter()
+                .map(|(key, proto)| {
+                    Ok((
+                        key.clone(),
+                        tensor_of(&proto).map_err(|e| format!("input '{key}': {e}"))?,
+                    ))
+                })
+                .collect::<Result<_, String>>()?;
+            return Ok(WarmupRequest {
+                signature: signature_of(predict.model_spec.as_ref()),
+                inputs,
+            });
         }
-        DType::String => TensorData::String(fill(proto.string_val.clone(), count)?),
-        other => return Err(format!("dtype {} cannot be replayed", other.proto_name())),
+        Some(LogType::ClassifyLog(log)) => {
+            let request = log.request.unwrap_or_default();
+            (request.model_spec, request.input)
+        }
+        Some(LogType::RegressLog(log)) => {
+            let request = log.request.unwrap_or_default();
+            (request.model_spec, request.input)
+        }
+        _ => return Err("only predict, classify and regress logs can be replayed".into()),
     };
-    Ok(Tensor::new(shape, data))
+    let examples: Vec<Vec<u8>> = match input.and_then(|i| i.kind) {
+        Some(Kind::ExampleList(list)) => list.examples.iter().map(Message::encode_to_vec).collect(),
+        Some(Kind::ExampleListWithContext(list)) => {
+            let context = list.context.as_ref().map(Message::encode_to_vec).unwrap_or_default();
+            list.examples
+                .iter()
+                .map(|example| [context.as_slice(), &example.encode_to_vec()].concat())
+                .collect()
+        }
+        None => return Err("classify/regress log without examples".into()),
+    };
+    let tensor = Tensor::new(vec![examples.len()], TensorData::String(examples));
+    Ok(WarmupRequest {
+        signature: signature_of(spec.as_ref()),
+        inputs: BTreeMap::from([("inputs".to_string(), tensor)]),
+    })
 }
 
-fn fill<T: Clone>(values: Vec<T>, count: usize) -> Result<Vec<T>, String> {
-    match values.len() {
-        n if n == count => Ok(values),
-        1 => Ok(vec![values[0].clone(); count]),
-        n => Err(format!("{n} values for a shape of {count} elements")),
-    }
+/// A `TensorProto` as a host tensor, as TensorFlow reads one.
+pub fn tensor_of(proto: &TensorProto) -> Result<Tensor, String> {
+    crate::codec::tensor_proto::to_tensor(proto, "tensor").map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -264,10 +130,8 @@ mod tests {
         out
     }
 
-    fn shape(dims: &[i64]) -> Option<TensorShapeProto> {
-        Some(TensorShapeProto {
-            dim: dims.iter().map(|&size| Dim { size }).collect(),
-        })
+    fn shape(dims: &[usize]) -> Option<crate::proto::tensorflow::TensorShapeProto> {
+        Some(crate::codec::tensor_proto::shape_proto(dims))
     }
 
     #[test]
@@ -278,15 +142,19 @@ mod tests {
             float_val: vec![1.0, 2.0],
             ..Default::default()
         };
-        let request = PredictRequest {
+        let request = crate::proto::tensorflow::serving::PredictRequest {
             model_spec: Some(ModelSpec {
                 signature_name: "serving_default".into(),
+                ..Default::default()
             }),
             inputs: BTreeMap::from([("x".to_string(), x)]),
+            output_filter: Vec::new(),
         };
         let log = PredictionLog {
-            predict_log: Some(PredictLog { request: Some(request) }),
-            ..Default::default()
+            log_type: Some(LogType::PredictLog(crate::proto::tensorflow::serving::PredictLog {
+                request: Some(request),
+                response: None,
+            })),
         };
         let mut file = record(&log.encode_to_vec());
         file.extend(record(&log.encode_to_vec()));
@@ -307,7 +175,7 @@ mod tests {
         let proto = TensorProto {
             dtype: 9,
             tensor_shape: shape(&[2]),
-            tensor_content: content,
+            tensor_content: content.into(),
             ..Default::default()
         };
         assert_eq!(tensor_of(&proto).unwrap().data, TensorData::Int64(vec![3, 4]));
@@ -318,9 +186,17 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(tensor_of(&filled).unwrap().data, TensorData::Float(vec![0.5; 4]));
-        let bad = TensorProto {
+        // Fewer values than the shape: the last repeats, as TensorFlow reads it.
+        let short = TensorProto {
             dtype: 1,
             tensor_shape: shape(&[3]),
+            float_val: vec![1.0, 2.0],
+            ..Default::default()
+        };
+        assert_eq!(tensor_of(&short).unwrap().data, TensorData::Float(vec![1.0, 2.0, 2.0]));
+        let bad = TensorProto {
+            dtype: 1,
+            tensor_shape: shape(&[1]),
             float_val: vec![1.0, 2.0],
             ..Default::default()
         };

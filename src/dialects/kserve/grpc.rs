@@ -225,7 +225,8 @@ async fn infer(
     Ok(response)
 }
 
-fn decode_inputs(tensors: Vec<InferInputTensor>, raw: Vec<bytes::Bytes>) -> Result<Vec<Input>, ApiError> {
+/// A ModelInferRequest's inputs as tensors, from `raw_input_contents` or `contents`.
+pub fn decode_inputs(tensors: Vec<InferInputTensor>, raw: Vec<bytes::Bytes>) -> Result<Vec<Input>, ApiError> {
     if !raw.is_empty() && raw.len() != tensors.len() {
         return Err(ApiError::BadRequest(format!(
             "expected {} raw_input_contents, one per input, got {}",

@@ -5,13 +5,13 @@
 
 mod examples;
 mod model;
-pub mod tensor_proto;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use crate::codec::tensor_proto;
 use crate::error::ApiError;
 use crate::grpc::call::Call;
 use crate::http::AppState;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use prost::Message;
 use tonic::{Request, Response, Status};
 
-use super::{address, tensor_proto::shape_proto};
+use super::address;
+use crate::codec::tensor_proto::shape_proto;
 use crate::error::ApiError;
 use crate::grpc::call::Call;
 use crate::http::AppState;

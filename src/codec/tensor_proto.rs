@@ -1,17 +1,17 @@
-//! `tensorflow.TensorProto` ⇄ `Tensor`: requests in either form (typed `*_val`
+//! `tensorflow.TensorProto` ⇄ `Tensor` (gRPC requests, warm-up records): either form (typed `*_val`
 //! fields, or `tensor_content`'s little-endian bytes read straight into the
 //! typed buffer), answers in the typed fields, as TF Serving writes them.
 
-use crate::error::ApiError;
+use super::CodecError;
 use crate::proto::tensorflow::{tensor_shape_proto, TensorProto, TensorShapeProto};
 use crate::tensor::{DType, Tensor, TensorData};
 
-fn invalid(message: String) -> ApiError {
-    ApiError::BadRequest(message)
+fn invalid(message: String) -> CodecError {
+    CodecError::Invalid(message)
 }
 
 /// A request tensor, named `name` in errors.
-pub fn to_tensor(proto: &TensorProto, name: &str) -> Result<Tensor, ApiError> {
+pub fn to_tensor(proto: &TensorProto, name: &str) -> Result<Tensor, CodecError> {
     let dtype = DType::from_proto(proto.dtype);
     let shape = shape_of(proto.tensor_shape.as_ref(), name)?;
     let elements = shape
@@ -26,7 +26,7 @@ pub fn to_tensor(proto: &TensorProto, name: &str) -> Result<Tensor, ApiError> {
     Ok(Tensor::new(shape, data))
 }
 
-fn shape_of(shape: Option<&TensorShapeProto>, name: &str) -> Result<Vec<usize>, ApiError> {
+fn shape_of(shape: Option<&TensorShapeProto>, name: &str) -> Result<Vec<usize>, CodecError> {
     let Some(shape) = shape else {
         return Ok(Vec::new());
     };
@@ -46,7 +46,7 @@ fn shape_of(shape: Option<&TensorShapeProto>, name: &str) -> Result<Vec<usize>, 
 }
 
 /// Reads `tensor_content`: `elements` values of `dtype`, little-endian.
-fn from_content(dtype: DType, bytes: &[u8], elements: usize, name: &str) -> Result<TensorData, ApiError> {
+fn from_content(dtype: DType, bytes: &[u8], elements: usize, name: &str) -> Result<TensorData, CodecError> {
     macro_rules! read {
         ($variant:ident, $t:ty) => {{
             const SIZE: usize = std::mem::size_of::<$t>();
@@ -83,7 +83,7 @@ fn from_content(dtype: DType, bytes: &[u8], elements: usize, name: &str) -> Resu
     })
 }
 
-fn check_length(got: usize, elements: usize, size: usize, dtype: DType, name: &str) -> Result<(), ApiError> {
+fn check_length(got: usize, elements: usize, size: usize, dtype: DType, name: &str) -> Result<(), CodecError> {
     if Some(got) == elements.checked_mul(size) {
         return Ok(());
     }
@@ -93,17 +93,22 @@ fn check_length(got: usize, elements: usize, size: usize, dtype: DType, name: &s
     )))
 }
 
-fn unsupported(dtype: DType, name: &str) -> ApiError {
-    ApiError::Codec(crate::codec::CodecError::Unimplemented(format!(
+fn unsupported(dtype: DType, name: &str) -> CodecError {
+    CodecError::Unimplemented(format!(
         "input '{name}' has type {}, which tfserve cannot feed",
         dtype.proto_name()
-    )))
+    ))
 }
 
 /// Reads the typed field, as TensorFlow's `FromProto` does: as many values as
 /// elements, or fewer with the last repeated, or none for zeros.
-fn from_fields(dtype: DType, proto: &TensorProto, elements: usize, name: &str) -> Result<TensorData, ApiError> {
-    fn fill<T: Clone + Default>(values: Vec<T>, elements: usize, name: &str, field: &str) -> Result<Vec<T>, ApiError> {
+fn from_fields(dtype: DType, proto: &TensorProto, elements: usize, name: &str) -> Result<TensorData, CodecError> {
+    fn fill<T: Clone + Default>(
+        values: Vec<T>,
+        elements: usize,
+        name: &str,
+        field: &str,
+    ) -> Result<Vec<T>, CodecError> {
         use std::cmp::Ordering;
         match values.len().cmp(&elements) {
             Ordering::Equal => Ok(values),
@@ -239,7 +244,9 @@ mod tests {
     #[test]
     fn half_and_negative_sizes_are_refused() {
         assert_eq!(
-            to_tensor(&proto(DType::Half, &[1]), "h").unwrap_err().status().as_u16(),
+            crate::error::ApiError::from(to_tensor(&proto(DType::Half, &[1]), "h").unwrap_err())
+                .status()
+                .as_u16(),
             501
         );
         let mut p = proto(DType::Float, &[1]);

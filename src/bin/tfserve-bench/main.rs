@@ -1,7 +1,11 @@
 //! Benchmark helpers driven by `benches/bench.py`:
 //! `raw` measures a model through the same C API path tfserve uses, with no
 //! HTTP; `ceiling` serves a fixed answer on the same actix-web stack, the
-//! upper bound for any model server on this machine.
+//! upper bound for any model server on this machine; `grpc` loads tfserve's
+//! gRPC port with one Predict request; `decode` times decoding one request's
+//! inputs from `tensor_content` and from JSON.
+
+mod bench_grpc;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -40,6 +44,32 @@ enum Command {
         #[arg(long)]
         image: Option<PathBuf>,
     },
+    /// Sends one Predict request (synthetic inputs, numbers in tensor_content)
+    /// from `concurrency` callers; prints a JSON line.
+    Grpc {
+        #[arg(long)]
+        model_dir: PathBuf,
+        #[arg(long)]
+        model: String,
+        #[arg(long, default_value = "http://127.0.0.1:8500")]
+        target: String,
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 1)]
+        rows: usize,
+    },
+    /// Times decoding one request's inputs: gRPC TensorProtos, and a REST JSON body.
+    Decode {
+        #[arg(long)]
+        model_dir: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        rows: usize,
+        /// A REST :predict body of the same input.
+        #[arg(long)]
+        rest_body: Option<PathBuf>,
+    },
     /// Answers every request with a fixed JSON body after reading it.
     Ceiling {
         #[arg(long, default_value_t = 8600)]
@@ -65,20 +95,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 inter_op_parallelism: inter_op,
                 ..Default::default()
             };
-            // A base path with version directories means its latest version.
-            let version_dir = discover_versions(&model_dir)?
-                .pop()
-                .map(|(_, path)| path)
-                .unwrap_or(model_dir);
-            let model = LoadedModel::load(&version_dir, &["serve".to_string()], &config)?;
-            let signature = model
-                .signature(DEFAULT_SIGNATURE)
-                .ok_or("no serving_default signature")?
-                .clone();
+            let (model, signature) = load_model(&model_dir, &config)?;
             for batch in batches {
                 raw_runs(&model, &signature, batch, seconds, image.as_deref())?;
             }
             Ok(())
+        }
+        Command::Grpc {
+            model_dir,
+            model,
+            target,
+            concurrency,
+            seconds,
+            rows,
+        } => {
+            let (_, signature) = load_model(&model_dir, &SessionConfig::default())?;
+            let request = bench_grpc::request(&model, &signature, rows)?;
+            bench_grpc::load(&target, request, concurrency, seconds)
+        }
+        Command::Decode {
+            model_dir,
+            rows,
+            rest_body,
+        } => {
+            let (_, signature) = load_model(&model_dir, &SessionConfig::default())?;
+            let request = bench_grpc::request("m", &signature, rows)?;
+            let body = rest_body.map(std::fs::read).transpose()?;
+            bench_grpc::decode_cost(&request, &signature, body.as_deref())
         }
         Command::Ceiling { port, workers } => {
             actix_web::rt::System::new().block_on(async move {
@@ -97,6 +140,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
     }
+}
+
+/// A model directory (or a base path: its latest version) and its default signature.
+fn load_model(
+    model_dir: &std::path::Path,
+    config: &SessionConfig,
+) -> Result<(LoadedModel, SignatureSpec), Box<dyn std::error::Error>> {
+    let version_dir = discover_versions(model_dir)?
+        .pop()
+        .map(|(_, path)| path)
+        .unwrap_or_else(|| model_dir.to_path_buf());
+    let model = LoadedModel::load(&version_dir, &["serve".to_string()], config)?;
+    let signature = model
+        .signature(DEFAULT_SIGNATURE)
+        .ok_or("no serving_default signature")?
+        .as_ref()
+        .clone();
+    Ok((model, signature))
 }
 
 /// Session runs of `batch` rows for `seconds`, one after another; prints a JSON line.
