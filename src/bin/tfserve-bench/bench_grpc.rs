@@ -54,19 +54,25 @@ pub fn request(model: &str, signature: &SignatureSpec, rows: usize) -> Result<Pr
     })
 }
 
-/// Sends `request` from `concurrency` callers for `seconds`; prints a JSON line.
-pub fn load(target: &str, request: PredictRequest, concurrency: usize, seconds: f64) -> Result<(), Error> {
+/// Sends `request` from `concurrency` callers over `connections` HTTP/2
+/// connections for `seconds`; prints a JSON line.
+pub fn load(target: &str, request: PredictRequest, concurrency: usize, connections: usize, seconds: f64) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (latencies, errors, wall) = runtime.block_on(async {
-        let channel = tonic::transport::Channel::from_shared(target.to_string())?
-            .connect()
-            .await?;
+        let mut channels = Vec::new();
+        for _ in 0..connections.max(1) {
+            channels.push(
+                tonic::transport::Channel::from_shared(target.to_string())?
+                    .connect()
+                    .await?,
+            );
+        }
         let request = Arc::new(request);
         let started = Instant::now();
         let deadline = started + Duration::from_secs_f64(seconds);
         let callers: Vec<_> = (0..concurrency)
-            .map(|_| {
-                let mut client = PredictionServiceClient::new(channel.clone())
+            .map(|i| {
+                let mut client = PredictionServiceClient::new(channels[i % channels.len()].clone())
                     .max_decoding_message_size(usize::MAX)
                     .max_encoding_message_size(usize::MAX);
                 let request = request.clone();

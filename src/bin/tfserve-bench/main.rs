@@ -59,6 +59,10 @@ enum Command {
         seconds: f64,
         #[arg(long, default_value_t = 1)]
         rows: usize,
+        /// HTTP/2 connections the callers share (as wrk's connections, one per
+        /// caller up to this many).
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
     },
     /// Times decoding one request's inputs: gRPC TensorProtos, and a REST JSON body.
     Decode {
@@ -108,10 +112,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             concurrency,
             seconds,
             rows,
+            connections,
         } => {
             let (_, signature) = load_model(&model_dir, &SessionConfig::default())?;
             let request = bench_grpc::request(&model, &signature, rows)?;
-            bench_grpc::load(&target, request, concurrency, seconds)
+            bench_grpc::load(&target, request, concurrency, connections.min(concurrency), seconds)
         }
         Command::Decode {
             model_dir,
