@@ -56,7 +56,13 @@ pub fn request(model: &str, signature: &SignatureSpec, rows: usize) -> Result<Pr
 
 /// Sends `request` from `concurrency` callers over `connections` HTTP/2
 /// connections for `seconds`; prints a JSON line.
-pub fn load(target: &str, request: PredictRequest, concurrency: usize, connections: usize, seconds: f64) -> Result<(), Error> {
+pub fn load(
+    target: &str,
+    request: PredictRequest,
+    concurrency: usize,
+    connections: usize,
+    seconds: f64,
+) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (latencies, errors, wall) = runtime.block_on(async {
         let mut channels = Vec::new();

@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::registry::{Servable, VersionSelector, VersionState};
 use crate::service::{Service, Trace};
 use crate::signature::{SignatureSpec, TensorSpec, DEFAULT_SIGNATURE};
-use crate::tensor::{DType, Tensor, TensorData};
+use crate::tensor::{DType, Tensor};
 
 /// What `GET /v2` and ServerMetadata report.
 pub const SERVER_NAME: &str = "tfserve";
@@ -258,9 +258,4 @@ pub fn model_metadata(service: &Service, model: &str, version: &str) -> Result<M
 /// Whether a model (version) is ready to infer.
 pub fn model_ready(service: &Service, model: &str, version: &str) -> Result<bool, ApiError> {
     Ok(service.registry.resolve(model, &selector(version)?).is_ok())
-}
-
-/// The elements of a tensor, for answers that carry them as JSON or typed contents.
-pub fn element_count(data: &TensorData) -> usize {
-    data.len()
 }
