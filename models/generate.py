@@ -192,7 +192,7 @@ def mnist_cnn(tf):
 
 
 def half_precision(tf):
-    """A float16 input, which JSON cannot carry: requests get TF Serving's 501."""
+    """A float16 input (TF Serving's REST API answers 501 for it; tfserve reads numbers)."""
     class HalfPrecision(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.float16, name="x")])
         def serve(self, x):

@@ -122,6 +122,8 @@ impl fmt::Display for DType {
 pub enum TensorData {
     Float(Vec<f32>),
     Double(Vec<f64>),
+    /// IEEE half precision (`DT_HALF`); JSON carries it as numbers.
+    Half(Vec<half::f16>),
     Int8(Vec<i8>),
     Int16(Vec<i16>),
     Int32(Vec<i32>),
@@ -142,6 +144,7 @@ macro_rules! with_tensor_data {
         match $data {
             $crate::tensor::TensorData::Float($v) => $body,
             $crate::tensor::TensorData::Double($v) => $body,
+            $crate::tensor::TensorData::Half($v) => $body,
             $crate::tensor::TensorData::Int8($v) => $body,
             $crate::tensor::TensorData::Int16($v) => $body,
             $crate::tensor::TensorData::Int32($v) => $body,
@@ -157,11 +160,12 @@ macro_rules! with_tensor_data {
 }
 
 impl TensorData {
-    /// An empty buffer for `dtype`, or `None` when JSON cannot carry that type.
+    /// An empty buffer for `dtype`, or `None` for a dtype tfserve cannot feed.
     pub fn empty(dtype: DType) -> Option<TensorData> {
         Some(match dtype {
             DType::Float => TensorData::Float(Vec::new()),
             DType::Double => TensorData::Double(Vec::new()),
+            DType::Half => TensorData::Half(Vec::new()),
             DType::Int8 => TensorData::Int8(Vec::new()),
             DType::Int16 => TensorData::Int16(Vec::new()),
             DType::Int32 => TensorData::Int32(Vec::new()),
@@ -172,7 +176,7 @@ impl TensorData {
             DType::UInt64 => TensorData::UInt64(Vec::new()),
             DType::Bool => TensorData::Bool(Vec::new()),
             DType::String => TensorData::String(Vec::new()),
-            DType::Half | DType::BFloat16 | DType::Other(_) => return None,
+            DType::BFloat16 | DType::Other(_) => return None,
         })
     }
 
@@ -180,6 +184,7 @@ impl TensorData {
         match self {
             TensorData::Float(_) => DType::Float,
             TensorData::Double(_) => DType::Double,
+            TensorData::Half(_) => DType::Half,
             TensorData::Int8(_) => DType::Int8,
             TensorData::Int16(_) => DType::Int16,
             TensorData::Int32(_) => DType::Int32,
@@ -244,8 +249,8 @@ mod tests {
     }
 
     #[test]
-    fn json_cannot_carry_half_precision() {
-        assert!(TensorData::empty(DType::Half).is_none());
+    fn bfloat16_has_no_buffer() {
+        assert_eq!(TensorData::empty(DType::Half).map(|d| d.dtype()), Some(DType::Half));
         assert!(TensorData::empty(DType::BFloat16).is_none());
         assert_eq!(TensorData::empty(DType::Bool).map(|d| d.dtype()), Some(DType::Bool));
     }

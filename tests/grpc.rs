@@ -496,3 +496,31 @@ fn tls_and_mutual_tls_come_from_the_rest_settings() {
     });
     assert!(plain.is_err(), "plain HTTP/2 to the TLS port fails");
 }
+
+#[test]
+fn half_precision_goes_in_half_val() {
+    let (_, grpc) = servers();
+    let response = block_on(async {
+        prediction(grpc)
+            .await
+            .predict(PredictRequest {
+                model_spec: spec("half_precision"),
+                inputs: [(
+                    "x".to_string(),
+                    TensorProto {
+                        dtype: 19,
+                        tensor_shape: shape(&[2]),
+                        // 1.5 and -2.0 as IEEE half bits.
+                        half_val: vec![0x3e00, 0xc000],
+                        ..TensorProto::default()
+                    },
+                )]
+                .into_iter()
+                .collect(),
+                output_filter: Vec::new(),
+            })
+            .await
+    })
+    .unwrap();
+    assert_eq!(response.into_inner().outputs["y"].float_val, vec![3.0, -4.0]);
+}

@@ -108,10 +108,16 @@ fn bad_requests_name_what_is_wrong() {
     );
     assert!(message.contains("INT64") && message.contains("FP32"), "{message}");
     let message = error_of(
-        infer(json!({"inputs": [{"name": "x", "shape": [1], "datatype": "FP16", "data": [1]}]})),
+        infer(json!({"inputs": [{"name": "x", "shape": [1], "datatype": "BF16", "data": [1]}]})),
         501,
     );
-    assert!(message.contains("FP16"), "{message}");
+    assert!(message.contains("BF16"), "{message}");
+    let (status, answer) = post_json(
+        "/v2/models/half_precision/infer",
+        &json!({"inputs": [{"name": "x", "shape": [2], "datatype": "FP16", "data": [1.5, -2]}]}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outputs"][0]["data"], json!([3.0, -4.0]));
     let message = error_of(
         infer(
             json!({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}], "outputs": [{"name": "q"}]}),

@@ -249,12 +249,10 @@ fn malformed_routes_get_400() {
 }
 
 #[test]
-fn half_precision_inputs_are_unimplemented() {
-    let message = error_of(
-        post_json("/v1/models/half_precision:predict", &json!({"instances": [1.0]})),
-        501,
-    );
-    assert!(message.contains("DT_HALF") && message.contains("'x'"), "{message}");
+fn half_precision_inputs_are_read_as_numbers() {
+    let (status, body) = post_json("/v1/models/half_precision:predict", &json!({"instances": [1.0, 2.5]}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"predictions": [2.0, 5.0]}));
 }
 
 /// POSTs `body` gzip-compressed to half_plus_three.

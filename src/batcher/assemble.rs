@@ -30,6 +30,7 @@ fn empty_like(data: &TensorData, capacity: usize) -> TensorData {
     match data {
         TensorData::Float(_) => TensorData::Float(Vec::with_capacity(capacity)),
         TensorData::Double(_) => TensorData::Double(Vec::with_capacity(capacity)),
+        TensorData::Half(_) => TensorData::Half(Vec::with_capacity(capacity)),
         TensorData::Int8(_) => TensorData::Int8(Vec::with_capacity(capacity)),
         TensorData::Int16(_) => TensorData::Int16(Vec::with_capacity(capacity)),
         TensorData::Int32(_) => TensorData::Int32(Vec::with_capacity(capacity)),
@@ -53,7 +54,7 @@ fn extend(dst: &mut TensorData, src: &TensorData, start: usize, end: usize) -> R
             }
         };
     }
-    pairs!(Float, Double, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Bool, String);
+    pairs!(Float, Double, Half, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Bool, String);
     Ok(())
 }
 
@@ -176,7 +177,7 @@ macro_rules! wrap_impl {
     )*};
 }
 
-wrap_impl!(f32 => Float, f64 => Double, i8 => Int8, i16 => Int16, i32 => Int32, i64 => Int64, u8 => UInt8,
+wrap_impl!(f32 => Float, f64 => Double, half::f16 => Half, i8 => Int8, i16 => Int16, i32 => Int32, i64 => Int64, u8 => UInt8,
     u16 => UInt16, u32 => UInt32, u64 => UInt64, bool => Bool, Vec<u8> => String);
 
 #[cfg(test)]

@@ -136,6 +136,7 @@ fn write_element(out: &mut Vec<u8>, data: &TensorData, binary: bool, i: usize) {
     match data {
         TensorData::Float(v) => write_f32(out, v[i]),
         TensorData::Double(v) => write_f64(out, v[i]),
+        TensorData::Half(v) => write_f32(out, v[i].to_f32()),
         TensorData::Int8(v) => out.extend_from_slice(ints.format(v[i]).as_bytes()),
         TensorData::Int16(v) => out.extend_from_slice(ints.format(v[i]).as_bytes()),
         TensorData::Int32(v) => out.extend_from_slice(ints.format(v[i]).as_bytes()),

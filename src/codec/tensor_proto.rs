@@ -62,6 +62,15 @@ fn from_content(dtype: DType, bytes: &[u8], elements: usize, name: &str) -> Resu
     Ok(match dtype {
         DType::Float => read!(Float, f32),
         DType::Double => read!(Double, f64),
+        DType::Half => {
+            check_length(bytes.len(), elements, 2, dtype, name)?;
+            TensorData::Half(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+                    .collect(),
+            )
+        }
         DType::Int8 => read!(Int8, i8),
         DType::Int16 => read!(Int16, i16),
         DType::Int32 => read!(Int32, i32),
@@ -140,6 +149,15 @@ fn from_fields(dtype: DType, proto: &TensorProto, elements: usize, name: &str) -
     Ok(match dtype {
         DType::Float => TensorData::Float(fill(proto.float_val.clone(), elements, name, "float_val")?),
         DType::Double => TensorData::Double(fill(proto.double_val.clone(), elements, name, "double_val")?),
+        // half_val holds each value's 16 bits in an int32.
+        DType::Half => {
+            let values = proto
+                .half_val
+                .iter()
+                .map(|&bits| half::f16::from_bits(bits as u16))
+                .collect();
+            TensorData::Half(fill(values, elements, name, "half_val")?)
+        }
         DType::Int32 => TensorData::Int32(fill(proto.int_val.clone(), elements, name, "int_val")?),
         DType::Int16 => ints!(Int16, i16),
         DType::Int8 => ints!(Int8, i8),
@@ -164,6 +182,7 @@ pub fn to_proto(tensor: &Tensor) -> TensorProto {
     match &tensor.data {
         TensorData::Float(v) => proto.float_val = v.clone(),
         TensorData::Double(v) => proto.double_val = v.clone(),
+        TensorData::Half(v) => proto.half_val = v.iter().map(|x| i32::from(x.to_bits())).collect(),
         TensorData::Int8(v) => proto.int_val = v.iter().map(|&x| i32::from(x)).collect(),
         TensorData::Int16(v) => proto.int_val = v.iter().map(|&x| i32::from(x)).collect(),
         TensorData::Int32(v) => proto.int_val = v.clone(),
@@ -242,9 +261,16 @@ mod tests {
     }
 
     #[test]
-    fn half_and_negative_sizes_are_refused() {
+    fn half_values_and_bfloat16_refusals() {
+        let mut half = proto(DType::Half, &[2]);
+        half.half_val = vec![0x3c00, 0xc000];
+        let values = vec![half::f16::from_f32(1.0), half::f16::from_f32(-2.0)];
+        assert_eq!(to_tensor(&half, "h").unwrap().data, TensorData::Half(values.clone()));
+        half.half_val.clear();
+        half.tensor_content = values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>().into();
+        assert_eq!(to_tensor(&half, "h").unwrap().data, TensorData::Half(values));
         assert_eq!(
-            crate::error::ApiError::from(to_tensor(&proto(DType::Half, &[1]), "h").unwrap_err())
+            crate::error::ApiError::from(to_tensor(&proto(DType::BFloat16, &[1]), "b").unwrap_err())
                 .status()
                 .as_u16(),
             501

@@ -27,6 +27,58 @@ pub fn discover_versions(base_path: &Path) -> Result<Vec<(i64, PathBuf)>, Regist
     Ok(versions)
 }
 
+/// Whether a version directory holds a SavedModel yet (`saved_model.pb` or
+/// `.pbtxt`); one still being copied in is not a version until it does.
+pub fn holds_saved_model(version_dir: &Path) -> bool {
+    version_dir.join("saved_model.pb").is_file() || version_dir.join("saved_model.pbtxt").is_file()
+}
+
+/// The files under a directory, summed up: how many, their total size and
+/// the latest modification. Any copy still in progress changes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectoryStamp {
+    files: u64,
+    bytes: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl DirectoryStamp {
+    pub fn of(dir: &Path) -> DirectoryStamp {
+        let mut stamp = DirectoryStamp {
+            files: 0,
+            bytes: 0,
+            modified: None,
+        };
+        stamp.add(dir, 0);
+        stamp
+    }
+
+    fn add(&mut self, dir: &Path, depth: usize) {
+        // SavedModels are shallow (variables/, assets/); a bound keeps symlink loops out.
+        if depth > 8 {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let Ok(metadata) = entry.metadata() else {
+                continue;
+            };
+            if metadata.is_dir() {
+                self.add(&entry.path(), depth + 1);
+                continue;
+            }
+            self.files += 1;
+            self.bytes += metadata.len();
+            let modified = metadata.modified().ok();
+            if modified > self.modified {
+                self.modified = modified;
+            }
+        }
+    }
+}
+
 /// Each subdirectory of `root` holding numeric version directories is a model.
 pub fn discover_models(root: &Path, policy: &VersionPolicy) -> Result<Vec<ModelSource>, RegistryError> {
     let entries = std::fs::read_dir(root).map_err(|e| RegistryError::BadBasePath {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::discover::{holds_saved_model, DirectoryStamp};
 use super::poll::release_freed_memory;
 use super::{
     discover_versions, servable, ModelEntry, ModelSource, Registry, RegistryError, Servable, SwapPolicy, VersionSlot,
@@ -128,8 +129,8 @@ impl Registry {
         let Some(source) = self.read().get(name).map(|e| e.source.clone()) else {
             return;
         };
-        let on_disk = match discover_versions(&source.base_path) {
-            Ok(versions) => versions,
+        let on_disk: Vec<(i64, std::path::PathBuf)> = match discover_versions(&source.base_path) {
+            Ok(versions) => versions.into_iter().filter(|(_, p)| holds_saved_model(p)).collect(),
             Err(err) => {
                 log::warn!("model {name}: {err}");
                 Vec::new()
@@ -145,9 +146,16 @@ impl Registry {
                 .filter(|(_, s)| s.servable.is_some())
                 .map(|(v, _)| *v)
                 .collect();
-            (serving, all.map(|(v, _)| *v).collect())
+            // A failed version is tried again once its files have changed.
+            let retry = |v: &i64, slot: &VersionSlot| match (&slot.failed_files, wanted.get(v)) {
+                (Some(stamp), Some(path)) => *stamp != DirectoryStamp::of(path),
+                _ => false,
+            };
+            (
+                serving,
+                all.filter(|(v, slot)| !retry(v, slot)).map(|(v, _)| *v).collect(),
+            )
         };
-        // A version that failed to load stays END until its directory goes away.
         let to_load: Vec<(i64, std::path::PathBuf)> = wanted
             .iter()
             .filter(|(v, _)| !tried.contains(v))
@@ -161,7 +169,15 @@ impl Registry {
             self.load(name, *version, path, &source);
         }
         if self.options.swap == SwapPolicy::AvailabilityPreserving {
-            to_unload.iter().for_each(|&v| self.unload(name, v));
+            // The old versions go only once a wanted one serves: a new version
+            // that fails to load leaves the model answering from the old.
+            if to_unload.is_empty() || self.serves_any(name, wanted.keys()) {
+                to_unload.iter().for_each(|&v| self.unload(name, v));
+            } else {
+                log::warn!(
+                    "model {name}: no wanted version loaded; versions {to_unload:?} keep serving until one does"
+                );
+            }
         }
         if !to_unload.is_empty() {
             release_freed_memory();
@@ -179,6 +195,14 @@ impl Registry {
         }
     }
 
+    fn serves_any<'v>(&self, model: &str, mut versions: impl Iterator<Item = &'v i64>) -> bool {
+        let models = self.read();
+        let Some(entry) = models.get(model) else {
+            return false;
+        };
+        versions.any(|v| entry.versions.get(v).is_some_and(|slot| slot.servable.is_some()))
+    }
+
     fn set_slot(
         &self,
         model: &str,
@@ -193,6 +217,7 @@ impl Registry {
                 VersionSlot {
                     status: VersionStatus { version, state, error },
                     servable,
+                    failed_files: None,
                 },
             );
         }
@@ -216,6 +241,9 @@ impl Registry {
             Err(err) => {
                 log::error!("model {model} version {version}: {err}");
                 self.set_slot(model, version, VersionState::End, Some(err.to_string()), None);
+                if let Some(slot) = self.write().get_mut(model).and_then(|e| e.versions.get_mut(&version)) {
+                    slot.failed_files = Some(DirectoryStamp::of(path));
+                }
             }
         }
     }

@@ -56,6 +56,9 @@ pub struct VersionStatus {
 struct VersionSlot {
     status: VersionStatus,
     servable: Option<Arc<Servable>>,
+    /// What the version's directory held when its load failed: a failed
+    /// version is retried once its files change (a copy that was still in progress).
+    failed_files: Option<discover::DirectoryStamp>,
 }
 
 struct ModelEntry {

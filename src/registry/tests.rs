@@ -48,6 +48,8 @@ impl Fixture {
     fn version(&self, model: &str, version: i64, file: Option<(&str, &str)>) -> PathBuf {
         let dir = self.root.join(model).join(version.to_string());
         std::fs::create_dir_all(&dir).unwrap();
+        // The mock loader reads nothing; a version directory needs the file to count.
+        std::fs::write(dir.join("saved_model.pb"), b"").unwrap();
         if let Some((name, text)) = file {
             std::fs::write(dir.join(name), text).unwrap();
         }

@@ -252,6 +252,7 @@ fn internal(message: String) -> RuntimeError {
 enum Feed {
     Float(tfr::Tensor<f32>),
     Double(tfr::Tensor<f64>),
+    Half(tfr::Tensor<half::f16>),
     Int8(tfr::Tensor<i8>),
     Int16(tfr::Tensor<i16>),
     Int32(tfr::Tensor<i32>),
@@ -280,6 +281,7 @@ impl Feed {
         Ok(match tensor.data {
             TensorData::Float(v) => numeric_feed!(Float, dims, v),
             TensorData::Double(v) => numeric_feed!(Double, dims, v),
+            TensorData::Half(v) => numeric_feed!(Half, dims, v),
             TensorData::Int8(v) => numeric_feed!(Int8, dims, v),
             TensorData::Int16(v) => numeric_feed!(Int16, dims, v),
             TensorData::Int32(v) => numeric_feed!(Int32, dims, v),
@@ -303,6 +305,7 @@ impl Feed {
         match self {
             Feed::Float(t) => args.add_feed(operation, index, t),
             Feed::Double(t) => args.add_feed(operation, index, t),
+            Feed::Half(t) => args.add_feed(operation, index, t),
             Feed::Int8(t) => args.add_feed(operation, index, t),
             Feed::Int16(t) => args.add_feed(operation, index, t),
             Feed::Int32(t) => args.add_feed(operation, index, t),
@@ -333,6 +336,7 @@ fn fetch(
     Ok(match dtype {
         DataType::Float => take!(f32, Float),
         DataType::Double => take!(f64, Double),
+        DataType::Half => take!(half::f16, Half),
         DataType::Int8 => take!(i8, Int8),
         DataType::Int16 => take!(i16, Int16),
         DataType::Int32 => take!(i32, Int32),

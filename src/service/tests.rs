@@ -22,6 +22,7 @@ fn service(name: &str, batching: bool, run_ms: u64, timeout: Duration) -> (Servi
     let _ = std::fs::remove_dir_all(&root);
     for version in ["1", "2"] {
         std::fs::create_dir_all(root.join("model").join(version)).unwrap();
+        std::fs::write(root.join("model").join(version).join("saved_model.pb"), b"").unwrap();
     }
     std::fs::write(root.join("model/2/run_ms"), run_ms.to_string()).unwrap();
     let options = LoadOptions {

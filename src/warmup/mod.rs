@@ -36,6 +36,7 @@ pub fn synthetic_inputs(signature: &SignatureSpec, rows: usize) -> Option<Vec<Te
             let data = match TensorData::empty(spec.dtype)? {
                 TensorData::Float(_) => TensorData::Float(vec![0.0; count]),
                 TensorData::Double(_) => TensorData::Double(vec![0.0; count]),
+                TensorData::Half(_) => TensorData::Half(vec![half::f16::ZERO; count]),
                 TensorData::Int8(_) => TensorData::Int8(vec![0; count]),
                 TensorData::Int16(_) => TensorData::Int16(vec![0; count]),
                 TensorData::Int32(_) => TensorData::Int32(vec![0; count]),

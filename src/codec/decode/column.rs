@@ -70,6 +70,7 @@ impl<'s> Column<'s> {
         match &mut self.data {
             TensorData::Float(buf) => buf.push(v as f32),
             TensorData::Double(buf) => buf.push(v),
+            TensorData::Half(buf) => buf.push(half::f16::from_f64(v)),
             TensorData::Bool(buf) if numpy => buf.push(v != 0.0),
             TensorData::String(_) => return Err(self.type_error(&v, "Number")),
             _ if numpy => {
@@ -100,6 +101,7 @@ impl<'s> Column<'s> {
         match &mut self.data {
             TensorData::Float(buf) => buf.push(v as f32),
             TensorData::Double(buf) => buf.push(v as f64),
+            TensorData::Half(buf) => buf.push(half::f16::from_f64(v as f64)),
             TensorData::Int8(buf) => narrow!(buf),
             TensorData::Int16(buf) => narrow!(buf),
             TensorData::Int32(buf) => narrow!(buf),
@@ -129,6 +131,10 @@ impl<'s> Column<'s> {
                 buf.push(v as f64);
                 Ok(())
             }
+            (TensorData::Half(buf), Err(_)) => {
+                buf.push(half::f16::from_f64(v as f64));
+                Ok(())
+            }
             (_, Err(_)) => Err(self.out_of_range(&v)),
         }
     }
@@ -156,7 +162,7 @@ impl<'s> Column<'s> {
         match &mut self.data {
             TensorData::String(buf) => buf.push(v.as_bytes().to_vec()),
             // JSON has no token for these; TF Serving accepts them bare, we accept them quoted too.
-            TensorData::Float(_) | TensorData::Double(_) if non_finite(v).is_some() => {
+            TensorData::Float(_) | TensorData::Double(_) | TensorData::Half(_) if non_finite(v).is_some() => {
                 return self.push_f64(non_finite(v).unwrap_or(f64::NAN));
             }
             TensorData::Bool(_) => return Err(self.type_error(&format_args!("{v:?}"), "String")),
@@ -170,7 +176,10 @@ impl<'s> Column<'s> {
     /// (`int("1.5")` fails, `float("1.5")` does not).
     pub(super) fn push_numeric_text<E: de::Error>(&mut self, v: &str) -> Result<(), E> {
         let text = v.trim();
-        let floating = matches!(self.data, TensorData::Float(_) | TensorData::Double(_));
+        let floating = matches!(
+            self.data,
+            TensorData::Float(_) | TensorData::Double(_) | TensorData::Half(_)
+        );
         if floating {
             if let Ok(x) = text.parse::<f64>() {
                 return self.push_f64(x);

@@ -146,8 +146,14 @@ fn dtype_rules_follow_tf_serving() {
         other => panic!("{other:?}"),
     }
     let half = signature(vec![spec("x", DType::Half, None)]);
+    let out = decode(r#"{"instances": [1, 0.5]}"#, &half).unwrap();
+    assert_eq!(
+        out[0].data,
+        TensorData::Half(vec![half::f16::from_f32(1.0), half::f16::from_f32(0.5)])
+    );
+    let bfloat = signature(vec![spec("x", DType::BFloat16, None)]);
     assert!(matches!(
-        decode(r#"{"instances": [1]}"#, &half),
+        decode(r#"{"instances": [1]}"#, &bfloat),
         Err(CodecError::Unimplemented(_))
     ));
 }

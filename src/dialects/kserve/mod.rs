@@ -109,7 +109,7 @@ pub fn from_raw(name: &str, datatype_name: &str, shape: &[i64], raw: &[u8]) -> R
 
 pub fn known_dtype(name: &str, datatype_name: &str) -> Result<DType, ApiError> {
     match dtype_of(datatype_name) {
-        Some(DType::Half | DType::BFloat16) => Err(ApiError::Codec(crate::codec::CodecError::Unimplemented(format!(
+        Some(DType::BFloat16) => Err(ApiError::Codec(crate::codec::CodecError::Unimplemented(format!(
             "input '{name}': datatype {datatype_name} is not supported"
         )))),
         Some(dtype) => Ok(dtype),

@@ -364,7 +364,12 @@ mod tests {
         assert_eq!(decoded.inputs[0].tensor.shape, vec![2, 2]);
         let bad = br#"{"inputs":[{"name":"x","shape":[3],"datatype":"INT64","data":[1,2]}]}"#;
         assert!(refused(decode(bad, None)).to_string().contains("needs 3 elements"));
-        let fp16 = br#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[1]}]}"#;
-        assert_eq!(refused(decode(fp16, None)).status().as_u16(), 501);
+        let fp16 = br#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[1.5]}]}"#;
+        assert_eq!(
+            decode(fp16, None).unwrap().inputs[0].tensor.data,
+            TensorData::Half(vec![half::f16::from_f32(1.5)])
+        );
+        let bf16 = br#"{"inputs":[{"name":"x","shape":[1],"datatype":"BF16","data":[1]}]}"#;
+        assert_eq!(refused(decode(bf16, None)).status().as_u16(), 501);
     }
 }

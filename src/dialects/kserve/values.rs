@@ -36,6 +36,19 @@ pub fn from_le_bytes(name: &str, dtype: DType, raw: &[u8], elements: usize) -> R
     Ok(match dtype {
         DType::Float => read!(Float, f32),
         DType::Double => read!(Double, f64),
+        DType::Half => {
+            if Some(raw.len()) != elements.checked_mul(2) {
+                return Err(invalid(format!(
+                    "input '{name}': {} bytes of FP16 data, but its shape needs {elements} elements",
+                    raw.len()
+                )));
+            }
+            TensorData::Half(
+                raw.chunks_exact(2)
+                    .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+                    .collect(),
+            )
+        }
         DType::Int8 => read!(Int8, i8),
         DType::Int16 => read!(Int16, i16),
         DType::Int32 => read!(Int32, i32),
@@ -96,6 +109,7 @@ pub fn to_le_bytes(data: &TensorData) -> Vec<u8> {
     match data {
         TensorData::Float(v) => write!(v),
         TensorData::Double(v) => write!(v),
+        TensorData::Half(v) => v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect(),
         TensorData::Int8(v) => write!(v),
         TensorData::Int16(v) => write!(v),
         TensorData::Int32(v) => write!(v),
@@ -170,6 +184,19 @@ impl Element for f64 {
     }
     fn from_u64(v: u64) -> Option<Self> {
         Some(v as f64)
+    }
+}
+
+impl Element for half::f16 {
+    const EXPECTED: &'static str = "a number";
+    fn from_f64(v: f64) -> Option<Self> {
+        Some(half::f16::from_f64(v))
+    }
+    fn from_i64(v: i64) -> Option<Self> {
+        Some(half::f16::from_f64(v as f64))
+    }
+    fn from_u64(v: u64) -> Option<Self> {
+        Some(half::f16::from_f64(v as f64))
     }
 }
 
@@ -255,6 +282,7 @@ pub fn from_json(name: &str, dtype: DType, json: &str) -> Result<TensorData, Api
     Ok(match dtype {
         DType::Float => TensorData::Float(flatten(json).map_err(error)?),
         DType::Double => TensorData::Double(flatten(json).map_err(error)?),
+        DType::Half => TensorData::Half(flatten(json).map_err(error)?),
         DType::Int8 => TensorData::Int8(flatten(json).map_err(error)?),
         DType::Int16 => TensorData::Int16(flatten(json).map_err(error)?),
         DType::Int32 => TensorData::Int32(flatten(json).map_err(error)?),
@@ -291,6 +319,7 @@ pub fn write_json(out: &mut Vec<u8>, data: &TensorData) {
     match data {
         TensorData::Float(v) => each!(v, x => write_f32(out, *x)),
         TensorData::Double(v) => each!(v, x => write_f64(out, *x)),
+        TensorData::Half(v) => each!(v, x => write_f32(out, x.to_f32())),
         TensorData::Bool(v) => each!(v, x => out.extend_from_slice(if *x { b"true" } else { b"false" })),
         TensorData::String(v) => each!(v, x => write_str(out, &String::from_utf8_lossy(x))),
         TensorData::Int8(v) => each!(v, x => out.extend_from_slice(itoa::Buffer::new().format(*x).as_bytes())),

@@ -1,0 +1,179 @@
+//! Faults on disk while serving: a version still being copied in, a corrupt
+//! `saved_model.pb`, truncated variables, a version directory deleted. The
+//! model keeps answering from the version it had, the status API says what
+//! failed, and a fixed version loads without a restart.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{copy_dir, repo_path, spawn_server, temp_dir};
+use serde_json::{json, Value};
+use tfserve::settings::Settings;
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn predict(url: &str) -> (u16, Value) {
+    let response = common::client()
+        .post(format!("{url}/v1/models/adder:predict"))
+        .body(r#"{"instances": [1.0]}"#)
+        .send()
+        .expect("request is answered");
+    (response.status().as_u16(), response.json().unwrap_or(Value::Null))
+}
+
+/// Each version's state and error, by version.
+fn statuses(url: &str) -> Vec<(String, String, String)> {
+    let status: Value = common::client()
+        .get(format!("{url}/v1/models/adder"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    status["model_version_status"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|s| {
+            (
+                s["version"].as_str().unwrap_or_default().to_string(),
+                s["state"].as_str().unwrap_or_default().to_string(),
+                s["status"]["error_message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The adder's `version` answers x + version; served from `root`/adder, polled every second.
+fn server(root: &Path) -> String {
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.models_dir = root.to_path_buf();
+    settings.models.file_system_poll_wait_seconds = 1;
+    format!("http://{}", spawn_server(settings))
+}
+
+/// Answers `[x + version]` for x = 1 (the adder at `version` adds the version).
+fn answers(url: &str, version: f64) -> bool {
+    predict(url) == (200, json!({"predictions": [1.0 + version]}))
+}
+
+#[test]
+fn a_version_still_being_copied_waits_and_then_serves() {
+    let root = temp_dir("faults-partial");
+    let base = root.join("adder");
+    copy_dir(&repo_path("models/adder/1"), &base.join("1"));
+    let url = server(&root);
+    assert!(answers(&url, 1.0));
+    // Version 2 arrives without its saved_model.pb yet: not a version.
+    copy_dir(&repo_path("models/adder/2/variables"), &base.join("2/variables"));
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(answers(&url, 1.0));
+    assert!(statuses(&url).iter().all(|(v, _, _)| v != "2"), "{:?}", statuses(&url));
+    // The copy completes: it loads and replaces version 1.
+    copy_dir(&repo_path("models/adder/2"), &base.join("2"));
+    wait_for("version 2", || answers(&url, 2.0));
+}
+
+#[test]
+fn a_corrupt_version_fails_alone_and_loads_once_fixed() {
+    let root = temp_dir("faults-corrupt");
+    let base = root.join("adder");
+    copy_dir(&repo_path("models/adder/1"), &base.join("1"));
+    let url = server(&root);
+    assert!(answers(&url, 1.0));
+    // saved_model.pb holds garbage: the load fails, version 1 keeps serving.
+    copy_dir(&repo_path("models/adder/2"), &base.join("2"));
+    std::fs::write(base.join("2/saved_model.pb"), b"\x08\x96\x01 this is not a SavedModel").unwrap();
+    wait_for("version 2 to fail", || {
+        statuses(&url)
+            .iter()
+            .any(|(v, state, error)| v == "2" && state == "END" && !error.is_empty())
+    });
+    for _ in 0..20 {
+        assert!(answers(&url, 1.0), "{:?}", predict(&url));
+    }
+    // The file is replaced by a good one: the version loads without a restart.
+    std::fs::copy(
+        repo_path("models/adder/2/saved_model.pb"),
+        base.join("2/saved_model.pb"),
+    )
+    .unwrap();
+    wait_for("version 2 after the fix", || answers(&url, 2.0));
+}
+
+#[test]
+fn truncated_variables_fail_the_version_not_the_model() {
+    let root = temp_dir("faults-truncated");
+    let base = root.join("cnn");
+    copy_dir(&repo_path("models/mnist_cnn/1"), &base.join("1"));
+    let url = server(&root);
+    let image = vec![vec![vec![0.0f32; 1]; 28]; 28];
+    let classify = || {
+        common::client()
+            .post(format!("{url}/v1/models/cnn:predict"))
+            .json(&json!({"instances": [image]}))
+            .send()
+            .expect("request is answered")
+            .status()
+            .as_u16()
+    };
+    assert_eq!(classify(), 200);
+    copy_dir(&repo_path("models/mnist_cnn/1"), &base.join("2"));
+    let data = std::fs::read_dir(base.join("2/variables"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains(".data-"))
+        .expect("a variables data file");
+    let bytes = std::fs::read(&data).unwrap();
+    std::fs::write(&data, &bytes[..bytes.len() / 2]).unwrap();
+    let status = || -> Value {
+        common::client()
+            .get(format!("{url}/v1/models/cnn"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    wait_for("version 2 to fail", || {
+        status()["model_version_status"].as_array().is_some_and(|all| {
+            all.iter()
+                .any(|s| s["version"] == "2" && s["state"] == "END" && s["status"]["error_message"] != "")
+        })
+    });
+    assert_eq!(classify(), 200);
+}
+
+#[test]
+fn deleting_the_serving_version_falls_back_to_the_one_below() {
+    let root = temp_dir("faults-deleted");
+    let base = root.join("adder");
+    copy_dir(&repo_path("models/adder/1"), &base.join("1"));
+    copy_dir(&repo_path("models/adder/2"), &base.join("2"));
+    let url = server(&root);
+    assert!(answers(&url, 2.0));
+    std::fs::remove_dir_all(base.join("2")).unwrap();
+    // Version 1 loads before version 2 unloads (availability preserving):
+    // every request in between is answered by one or the other.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = predict(&url);
+        assert_eq!(answer.0, 200, "{answer:?}");
+        if answers(&url, 1.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "version 1 never took over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(statuses(&url).iter().all(|(v, _, _)| v != "2"), "{:?}", statuses(&url));
+}
