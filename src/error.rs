@@ -32,6 +32,8 @@ pub enum ApiError {
     PayloadTooLarge { limit: usize, got: Option<usize> },
     #[error("request timed out after {0} ms (rest_api_timeout_in_ms)")]
     Timeout(u64),
+    #[error("the request body did not arrive within {0} ms (client_body_timeout_ms)")]
+    BodyTimeout(u64),
     #[error("the client closed the connection before the answer was ready")]
     ClientGone,
     #[error("{0}")]
@@ -88,6 +90,8 @@ pub enum Code {
     BadGateway,
     /// `--max_models` reached.
     InsufficientStorage,
+    /// The client took too long to send its request.
+    RequestTimeout,
     /// A status an `inference.py` handler chose itself.
     Handler(u16),
 }
@@ -112,6 +116,7 @@ pub fn http_status(code: Code) -> StatusCode {
         Code::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         Code::BadGateway => StatusCode::BAD_GATEWAY,
         Code::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
+        Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         Code::Handler(status) => custom(status, StatusCode::INTERNAL_SERVER_ERROR),
     }
 }
@@ -222,6 +227,7 @@ impl ApiError {
             ApiError::InsufficientStorage(_) => Code::InsufficientStorage,
             ApiError::PayloadTooLarge { .. } => Code::PayloadTooLarge,
             ApiError::Timeout(_) => Code::DeadlineExceeded,
+            ApiError::BodyTimeout(_) => Code::RequestTimeout,
             ApiError::ClientGone => Code::Cancelled,
             ApiError::Internal(_) => Code::Internal,
             ApiError::Overloaded(_) | ApiError::NotReady(_) => Code::Unavailable,
@@ -297,6 +303,7 @@ mod tests {
             (Code::UnsupportedMediaType, 415),
             (Code::BadGateway, 502),
             (Code::InsufficientStorage, 507),
+            (Code::RequestTimeout, 408),
             (Code::Handler(418), 418),
             (Code::Handler(99), 500),
         ];

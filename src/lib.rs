@@ -268,6 +268,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         max_models: settings.models.max_models,
         auth: credentials.map(|(user, password)| http::BasicAuth::new(user, password)),
         drain: http::drain::Drain::default(),
+        body_timeout: Duration::from_millis(settings.http.client_body_timeout_ms),
     });
     let grpc = grpc::start(settings, state.clone().into_inner())?;
     handlers.set_grpc_address(grpc.addr);
@@ -328,6 +329,12 @@ fn serve(
     })
     .on_connect(http::on_connect)
     .workers(settings.http.rest_api_num_threads)
+    .client_request_timeout(Duration::from_millis(settings.http.client_request_timeout_ms))
+    .keep_alive(match settings.http.keep_alive_seconds {
+        0 => actix_web::http::KeepAlive::Disabled,
+        seconds => actix_web::http::KeepAlive::Timeout(Duration::from_secs(seconds)),
+    })
+    .max_connections(settings.http.max_connections)
     // Signals are the caller's: `http::drain::stop_on_signal` drains first.
     .disable_signals()
     .shutdown_timeout(30);

@@ -128,6 +128,7 @@ pub fn grpc_code(code: Code) -> tonic::Code {
     use tonic::Code as G;
     match code {
         Code::Cancelled => G::Cancelled,
+        Code::RequestTimeout => G::DeadlineExceeded,
         Code::InvalidArgument | Code::UnsupportedMediaType => G::InvalidArgument,
         Code::DeadlineExceeded => G::DeadlineExceeded,
         Code::NotFound => G::NotFound,

@@ -155,7 +155,7 @@ pub async fn tfserve_api(req: &HttpRequest, payload: web::Payload, state: &AppSt
         return Ok(json(StatusCode::OK, json!({"models": models})));
     }
     if path == "/tfserve/models" && method == Method::POST {
-        let body = body_json(&read_body(req, payload, state.max_request_bytes).await?)?;
+        let body = body_json(&read_body(req, payload, state).await?)?;
         let mut source = model_config::json_source(&body).map_err(ApiError::BadRequest)?;
         if body.get("model_version_policy").is_none() {
             source.policy = VersionPolicy::All;

@@ -41,6 +41,8 @@ pub struct AppState {
     pub auth: Option<BasicAuth>,
     /// Set on SIGTERM: readiness fails and connections close after their response.
     pub drain: drain::Drain,
+    /// How long a request body may take to arrive (`--client_body_timeout_ms`).
+    pub body_timeout: std::time::Duration,
 }
 
 impl AppState {
@@ -285,8 +287,18 @@ pub async fn admit(
     response.map(actix_web::dev::ServiceResponse::map_into_left_body)
 }
 
-/// Reads the whole body (gzip already undone by actix), refusing bodies over the limit.
-pub async fn read_body(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<Bytes, ApiError> {
+/// Reads the whole body (gzip already undone by actix), refusing bodies over
+/// `max_request_bytes` and bodies that take longer than `--client_body_timeout_ms`
+/// to arrive (a client trickling its body would hold an in-flight slot).
+pub async fn read_body(req: &HttpRequest, payload: web::Payload, state: &AppState) -> Result<Bytes, ApiError> {
+    let limit = state.max_request_bytes;
+    match tokio::time::timeout(state.body_timeout, read_limited(req, payload, limit)).await {
+        Ok(body) => body,
+        Err(_) => Err(ApiError::BodyTimeout(state.body_timeout.as_millis() as u64)),
+    }
+}
+
+async fn read_limited(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<Bytes, ApiError> {
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)

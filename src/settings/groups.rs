@@ -114,6 +114,42 @@ pub struct HttpSettings {
     )]
     pub drain_timeout: f64,
 
+    /// Milliseconds a client may take to send a request's headers (slow clients get 408).
+    #[arg(
+        long = "client_request_timeout_ms",
+        alias = "client-request-timeout-ms",
+        global = true,
+        default_value_t = 5_000
+    )]
+    pub client_request_timeout_ms: u64,
+
+    /// Milliseconds a request body may take to arrive (slow bodies get 408).
+    #[arg(
+        long = "client_body_timeout_ms",
+        alias = "client-body-timeout-ms",
+        global = true,
+        default_value_t = 60_000
+    )]
+    pub client_body_timeout_ms: u64,
+
+    /// Seconds an idle keep-alive connection stays open; 0 closes each after its response.
+    #[arg(
+        long = "keep_alive_seconds",
+        alias = "keep-alive-seconds",
+        global = true,
+        default_value_t = 5
+    )]
+    pub keep_alive_seconds: u64,
+
+    /// Connections each HTTP worker holds at once; more wait in the kernel's accept queue.
+    #[arg(
+        long = "max_connections",
+        alias = "max-connections",
+        global = true,
+        default_value_t = 25_000
+    )]
+    pub max_connections: usize,
+
     /// Answer cross-origin browser requests (CORS: any origin, without credentials).
     #[arg(long = "enable_cors", alias = "enable-cors", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
     pub enable_cors: bool,

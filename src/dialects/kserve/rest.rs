@@ -213,7 +213,7 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<AppStat
                 .ok_or_else(|| ApiError::BadRequest(format!("{HEADER_LENGTH} must be a byte count")))
         });
         let length = length.transpose()?;
-        let body = read_body(&req, payload, state.max_request_bytes).await?;
+        let body = read_body(&req, payload, &state).await?;
         let decoded = decode_body(&body, move |body| decode(body, length)).await?;
         let answer = run(&state.service, &model, &version, decoded, &mut trace).await?;
         header_length = answer.1;

@@ -49,7 +49,7 @@ async fn list(state: web::Data<AppState>) -> HttpResponse {
 /// must lie inside the model roots.
 async fn load(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
     let result = async {
-        let body = body_json(&read_body(&req, payload, state.max_request_bytes).await?)?;
+        let body = body_json(&read_body(&req, payload, &state).await?)?;
         let field = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
         let name =
             field("model_name").ok_or_else(|| ApiError::BadRequest("missing 'model_name' in the body".into()))?;

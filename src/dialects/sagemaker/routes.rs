@@ -71,7 +71,7 @@ pub async fn invocations(
     );
     let model_label = invocation.model_name(&state.service);
     let result = async {
-        let body = read_body(req, payload, state.max_request_bytes).await?;
+        let body = read_body(req, payload, state).await?;
         invocation.respond(&state.service, &body, &mut trace).await
     }
     .await;

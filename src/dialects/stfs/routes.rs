@@ -64,7 +64,7 @@ pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -
         }
         // Otherwise the body is JSON whatever the header says (`curl -d`
         // labels it a form), as TF Serving's routes take it.
-        let body = read_body(req, payload, state.max_request_bytes).await?;
+        let body = read_body(req, payload, state).await?;
         stfs::infer(&state.service, &body, &mut trace).await
     }
     .await;

@@ -125,7 +125,7 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) 
             let started = Instant::now();
             let mut trace = crate::http::trace(req);
             let result = async {
-                let body = read_body(req, payload, state.max_request_bytes).await?;
+                let body = read_body(req, payload, state).await?;
                 match verb {
                     Verb::Predict => api::predict(service, &model, &selector, &body, &mut trace).await,
                     Verb::Classify => {
