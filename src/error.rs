@@ -58,6 +58,8 @@ pub enum ApiError {
     PingFailed(String),
     #[error("server busy: {0} requests are being handled, the limit (max_in_flight_requests); retry later")]
     Overloaded(usize),
+    #[error("server busy: request bodies being handled would pass {0} bytes (max_in_flight_bytes); retry later")]
+    BodiesOverBudget(usize),
     /// The server's own failure, not the request's.
     #[error("{0}")]
     Internal(String),
@@ -230,7 +232,7 @@ impl ApiError {
             ApiError::BodyTimeout(_) => Code::RequestTimeout,
             ApiError::ClientGone => Code::Cancelled,
             ApiError::Internal(_) => Code::Internal,
-            ApiError::Overloaded(_) | ApiError::NotReady(_) => Code::Unavailable,
+            ApiError::Overloaded(_) | ApiError::BodiesOverBudget(_) | ApiError::NotReady(_) => Code::Unavailable,
             ApiError::Unauthorized => Code::Unauthenticated,
             ApiError::PingFailed(_) => Code::BadGateway,
         }

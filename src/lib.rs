@@ -269,6 +269,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         auth: credentials.map(|(user, password)| http::BasicAuth::new(user, password)),
         drain: http::drain::Drain::default(),
         body_timeout: Duration::from_millis(settings.http.client_body_timeout_ms),
+        body_budget: http::ByteBudget::new(settings.http.max_in_flight_bytes),
     });
     let grpc = grpc::start(settings, state.clone().into_inner())?;
     handlers.set_grpc_address(grpc.addr);

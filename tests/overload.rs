@@ -73,3 +73,68 @@ fn requests_past_the_limit_get_503_and_probes_still_answer() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn bodies_past_the_byte_budget_get_503_before_being_read() {
+    let addr = spawn_server({
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+        settings.models.model_name = "half_plus_three".into();
+        settings.http.max_request_bytes = 10 << 20;
+        settings.http.max_in_flight_bytes = 3 << 20;
+        settings
+    });
+    let url = format!("http://{addr}/v1/models/half_plus_three:predict");
+    // An upload of 2 MiB under way holds 2 MiB of the 3 MiB budget.
+    let upload = |length: usize| {
+        let mut socket = TcpStream::connect(addr).unwrap();
+        write!(
+            socket,
+            "POST /v1/models/half_plus_three:predict HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n{{\"instances\": ["
+        )
+        .unwrap();
+        socket.flush().unwrap();
+        socket
+    };
+    let first = upload(2 << 20);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // A small request still fits; a second 2 MiB upload does not, and is refused at once.
+    let small = common::client()
+        .post(&url)
+        .body(r#"{"instances": [1.0]}"#)
+        .send()
+        .unwrap();
+    assert_eq!(small.status(), 200);
+    let started = std::time::Instant::now();
+    let mut second = upload(2 << 20);
+    second
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let read = std::io::Read::read(&mut second, &mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]).to_string();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("retry-after"), "{answer}");
+    assert!(
+        answer.contains("max_in_flight_bytes") && answer.contains(&(3u64 << 20).to_string()),
+        "{answer}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // The first upload goes away: its bytes come back to the budget.
+    drop(first);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let body = format!("{{\"instances\": [1.0]{}}}", " ".repeat(2 << 20));
+        let status = common::client().post(&url).body(body).send().unwrap().status();
+        if status == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the budget never came back ({status})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

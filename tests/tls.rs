@@ -90,3 +90,66 @@ fn bad_certificates_stop_start_up_by_name() {
         .to_string();
     assert!(error.contains("secret_pem") && error.contains("key.pem"), "{error}");
 }
+
+/// Python's ssl module (OpenSSL) as a client that offers what an old or
+/// careless client would: every offer below must fail the handshake.
+const WEAK_OFFERS: &str = r#"
+import socket, ssl, sys
+port = int(sys.argv[1])
+def handshake(configure):
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        configure(context)
+    except (ssl.SSLError, ValueError) as error:
+        return "client cannot offer it: %s" % error
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            with context.wrap_socket(raw) as tls:
+                return "accepted %s %s" % (tls.version(), tls.cipher()[0])
+    except (ssl.SSLError, OSError) as error:
+        return "refused"
+def old(version):
+    def configure(context):
+        context.minimum_version = version
+        context.maximum_version = version
+    return configure
+def ciphers(names):
+    def configure(context):
+        context.maximum_version = ssl.TLSVersion.TLSv1_2
+        context.set_ciphers(names)
+    return configure
+print("tls1.0", handshake(old(ssl.TLSVersion.TLSv1)))
+print("tls1.1", handshake(old(ssl.TLSVersion.TLSv1_1)))
+print("cbc", handshake(ciphers("AES128-SHA:AES256-SHA:ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES128-SHA")))
+print("rsa-kx", handshake(ciphers("AES128-GCM-SHA256:AES256-GCM-SHA384")))
+print("3des-rc4", handshake(ciphers("DES-CBC3-SHA:RC4-SHA")))
+print("modern", handshake(lambda context: None))
+"#;
+
+#[test]
+fn only_modern_protocols_and_ciphers_are_accepted() {
+    let (dir, _) = certificate("ciphers");
+    let addr = spawn_server(tls_settings(&dir));
+    let output = std::process::Command::new("python3")
+        .args(["-c", WEAK_OFFERS, &addr.port().to_string()])
+        .output()
+        .expect("python3 runs");
+    let report = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in report.lines() {
+        let (offer, outcome) = line.split_once(' ').unwrap_or((line, ""));
+        if offer == "modern" {
+            assert!(outcome.starts_with("accepted TLSv1.3"), "{line}");
+        } else {
+            assert!(!outcome.starts_with("accepted"), "a weak offer was accepted: {line}");
+        }
+    }
+    assert_eq!(report.lines().count(), 6, "{report}");
+    eprintln!("{report}");
+}

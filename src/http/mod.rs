@@ -43,6 +43,8 @@ pub struct AppState {
     pub drain: drain::Drain,
     /// How long a request body may take to arrive (`--client_body_timeout_ms`).
     pub body_timeout: std::time::Duration,
+    /// The bound on request-body bytes held at once (`--max_in_flight_bytes`).
+    pub body_budget: ByteBudget,
 }
 
 impl AppState {
@@ -91,6 +93,67 @@ impl InFlight {
             return Err(ApiError::Overloaded(self.limit));
         }
         Ok(admitted)
+    }
+}
+
+/// A bound on the request-body bytes held at once, across every request:
+/// past it, new bodies answer 503 before they are read, so many large
+/// uploads at once cannot exhaust memory. One body is always admitted when
+/// nothing else is held (its own limit is `max_request_bytes`).
+pub struct ByteBudget {
+    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    limit: usize,
+}
+
+/// Bytes a request holds of the budget; given back when the request is done.
+pub struct BytesHeld {
+    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    bytes: usize,
+    limit: usize,
+}
+
+impl ByteBudget {
+    pub fn new(limit: usize) -> ByteBudget {
+        ByteBudget {
+            held: Default::default(),
+            limit,
+        }
+    }
+
+    /// An empty reservation, grown as the body arrives.
+    pub fn start(&self) -> BytesHeld {
+        BytesHeld {
+            held: self.held.clone(),
+            bytes: 0,
+            limit: self.limit,
+        }
+    }
+
+    /// Bytes held now by every request.
+    pub fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl BytesHeld {
+    /// Holds `more` bytes, unless that takes the budget past its limit while
+    /// other requests hold some of it.
+    pub fn grow(&mut self, more: usize) -> Result<(), ApiError> {
+        use std::sync::atomic::Ordering;
+        let before = self.held.fetch_add(more, Ordering::AcqRel);
+        let others = before - self.bytes;
+        if others > 0 && before.saturating_add(more) > self.limit {
+            self.held.fetch_sub(more, Ordering::AcqRel);
+            return Err(ApiError::BodiesOverBudget(self.limit));
+        }
+        self.bytes += more;
+        Ok(())
+    }
+}
+
+impl Drop for BytesHeld {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -292,13 +355,23 @@ pub async fn admit(
 /// to arrive (a client trickling its body would hold an in-flight slot).
 pub async fn read_body(req: &HttpRequest, payload: web::Payload, state: &AppState) -> Result<Bytes, ApiError> {
     let limit = state.max_request_bytes;
-    match tokio::time::timeout(state.body_timeout, read_limited(req, payload, limit)).await {
-        Ok(body) => body,
-        Err(_) => Err(ApiError::BodyTimeout(state.body_timeout.as_millis() as u64)),
-    }
+    let mut held = state.body_budget.start();
+    let read = read_limited(req, payload, limit, &mut held);
+    let body = match tokio::time::timeout(state.body_timeout, read).await {
+        Ok(body) => body?,
+        Err(_) => return Err(ApiError::BodyTimeout(state.body_timeout.as_millis() as u64)),
+    };
+    // Held until the request is done (its extensions drop with it).
+    actix_web::HttpMessage::extensions_mut(req).insert(held);
+    Ok(body)
 }
 
-async fn read_limited(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<Bytes, ApiError> {
+async fn read_limited(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+    held: &mut BytesHeld,
+) -> Result<Bytes, ApiError> {
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)
@@ -310,6 +383,8 @@ async fn read_limited(req: &HttpRequest, payload: web::Payload, limit: usize) ->
             got: Some(length),
         });
     }
+    // A declared length is held before reading: a refusal costs no memory.
+    held.grow(declared.unwrap_or(0))?;
     // The limit applies to the decoded bytes, so a small gzip body cannot expand past it.
     let mut decoded = Decompress::from_headers(payload.into_inner(), req.headers());
     let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(limit));
@@ -317,6 +392,10 @@ async fn read_limited(req: &HttpRequest, payload: web::Payload, limit: usize) ->
         let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("failed to read the request body: {e}")))?;
         if body.len() + chunk.len() > limit {
             return Err(ApiError::PayloadTooLarge { limit, got: None });
+        }
+        // Decompressed or undeclared bodies hold what they grow to.
+        if body.len() + chunk.len() > held.bytes {
+            held.grow(body.len() + chunk.len() - held.bytes)?;
         }
         body.extend_from_slice(&chunk);
     }

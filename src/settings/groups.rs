@@ -104,6 +104,11 @@ pub struct HttpSettings {
     )]
     pub max_in_flight_requests: usize,
 
+    /// Request-body bytes held at once across every request; new bodies past it
+    /// answer 503 with Retry-After before being read. Default 1 GiB.
+    #[arg(long = "max_in_flight_bytes", alias = "max-in-flight-bytes", global = true, default_value_t = 1 << 30)]
+    pub max_in_flight_bytes: usize,
+
     /// Seconds between SIGTERM and closing the listener: readiness answers 503
     /// and responses close their connections meanwhile (SIGINT does not wait).
     #[arg(
