@@ -175,8 +175,13 @@ fn sigterm_drains_grpc_calls_in_flight() {
     assert!(refused.load(Ordering::SeqCst) > 0);
 }
 
+/// A call the server never took: the connection was refused or sent GOAWAY
+/// before the call started, or the client dropped the call unsent when the
+/// connection closed (hyper's `Canceled`: "never processed").
 fn is_refused(status: &tonic::Status) -> bool {
     let message = status.message();
-    status.code() == tonic::Code::Unavailable
-        && (message.contains("tcp connect error") || message.contains("GOAWAY") || message.contains("refused"))
+    let unsent = status.code() == tonic::Code::Cancelled && format!("{status:?}").contains("hyper::Error(Canceled");
+    unsent
+        || status.code() == tonic::Code::Unavailable
+            && (message.contains("tcp connect error") || message.contains("GOAWAY") || message.contains("refused"))
 }
