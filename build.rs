@@ -29,17 +29,6 @@ fn main() {
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
     println!("cargo:rerun-if-changed={}", lib_dir.display());
-    #[cfg(feature = "python")]
-    embed_python_rpath();
-}
-
-/// The embedded CPython's shared library directory as an rpath too, for
-/// interpreters outside the linker's default path (pyenv, /opt/python, ...).
-#[cfg(feature = "python")]
-fn embed_python_rpath() {
-    if let Some(dir) = &pyo3_build_config::get().lib_dir {
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
-    }
 }
 
 /// The services tfserve serves; their imports come along.

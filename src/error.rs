@@ -200,7 +200,6 @@ impl HandlerError {
         match self {
             HandlerError::Raised { status, .. } => Code::Handler(*status),
             HandlerError::Load { .. } => Code::Internal,
-            HandlerError::Unsupported { .. } => Code::Unimplemented,
             HandlerError::QueueFull(_) | HandlerError::Stopped => Code::Unavailable,
             HandlerError::Timeout(_) => Code::DeadlineExceeded,
         }

@@ -26,6 +26,7 @@ pub struct Metrics {
     dropped: IntCounterVec,
     /// Panics contained: `where` is `request` (an HTTP handler) or `batch` (a model run).
     pub panics: IntCounterVec,
+    pub python_worker_restarts: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -111,6 +112,13 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "tfserve_dropped_total",
             "Queued requests dropped before running because their client had gone.",
             QUEUE_LABELS,
+        ),
+        python_worker_restarts: counter(
+            &registry,
+            "tfserve_python_worker_restarts_total",
+            "Python handler workers replaced: crash (exited during a call), timeout (a call \
+             passed its deadline), memory (python_worker_max_rss_mb), calls (python_worker_max_requests).",
+            &["reason"],
         ),
         panics: counter(
             &registry,

@@ -1,8 +1,7 @@
 //! Models shipping `code/inference.py` (tests/handlers/*): the documented
 //! handler forms run unchanged, over HTTP, in multi-model mode and in
-//! `tfserve transform`; a model without handlers is untouched. Built without
-//! the `python` feature, such models answer 501 saying so.
-#![cfg_attr(not(feature = "python"), allow(dead_code))]
+//! `tfserve transform`; a model without handlers is untouched; a handler
+//! that crashes, hangs or leaks costs only its own worker process.
 
 mod common;
 
@@ -102,7 +101,6 @@ fn invocation(model: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Answ
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn container_examples_answer_on_a_tf1_export() {
     for model in ["pair_tf1", "rest_tf1"] {
         for (content_type, body) in [
@@ -121,7 +119,6 @@ fn container_examples_answer_on_a_tf1_export() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn json_and_csv_input_output_pair() {
     let answer = invocation("pair", "application/json", r#"{"instances": [1.0, 2.0, 5.0]}"#);
     assert_eq!(
@@ -157,7 +154,6 @@ fn json_and_csv_input_output_pair() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn image_input_handler_base64_encodes_the_body() {
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
@@ -174,7 +170,6 @@ fn image_input_handler_base64_encodes_the_body() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn handler_calls_the_model_through_rest_uri() {
     let answer = invoke(
         base_url(),
@@ -203,7 +198,6 @@ fn handler_calls_the_model_through_rest_uri() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn handler_exceptions_answer_with_their_status() {
     let cases = [
         ("documented", 415, "Unsupported content type \"application/json\""),
@@ -224,7 +218,6 @@ fn handler_exceptions_answer_with_their_status() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn rest_uri_works_under_tls_and_auth() {
     let root = temp_dir("handlers-secure");
     archive(&root, "rest", "half_plus_three", Some("rest"));
@@ -264,7 +257,6 @@ fn rest_uri_works_under_tls_and_auth() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn config_reloads_load_and_drop_handlers() {
     let root = temp_dir("handlers-reload");
     let plain = archive(&root, "plain", "half_plus_three", None);
@@ -321,7 +313,6 @@ fn config_reloads_load_and_drop_handlers() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn handler_calls_the_model_over_grpc() {
     let answer = invocation("grpc", "application/json", r#"{"instances": [1.0, 5.0]}"#);
     assert_eq!(answer.status, 200, "{}", answer.body);
@@ -333,7 +324,6 @@ fn handler_calls_the_model_over_grpc() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn code_lib_wins_over_requirements() {
     let answer = invocation("withlib", "application/json", r#"{"values": [1.0, 2.0]}"#);
     assert_eq!(answer.status, 200, "{}", answer.body);
@@ -341,7 +331,6 @@ fn code_lib_wins_over_requirements() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn requirements_are_installed_from_the_package_index() {
     let answer = invocation("withreqs", "application/json", r#"{"instances": [4.0]}"#);
     assert_eq!(answer.status, 200, "{}", answer.body);
@@ -349,7 +338,6 @@ fn requirements_are_installed_from_the_package_index() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn models_without_handlers_keep_the_default_conversions() {
     let answer = invocation("plain", "text/csv", "1.0,2.0,5.0");
     assert_eq!(
@@ -381,7 +369,6 @@ fn models_without_handlers_keep_the_default_conversions() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn multi_model_endpoints_load_each_models_handlers() {
     let root = temp_dir("handlers-mme");
     let pair = archive(&root, "pair", "half_plus_three", Some("pair"));
@@ -440,7 +427,6 @@ fn multi_model_endpoints_load_each_models_handlers() {
 }
 
 #[test]
-#[cfg(feature = "python")]
 fn transform_runs_records_through_handlers() {
     let work = temp_dir("handlers-transform");
     let input = work.join("input");
@@ -468,12 +454,148 @@ fn transform_runs_records_through_handlers() {
     }
 }
 
+/// A server of its own over `faulty` (tests/handlers/faulty), whose body names what goes wrong.
+fn faulty_server(configure: impl FnOnce(&mut Settings)) -> String {
+    let root = temp_dir("handlers-faulty");
+    archive(&root, "faulty", "half_plus_three", Some("faulty"));
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.models_dir = root;
+    settings.handlers.python_workers = 2;
+    configure(&mut settings);
+    format!("http://{}", spawn_server(settings))
+}
+
+fn faulty_call(base: &str, body: &str) -> Answer {
+    invoke(
+        base,
+        "/invocations",
+        "faulty",
+        "text/plain",
+        None,
+        body.as_bytes().to_vec(),
+    )
+}
+
+fn restarts(base: &str, reason: &str) -> f64 {
+    let text = reqwest::blocking::get(format!("{base}/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    let prefix = format!("tfserve_python_worker_restarts_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or(0.0)
+}
+
+fn assert_echoes(base: &str) {
+    let answer = faulty_call(base, "1.0");
+    assert_eq!(
+        (answer.status, answer.json()),
+        (200, json!({"predictions": [3.5]})),
+        "{}",
+        answer.body
+    );
+}
+
 #[test]
-#[cfg(not(feature = "python"))]
-fn without_python_support_handler_models_answer_501() {
-    let answer = invocation("pair", "application/json", r#"{"instances": [1.0]}"#);
-    assert_eq!(answer.status, 501, "{}", answer.body);
-    assert!(answer.error().contains("without Python support"), "{}", answer.body);
-    let answer = invocation("plain", "application/json", r#"{"instances": [1.0]}"#);
+fn a_handler_that_kills_its_process_fails_only_its_own_call() {
+    let base = faulty_server(|_| {});
+    assert_echoes(&base);
+    for _ in 0..3 {
+        let answer = faulty_call(&base, "crash");
+        assert_eq!(answer.status, 500, "{}", answer.body);
+        assert!(
+            answer.error().contains("worker running this call exited"),
+            "{}",
+            answer.body
+        );
+        assert!(answer.error().contains("exit status: 3"), "{}", answer.body);
+        // The replacement loads the model's handlers again and answers.
+        assert_echoes(&base);
+    }
+    assert_eq!(restarts(&base, "crash"), 3.0);
+}
+
+#[test]
+fn a_hanging_handler_times_out_and_its_worker_is_replaced() {
+    let base = faulty_server(|settings| settings.http.rest_api_timeout_in_ms = 1000);
+    // Both workers hang at once: each call gets its 504 at the deadline...
+    let hangs: Vec<_> = (0..2)
+        .map(|_| {
+            let base = base.clone();
+            std::thread::spawn(move || faulty_call(&base, "hang"))
+        })
+        .collect();
+    for hang in hangs {
+        let answer = hang.join().unwrap();
+        assert_eq!(answer.status, 504, "{}", answer.body);
+        assert!(answer.error().contains("rest_api_timeout_in_ms"), "{}", answer.body);
+    }
+    // ...and both workers come back rather than staying stuck in sleep().
+    let started = std::time::Instant::now();
+    for _ in 0..4 {
+        assert_echoes(&base);
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(restarts(&base, "timeout"), 2.0);
+}
+
+#[test]
+fn a_leaking_handler_is_bounded_by_the_worker_memory_limit() {
+    let base = faulty_server(|settings| {
+        settings.handlers.python_workers = 1;
+        settings.handlers.python_worker_max_rss_mb = 200;
+    });
+    // Each call keeps 64 MiB alive in the worker; without the bound it would grow to 1.3 GB.
+    for _ in 0..20 {
+        let answer = faulty_call(&base, "leak");
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(answer.json()["held_mib"].as_u64().unwrap() <= 256, "{}", answer.body);
+    }
+    assert!(restarts(&base, "memory") >= 5.0, "{}", restarts(&base, "memory"));
+    assert_echoes(&base);
+}
+
+#[test]
+fn a_server_without_python_serves_plain_models_and_says_what_handlers_need() {
+    let root = temp_dir("handlers-no-python");
+    archive(&root, "pair", "half_plus_three", Some("pair"));
+    archive(&root, "plain", "half_plus_three", None);
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.models_dir = root.clone();
+    settings.models.model_roots = vec![root.clone()];
+    settings.models.multi_model = true;
+    settings.handlers.python_executable = "/nonexistent/python3".into();
+    let base = format!("http://{}", spawn_server(settings));
+    let client = reqwest::blocking::Client::new();
+    let load = |name: &str| {
+        client
+            .post(format!("{base}/models"))
+            .json(&json!({"model_name": name, "url": root.join(name)}))
+            .send()
+            .unwrap()
+    };
+    let refused = load("pair");
+    let status = refused.status().as_u16();
+    let text = refused.text().unwrap();
+    assert_eq!(status, 500, "{text}");
+    assert!(
+        text.contains("/nonexistent/python3") && text.contains("--python_executable"),
+        "{text}"
+    );
+    assert_eq!(load("plain").status().as_u16(), 200);
+    let answer = invoke(
+        &base,
+        "/models/plain/invoke",
+        "plain",
+        "application/json",
+        None,
+        br#"{"instances": [1.0]}"#.to_vec(),
+    );
     assert_eq!((answer.status, answer.json()), (200, json!({"predictions": [3.5]})));
 }

@@ -1,23 +1,20 @@
-"""The Python side of tfserve's inference.py support: loads a model's handler
-module and calls it with SageMaker's Context, normalising what it returns.
-tfserve imports this once, as the module `tfserve_handlers`."""
+"""A tfserve handler worker: one Python process that loads models'
+inference.py modules and calls them with SageMaker's Context, normalising what
+they return. tfserve runs it as `python3 -c <this file>` and talks to it over
+stdin/stdout in frames (see `serve`); a worker runs one call at a time, so a
+handler that crashes, hangs or leaks costs only its own process."""
+import collections
+import importlib.util
+import io
+import json
 import os
+import re
+import shutil
+import struct
+import subprocess
 import sys
-
-# libtensorflow exports BoringSSL's EVP_/CRYPTO_ symbols; without DEEPBIND the
-# OpenSSL that _hashlib and _ssl load would call into those and crash.
-# Extension modules loaded from here on resolve their own libraries first.
-if hasattr(os, "RTLD_DEEPBIND"):
-    sys.setdlopenflags(sys.getdlopenflags() | os.RTLD_DEEPBIND)
-
-import collections  # noqa: E402
-import importlib.util  # noqa: E402
-import io  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import threading  # noqa: E402
+import threading
+import traceback
 
 # The container's fields in its order (handlers may unpack them), then grpc_uri.
 Context = collections.namedtuple("Context", [
@@ -60,16 +57,6 @@ class Response:
         return json.loads(self.content)
 
 
-def python_executable():
-    """The interpreter this process embeds, as a program (for pip)."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (os.path.join(sys.base_exec_prefix, "bin", version),
-                      os.path.join(sys.base_exec_prefix, "bin", "python3")):
-        if os.path.exists(candidate):
-            return candidate
-    return version
-
-
 _install_lock = threading.Lock()
 
 
@@ -85,7 +72,7 @@ def install_requirements(requirements, target):
         staging = target + ".partial"
         shutil.rmtree(staging, ignore_errors=True)
         os.makedirs(staging)
-        command = [python_executable(), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+        command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
                    "--quiet", "--target", staging, "-r", requirements]
         # --target leaves the interpreter's own packages alone; older Debian pips
         # still refuse an "externally managed" Python without this.
@@ -218,3 +205,106 @@ def error_of(exc):
     if match and 400 <= int(match.group(1)) <= 599:
         return int(match.group(1)), match.group(2).strip()
     return 500, message
+
+
+def describe(exc):
+    """`Type: message`, with the innermost traceback line when there is one."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        text += f' (File "{last.filename}", line {last.lineno}, in {last.name})'
+    return text
+
+
+# module name -> (handler, input_handler, output_handler)
+_loaded = {}
+
+
+def _call(header, body):
+    functions = _loaded.get(header["module"])
+    if functions is None:
+        raise LookupError(f"handler module {header['module']} is not loaded in this worker")
+    handler, input_handler, output_handler = functions
+    context = make_context(*header["context"])
+    op = header["op"]
+    if op == "handler":
+        return call_handler(handler, body, context)
+    if op == "input":
+        return call_input(input_handler, body, context), None
+    return call_output(output_handler, header["status"], body, context)
+
+
+def dispatch(header, body):
+    """One request from tfserve: (reply header, reply body)."""
+    op = header["op"]
+    if op == "install":
+        failure = install_requirements(header["requirements"], header["target"])
+        return ({"ok": False, "error": failure} if failure else {"ok": True}), b""
+    if op == "load":
+        try:
+            functions = load(header["module"], header["path"], header["search_paths"])
+        except Exception as exc:
+            return {"ok": False, "error": describe(exc)}, b""
+        _loaded[header["module"]] = functions
+        return {"ok": True, "handler": functions[0] is not None}, b""
+    if op == "unload":
+        if header["module"] is not None:
+            _loaded.pop(header["module"], None)
+        unload(header["module"], header["search_paths"])
+        return {"ok": True}, b""
+    try:
+        out, content_type = _call(header, body)
+    except Exception as exc:
+        status, message = error_of(exc)
+        return {"ok": False, "status": status, "error": message, "detail": describe(exc)}, b""
+    return {"ok": True, "content_type": content_type}, out
+
+
+def _read_exact(stream, size):
+    chunks = []
+    while size:
+        chunk = stream.read(size)
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def serve(requests, replies):
+    """Frames both ways: u32 LE header length, JSON header, u64 LE body length, body."""
+    while True:
+        try:
+            (header_size,) = struct.unpack("<I", _read_exact(requests, 4))
+            header = json.loads(_read_exact(requests, header_size))
+            (body_size,) = struct.unpack("<Q", _read_exact(requests, 8))
+            body = _read_exact(requests, body_size)
+        except EOFError:
+            return
+        reply, out = dispatch(header, body)
+        encoded = json.dumps(reply).encode("utf-8")
+        replies.write(struct.pack("<I", len(encoded)) + encoded + struct.pack("<Q", len(out)))
+        replies.write(out)
+        replies.flush()
+
+
+def _die_with_parent():
+    """Linux: SIGKILL this worker when tfserve goes, even if a handler is stuck."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+    if os.getppid() == 1:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    _die_with_parent()
+    # The protocol keeps the real stdout; handlers' print() goes to stderr (tfserve's log).
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(sys.stdin.buffer, replies)

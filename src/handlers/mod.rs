@@ -3,8 +3,9 @@
 //! `input_handler`/`output_handler` pair, its `code/lib` or
 //! `code/requirements.txt`, and invocations routed through it.
 
-#[cfg(feature = "python")]
-mod python;
+mod workers;
+
+pub use workers::WorkerSettings;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
-/// Where handlers come from and how many Python workers run them.
+/// Where handlers come from and how the Python workers run them.
 #[derive(Clone, Debug)]
 pub struct HandlerSettings {
     /// One `inference.py` for every model (`--handler_path`), instead of each model's `code/`.
@@ -24,9 +25,7 @@ pub struct HandlerSettings {
     pub shared_code_dir: Option<PathBuf>,
     /// Where each model's `requirements.txt` is installed.
     pub deps_dir: PathBuf,
-    pub workers: usize,
-    /// Handler calls waiting for a worker before requests are refused (503).
-    pub queue: usize,
+    pub workers: WorkerSettings,
 }
 
 /// What the handler chain answers: the body and, when the handler named one,
@@ -63,10 +62,6 @@ pub enum HandlerError {
         path: String,
         message: String,
     },
-    #[error(
-        "model {model} ships {path}, but this tfserve was built without Python support (cargo feature \"python\")"
-    )]
-    Unsupported { model: String, path: String },
     #[error("all Python handler workers are busy and {0} calls are waiting (python_workers); retry later")]
     QueueFull(usize),
     #[error("the Python handler workers have stopped")]
@@ -84,15 +79,12 @@ pub trait StepError: From<HandlerError> + std::fmt::Display {
 
 /// A model's loaded handlers.
 pub enum ModelHandlers {
-    #[cfg(feature = "python")]
-    Python(Arc<python::Loaded>),
-    /// The model ships handlers this build cannot run.
-    Unsupported(PathBuf),
+    Python(Arc<workers::Loaded>),
     /// The model's handlers failed to load on a config re-read.
     Broken(String),
 }
 
-/// Every model's handlers, and the interpreter, started with the first model that has some.
+/// Every model's handlers, and the Python workers, started with the first model that has some.
 pub struct HandlerSet {
     settings: HandlerSettings,
     models: RwLock<HashMap<String, Arc<ModelHandlers>>>,
@@ -103,8 +95,7 @@ pub struct HandlerSet {
     rest_base: RwLock<String>,
     /// The gRPC port, once it listens, for `context.grpc_port`/`grpc_uri`.
     grpc_port: std::sync::atomic::AtomicU16,
-    #[cfg(feature = "python")]
-    engine: std::sync::OnceLock<Result<python::Engine, String>>,
+    workers: std::sync::OnceLock<Result<workers::Pool, String>>,
 }
 
 impl HandlerSet {
@@ -115,8 +106,7 @@ impl HandlerSet {
             origins: Mutex::new(HashMap::new()),
             rest_base: RwLock::new("http://127.0.0.1:8080".into()),
             grpc_port: std::sync::atomic::AtomicU16::new(0),
-            #[cfg(feature = "python")]
-            engine: std::sync::OnceLock::new(),
+            workers: std::sync::OnceLock::new(),
         }
     }
 
@@ -189,28 +179,15 @@ impl HandlerSet {
         }
     }
 
-    #[cfg(not(feature = "python"))]
-    fn load(&self, model: &str, file: &Path) -> Result<ModelHandlers, HandlerError> {
-        log::error!(
-            "{}",
-            HandlerError::Unsupported {
-                model: model.into(),
-                path: file.display().to_string()
-            }
-        );
-        Ok(ModelHandlers::Unsupported(file.to_path_buf()))
-    }
-
-    #[cfg(feature = "python")]
     fn load(&self, model: &str, file: &Path) -> Result<ModelHandlers, HandlerError> {
         let failure = |message: String| HandlerError::Load {
             model: model.into(),
             path: file.display().to_string(),
             message,
         };
-        let engine = self
-            .engine
-            .get_or_init(|| python::Engine::start(self.settings.workers, self.settings.queue))
+        let pool = self
+            .workers
+            .get_or_init(|| workers::Pool::start(self.settings.workers.clone()))
             .as_ref()
             .map_err(|e| failure(e.clone()))?;
         let code = file.parent().unwrap_or(Path::new("."));
@@ -234,7 +211,7 @@ impl HandlerSet {
         };
         let install = install.as_ref().map(|(r, t)| (r.as_path(), t.as_path()));
         let module = format!("tfserve_handler_{}", safe_name(model));
-        let loaded = engine.load(&module, file, &search_paths, install).map_err(failure)?;
+        let loaded = pool.load(&module, file, &search_paths, install).map_err(failure)?;
         Ok(ModelHandlers::Python(Arc::new(loaded)))
     }
 
@@ -246,17 +223,14 @@ impl HandlerSet {
         self.release(removed, false);
     }
 
-    /// Lets the interpreter forget handlers no longer in use (`replaced`: by a
+    /// Lets the workers forget handlers no longer in use (`replaced`: by a
     /// newer load of the same model).
     fn release(&self, handlers: Option<Arc<ModelHandlers>>, replaced: bool) {
-        #[cfg(feature = "python")]
-        if let (Some(handlers), Some(Ok(engine))) = (handlers, self.engine.get()) {
+        if let (Some(handlers), Some(Ok(pool))) = (handlers, self.workers.get()) {
             if let ModelHandlers::Python(loaded) = &*handlers {
-                engine.unload(loaded, replaced);
+                pool.unload(loaded, replaced);
             }
         }
-        #[cfg(not(feature = "python"))]
-        let _ = (handlers, replaced);
     }
 
     /// Whether no model has handlers.
@@ -324,55 +298,41 @@ impl HandlerSet {
         Fut: Future<Output = Result<Vec<u8>, E>>,
         E: StepError,
     {
-        #[cfg(not(feature = "python"))]
-        let _ = (body, timeout, run_model);
-        match handlers {
-            ModelHandlers::Unsupported(path) => Err(HandlerError::Unsupported {
-                model: context.model_name.clone(),
-                path: path.display().to_string(),
-            }
-            .into()),
-            ModelHandlers::Broken(message) => Err(HandlerError::Raised {
-                status: 500,
-                message: message.clone(),
-            }
-            .into()),
-            #[cfg(feature = "python")]
-            ModelHandlers::Python(loaded) => {
-                let engine = match self.engine.get() {
-                    Some(Ok(engine)) => engine,
-                    _ => return Err(HandlerError::Stopped.into()),
-                };
-                let deadline = tokio::time::Instant::now() + timeout;
-                let timed_out = || E::from(HandlerError::Timeout(timeout.as_millis() as u64));
-                if python::Engine::has_handler(loaded) {
-                    let call = engine.call_handler(loaded.clone(), body, context);
-                    return Ok(tokio::time::timeout_at(deadline, call)
-                        .await
-                        .map_err(|_| timed_out())??);
+        let loaded = match handlers {
+            ModelHandlers::Broken(message) => {
+                return Err(HandlerError::Raised {
+                    status: 500,
+                    message: message.clone(),
                 }
-                let call = engine.call_input(loaded.clone(), body, context.clone());
-                let request = tokio::time::timeout_at(deadline, call)
-                    .await
-                    .map_err(|_| timed_out())??;
-                // The model's answer goes to output_handler whatever it is, as
-                // the container relays TF Serving's response.
-                let answer = tokio::time::timeout_at(deadline, run_model(request))
-                    .await
-                    .map_err(|_| timed_out())?;
-                let (status, content) = match answer {
-                    Ok(content) => (200, content),
-                    Err(err) => (
-                        err.status_code(),
-                        serde_json::json!({ "error": err.to_string() }).to_string().into_bytes(),
-                    ),
-                };
-                let call = engine.call_output(loaded.clone(), status, content, context);
-                Ok(tokio::time::timeout_at(deadline, call)
-                    .await
-                    .map_err(|_| timed_out())??)
+                .into())
             }
+            ModelHandlers::Python(loaded) => loaded,
+        };
+        let pool = match self.workers.get() {
+            Some(Ok(pool)) => pool,
+            _ => return Err(HandlerError::Stopped.into()),
+        };
+        let deadline = workers::Deadline {
+            at: tokio::time::Instant::now() + timeout,
+            millis: timeout.as_millis() as u64,
+        };
+        if loaded.has_handler {
+            return Ok(pool.call_handler(loaded, body, context, deadline).await?);
         }
+        let request = pool.call_input(loaded, body, context.clone(), deadline).await?;
+        // The model's answer goes to output_handler whatever it is, as
+        // the container relays TF Serving's response.
+        let answer = tokio::time::timeout_at(deadline.at, run_model(request))
+            .await
+            .map_err(|_| E::from(HandlerError::Timeout(deadline.millis)))?;
+        let (status, content) = match answer {
+            Ok(content) => (200, content),
+            Err(err) => (
+                err.status_code(),
+                serde_json::json!({ "error": err.to_string() }).to_string().into_bytes(),
+            ),
+        };
+        Ok(pool.call_output(loaded, status, content, context, deadline).await?)
     }
 }
 
@@ -388,7 +348,6 @@ fn modified(path: &Path) -> Option<SystemTime> {
 }
 
 /// A model name as a Python module and directory name.
-#[cfg(feature = "python")]
 fn safe_name(model: &str) -> String {
     model
         .chars()

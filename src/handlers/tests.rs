@@ -7,8 +7,13 @@ fn set(handler_path: Option<PathBuf>, shared: Option<PathBuf>) -> HandlerSet {
         handler_path,
         shared_code_dir: shared,
         deps_dir: std::env::temp_dir(),
-        workers: 1,
-        queue: 1,
+        workers: WorkerSettings {
+            python: "python3".into(),
+            workers: 1,
+            queue: 1,
+            max_rss_bytes: 0,
+            max_calls: 0,
+        },
     })
 }
 

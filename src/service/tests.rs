@@ -52,8 +52,13 @@ fn service(name: &str, batching: bool, run_ms: u64, timeout: Duration) -> (Servi
         handler_path: None,
         shared_code_dir: None,
         deps_dir: root.join("deps"),
-        workers: 1,
-        queue: 1,
+        workers: crate::handlers::WorkerSettings {
+            python: "python3".into(),
+            workers: 1,
+            queue: 1,
+            max_rss_bytes: 0,
+            max_calls: 0,
+        },
     }));
     (Service::new(registry, handlers, timeout), root)
 }

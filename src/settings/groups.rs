@@ -344,10 +344,39 @@ pub struct BatchingSettings {
 #[serde(default)]
 #[command(next_help_heading = "Handlers")]
 pub struct HandlerOptions {
-    /// Python threads running models' inference.py handlers. Default: number of cores
-    /// (`serve`: SAGEMAKER_GUNICORN_WORKERS when set).
+    /// Python processes running models' inference.py handlers, one call at a time
+    /// each. Default: number of cores (`serve`: SAGEMAKER_GUNICORN_WORKERS when set).
     #[arg(long = "python_workers", alias = "python-workers", global = true, default_value_t = cores())]
     pub python_workers: usize,
+
+    /// The Python 3 that runs handlers (only started when a model ships inference.py).
+    #[arg(
+        long = "python_executable",
+        alias = "python-executable",
+        global = true,
+        default_value = "python3"
+    )]
+    pub python_executable: String,
+
+    /// A handler worker whose resident memory passes this many MiB after a call
+    /// is replaced by a fresh one (0: no bound).
+    #[arg(
+        long = "python_worker_max_rss_mb",
+        alias = "python-worker-max-rss-mb",
+        global = true,
+        default_value_t = 0
+    )]
+    pub python_worker_max_rss_mb: u64,
+
+    /// A handler worker is replaced after this many calls (0: never), as
+    /// gunicorn's max_requests.
+    #[arg(
+        long = "python_worker_max_requests",
+        alias = "python-worker-max-requests",
+        global = true,
+        default_value_t = 0
+    )]
+    pub python_worker_max_requests: u64,
 
     /// One inference.py for every model, instead of each model's code/inference.py.
     #[arg(long = "handler_path", alias = "handler-path", global = true)]

@@ -104,8 +104,13 @@ impl Settings {
                 .handler_deps_dir
                 .clone()
                 .unwrap_or_else(|| cache.join("handler-deps")),
-            workers: options.python_workers,
-            queue: options.python_workers * 64,
+            workers: crate::handlers::WorkerSettings {
+                python: options.python_executable.clone(),
+                workers: options.python_workers,
+                queue: options.python_workers * 64,
+                max_rss_bytes: options.python_worker_max_rss_mb.saturating_mul(1 << 20),
+                max_calls: options.python_worker_max_requests,
+            },
         }
     }
 

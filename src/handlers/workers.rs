@@ -1,0 +1,553 @@
+//! The Python handler workers: a bounded pool of `python3` processes running
+//! `glue.py`, each taking one call at a time over its stdin/stdout. A worker
+//! that crashes, outlives a call's deadline or grows past its memory bound is
+//! replaced, and the replacement loads every model's handlers again, so one
+//! bad handler call fails alone and the server never links or embeds Python.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use super::{Answer, CallContext, HandlerError};
+
+const GLUE: &str = include_str!("glue.py");
+
+/// How the workers run.
+#[derive(Clone, Debug)]
+pub struct WorkerSettings {
+    pub python: String,
+    pub workers: usize,
+    /// Calls waiting for a worker before requests are refused (503).
+    pub queue: usize,
+    /// A worker whose resident memory passes this after a call is replaced (0: never).
+    pub max_rss_bytes: u64,
+    /// A worker is replaced after this many calls (0: never).
+    pub max_calls: u64,
+}
+
+/// A model's handler module as loaded in every worker.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub module: String,
+    file: PathBuf,
+    search_paths: Vec<String>,
+    /// `handler(data, context)` rather than the input/output pair.
+    pub has_handler: bool,
+}
+
+/// One `python3 glue.py` process.
+struct Worker {
+    child: Child,
+    requests: BufWriter<ChildStdin>,
+    replies: BufReader<ChildStdout>,
+    calls: u64,
+}
+
+/// The workers, the modules each must have, and the queue bound.
+pub struct Pool {
+    settings: WorkerSettings,
+    /// Drives the workers' pipes, whichever runtime (actix worker, gRPC, a
+    /// plain thread) the call comes from.
+    runtime: tokio::runtime::Handle,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    idle: Mutex<Vec<Worker>>,
+    /// One permit per idle worker; a load takes them all.
+    slots: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    /// What a fresh worker loads, by module name, in load order.
+    modules: Mutex<BTreeMap<u64, Loaded>>,
+    next_load: AtomicUsize,
+    python: String,
+    max_rss_bytes: u64,
+    max_calls: u64,
+}
+
+/// Why a worker was replaced (the metric's `reason` label).
+#[derive(Clone, Copy, Debug)]
+enum Replaced {
+    Crashed,
+    TimedOut,
+    Memory,
+    Calls,
+}
+
+impl Replaced {
+    fn label(self) -> &'static str {
+        match self {
+            Replaced::Crashed => "crash",
+            Replaced::TimedOut => "timeout",
+            Replaced::Memory => "memory",
+            Replaced::Calls => "calls",
+        }
+    }
+}
+
+impl Pool {
+    /// Starts the workers (blocks until each answers). Fails naming the
+    /// Python it needs when none can be started.
+    pub fn start(settings: WorkerSettings) -> Result<Pool, String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tfserve-python-io")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the handler workers' I/O thread: {e}"))?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        // The runtime lives on a thread of its own so that dropping the pool
+        // from inside another runtime never drops a runtime there.
+        std::thread::Builder::new()
+            .name("tfserve-python-pool".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let _ = stopped.await;
+                });
+            })
+            .map_err(|e| format!("cannot start the handler workers' I/O thread: {e}"))?;
+        let count = settings.workers.max(1);
+        let shared = Arc::new(Shared {
+            idle: Mutex::new(Vec::with_capacity(count)),
+            slots: Arc::new(Semaphore::new(0)),
+            waiting: AtomicUsize::new(0),
+            modules: Mutex::new(BTreeMap::new()),
+            next_load: AtomicUsize::new(0),
+            python: settings.python.clone(),
+            max_rss_bytes: settings.max_rss_bytes,
+            max_calls: settings.max_calls,
+        });
+        let spawner = shared.clone();
+        let started: Vec<Result<Worker, String>> = block_on(&handle, async move {
+            let starts = (0..count).map(|_| spawner.spawn_worker());
+            futures_util::future::join_all(starts).await
+        })?;
+        for worker in started {
+            shared.give_back(worker?);
+        }
+        Ok(Pool {
+            settings,
+            runtime: handle,
+            _stop: stop,
+            shared,
+        })
+    }
+
+    /// Installs `requirements` into `target` when given, then imports `file`
+    /// as `module` in every worker. Waits for calls in flight. Blocks.
+    pub fn load(
+        &self,
+        module: &str,
+        file: &Path,
+        search_paths: &[PathBuf],
+        requirements: Option<(&Path, &Path)>,
+    ) -> Result<Loaded, String> {
+        let loaded = Loaded {
+            module: module.to_string(),
+            file: file.to_path_buf(),
+            search_paths: search_paths.iter().map(|p| p.display().to_string()).collect(),
+            has_handler: false,
+        };
+        let install = requirements.map(|(r, t)| {
+            json!({"op": "install", "requirements": r.display().to_string(), "target": t.display().to_string()})
+        });
+        let shared = self.shared.clone();
+        let count = self.settings.workers.max(1) as u32;
+        block_on(&self.runtime, async move {
+            let all = shared
+                .slots
+                .clone()
+                .acquire_many_owned(count)
+                .await
+                .map_err(|_| "the handler workers have stopped".to_string())?;
+            let mut workers = std::mem::take(&mut *shared.idle.lock().unwrap_or_else(|p| p.into_inner()));
+            let outcome = shared.load_everywhere(&mut workers, install, loaded).await;
+            // Each worker brings its own slot back (a dead one once replaced).
+            all.forget();
+            shared.return_all(workers);
+            outcome
+        })?
+    }
+
+    /// Forgets a model's module in every worker (`replaced`: a newer load
+    /// took its name, so only its paths' use counts go down). Blocks.
+    pub fn unload(&self, loaded: &Loaded, replaced: bool) {
+        let shared = self.shared.clone();
+        let module = loaded.module.clone();
+        let loaded = loaded.clone();
+        let count = self.settings.workers.max(1) as u32;
+        let done = block_on(&self.runtime, async move {
+            let Ok(all) = shared.slots.clone().acquire_many_owned(count).await else {
+                return;
+            };
+            // A replaced module's entry already belongs to its newer load.
+            if let (false, Ok(mut modules)) = (replaced, shared.modules.lock()) {
+                modules.retain(|_, m| m.module != loaded.module);
+            }
+            let mut workers = std::mem::take(&mut *shared.idle.lock().unwrap_or_else(|p| p.into_inner()));
+            let request = json!({
+                "op": "unload",
+                "module": (!replaced).then_some(&loaded.module),
+                "search_paths": loaded.search_paths,
+            });
+            for worker in &mut workers {
+                if let Err(e) = worker.exchange(&request, &[]).await {
+                    log::warn!("unloading {}: {e}", loaded.module);
+                }
+            }
+            all.forget();
+            shared.return_all(workers);
+        });
+        if let Err(e) = done {
+            log::warn!("unloading {module}: {e}");
+        }
+    }
+
+    /// `handler(data, context)`.
+    pub async fn call_handler(
+        &self,
+        loaded: &Loaded,
+        body: Vec<u8>,
+        context: CallContext,
+        deadline: Deadline,
+    ) -> Result<Answer, HandlerError> {
+        let header = call_header("handler", loaded, &context, None);
+        self.call(header, body, deadline).await
+    }
+
+    /// `input_handler(data, context)`: the TF Serving request body it makes.
+    pub async fn call_input(
+        &self,
+        loaded: &Loaded,
+        body: Vec<u8>,
+        context: CallContext,
+        deadline: Deadline,
+    ) -> Result<Vec<u8>, HandlerError> {
+        let header = call_header("input", loaded, &context, None);
+        Ok(self.call(header, body, deadline).await?.body)
+    }
+
+    /// `output_handler(response, context)` with the model's status and body.
+    pub async fn call_output(
+        &self,
+        loaded: &Loaded,
+        status: u16,
+        content: Vec<u8>,
+        context: CallContext,
+        deadline: Deadline,
+    ) -> Result<Answer, HandlerError> {
+        let header = call_header("output", loaded, &context, Some(status));
+        self.call(header, content, deadline).await
+    }
+
+    /// Runs one call on an idle worker, on the pool's runtime so that the
+    /// worker is replaced at the deadline even when the caller has gone.
+    async fn call(&self, header: Value, body: Vec<u8>, deadline: Deadline) -> Result<Answer, HandlerError> {
+        let capacity = self.settings.queue;
+        if self.shared.waiting.fetch_add(1, Ordering::AcqRel) >= capacity {
+            self.shared.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(HandlerError::QueueFull(capacity));
+        }
+        let shared = self.shared.clone();
+        let task = self.runtime.spawn(async move {
+            let permit = tokio::time::timeout_at(deadline.at, shared.slots.clone().acquire_owned()).await;
+            shared.waiting.fetch_sub(1, Ordering::AcqRel);
+            let permit = match permit {
+                Ok(Ok(permit)) => permit,
+                Ok(Err(_)) => return Err(HandlerError::Stopped),
+                Err(_) => return Err(deadline.error()),
+            };
+            let Some(mut worker) = shared.idle.lock().ok().and_then(|mut idle| idle.pop()) else {
+                return Err(HandlerError::Stopped);
+            };
+            permit.forget();
+            let outcome = tokio::time::timeout_at(deadline.at, worker.exchange(&header, &body)).await;
+            match outcome {
+                Ok(Ok((reply, out))) => {
+                    worker.calls += 1;
+                    shared.after_call(worker);
+                    answer_of(reply, out)
+                }
+                Ok(Err(e)) => {
+                    let status = worker.exit_status().await;
+                    shared.replace(worker, Replaced::Crashed);
+                    log::error!("a Python handler worker failed during a call ({e}; {status})");
+                    Err(HandlerError::Raised {
+                        status: 500,
+                        message: format!("the Python handler worker running this call exited ({status})"),
+                    })
+                }
+                Err(_) => {
+                    shared.replace(worker, Replaced::TimedOut);
+                    Err(deadline.error())
+                }
+            }
+        });
+        task.await.map_err(|_| HandlerError::Stopped)?
+    }
+}
+
+impl Shared {
+    /// Starts one worker and loads every current module into it.
+    async fn spawn_worker(&self) -> Result<Worker, String> {
+        let mut child = Command::new(&self.python)
+            .arg("-c")
+            .arg(GLUE)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "handlers run on Python 3, and `{}` cannot be started ({e}); install Python 3 or name one with --python_executable",
+                    self.python
+                )
+            })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("a Python handler worker started without pipes".into());
+        };
+        let mut worker = Worker {
+            child,
+            requests: BufWriter::new(stdin),
+            replies: BufReader::new(stdout),
+            calls: 0,
+        };
+        let modules: Vec<Loaded> = self
+            .modules
+            .lock()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        for loaded in modules {
+            // A module that no longer imports (its file changed since) fails
+            // its own model's calls, not the worker.
+            if let Err(e) = worker.load(&loaded).await {
+                log::error!(
+                    "a restarted Python handler worker cannot import {}: {e}",
+                    loaded.file.display()
+                );
+                if worker.child.try_wait().map(|s| s.is_some()).unwrap_or(true) {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(worker)
+    }
+
+    /// Imports a module in the first worker (after its install), then in the rest.
+    async fn load_everywhere(
+        &self,
+        workers: &mut [Worker],
+        install: Option<Value>,
+        mut loaded: Loaded,
+    ) -> Result<Loaded, String> {
+        let Some((first, rest)) = workers.split_first_mut() else {
+            return Err("the handler workers have stopped".into());
+        };
+        if let Some(install) = install {
+            let (reply, _) = first.exchange(&install, &[]).await.map_err(|e| e.to_string())?;
+            if reply["ok"] != json!(true) {
+                return Err(reply["error"].as_str().unwrap_or("pip install failed").to_string());
+            }
+        }
+        loaded.has_handler = first.load(&loaded).await?;
+        let loads = rest.iter_mut().map(|worker| worker.load(&loaded));
+        for outcome in futures_util::future::join_all(loads).await {
+            outcome?;
+        }
+        let key = self.next_load.fetch_add(1, Ordering::Relaxed) as u64;
+        if let Ok(mut modules) = self.modules.lock() {
+            modules.retain(|_, m| m.module != loaded.module);
+            modules.insert(key, loaded.clone());
+        }
+        Ok(loaded)
+    }
+
+    /// Gives back workers taken for a load or unload, replacing any that died.
+    fn return_all(self: &Arc<Self>, workers: Vec<Worker>) {
+        for mut worker in workers {
+            match worker.child.try_wait() {
+                Ok(None) => self.give_back(worker),
+                _ => self.replace(worker, Replaced::Crashed),
+            }
+        }
+    }
+
+    fn give_back(&self, worker: Worker) {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(worker);
+        self.slots.add_permits(1);
+    }
+
+    /// Returns a worker after a call, or replaces it when it reached a bound.
+    fn after_call(self: &Arc<Self>, worker: Worker) {
+        if self.max_calls > 0 && worker.calls >= self.max_calls {
+            return self.replace(worker, Replaced::Calls);
+        }
+        if self.max_rss_bytes > 0 && worker.resident_bytes().unwrap_or(0) > self.max_rss_bytes {
+            return self.replace(worker, Replaced::Memory);
+        }
+        self.give_back(worker);
+    }
+
+    /// Kills `worker` and starts another in its slot, retrying until one starts.
+    fn replace(self: &Arc<Self>, mut worker: Worker, why: Replaced) {
+        crate::metrics::METRICS
+            .python_worker_restarts
+            .with_label_values(&[why.label()])
+            .inc();
+        if !matches!(why, Replaced::Calls) {
+            log::warn!("replacing a Python handler worker ({})", why.label());
+        }
+        let _ = worker.child.start_kill();
+        let shared = self.clone();
+        tokio::spawn(async move {
+            let _ = worker.child.wait().await;
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                match shared.spawn_worker().await {
+                    Ok(fresh) => return shared.give_back(fresh),
+                    Err(e) => log::error!("restarting a Python handler worker: {e}"),
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+            }
+        });
+    }
+}
+
+impl Worker {
+    /// Sends one request frame and reads its reply.
+    async fn exchange(&mut self, header: &Value, body: &[u8]) -> std::io::Result<(Value, Vec<u8>)> {
+        let encoded = serde_json::to_vec(header)?;
+        self.requests.write_all(&(encoded.len() as u32).to_le_bytes()).await?;
+        self.requests.write_all(&encoded).await?;
+        self.requests.write_all(&(body.len() as u64).to_le_bytes()).await?;
+        self.requests.write_all(body).await?;
+        self.requests.flush().await?;
+        let size = self.replies.read_u32_le().await? as usize;
+        let mut reply = vec![0; size];
+        self.replies.read_exact(&mut reply).await?;
+        let size = self.replies.read_u64_le().await? as usize;
+        let mut out = vec![0; size];
+        self.replies.read_exact(&mut out).await?;
+        Ok((serde_json::from_slice(&reply)?, out))
+    }
+
+    /// Imports a handler module; whether it defines `handler`.
+    async fn load(&mut self, loaded: &Loaded) -> Result<bool, String> {
+        let request = json!({
+            "op": "load",
+            "module": loaded.module,
+            "path": loaded.file.display().to_string(),
+            "search_paths": loaded.search_paths,
+        });
+        let (reply, _) = self
+            .exchange(&request, &[])
+            .await
+            .map_err(|e| format!("the Python handler worker exited while importing it ({e})"))?;
+        if reply["ok"] != json!(true) {
+            return Err(reply["error"].as_str().unwrap_or("import failed").to_string());
+        }
+        Ok(reply["handler"] == json!(true))
+    }
+
+    /// How the process ended, once its pipe closed.
+    async fn exit_status(&mut self) -> String {
+        match tokio::time::timeout(Duration::from_millis(500), self.child.wait()).await {
+            Ok(Ok(status)) => status.to_string(),
+            _ => "no exit status".into(),
+        }
+    }
+
+    fn resident_bytes(&self) -> Option<u64> {
+        let pid = self.child.id()?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    }
+}
+
+fn call_header(op: &str, loaded: &Loaded, context: &CallContext, status: Option<u16>) -> Value {
+    // grpc_uri is the container's "localhost:<grpc_port>"; the glue opens `channel` on it.
+    let grpc_uri = if context.grpc_port.is_empty() {
+        String::new()
+    } else {
+        format!("localhost:{}", context.grpc_port)
+    };
+    json!({
+        "op": op,
+        "module": loaded.module,
+        "status": status,
+        "context": [
+            context.model_name,
+            context.model_version,
+            context.method,
+            context.rest_uri,
+            context.grpc_port,
+            null,
+            context.custom_attributes,
+            context.request_content_type,
+            context.accept_header,
+            context.content_length,
+            grpc_uri,
+        ],
+    })
+}
+
+fn answer_of(reply: Value, body: Vec<u8>) -> Result<Answer, HandlerError> {
+    if reply["ok"] == json!(true) {
+        return Ok(Answer {
+            body,
+            content_type: reply["content_type"].as_str().map(str::to_string),
+        });
+    }
+    if let Some(detail) = reply["detail"].as_str() {
+        log::warn!("inference.py raised {detail}");
+    }
+    Err(HandlerError::Raised {
+        status: reply["status"]
+            .as_u64()
+            .and_then(|s| u16::try_from(s).ok())
+            .unwrap_or(500),
+        message: reply["error"].as_str().unwrap_or("the handler failed").to_string(),
+    })
+}
+
+/// When a handler call must have answered, and the setting that said so.
+#[derive(Clone, Copy, Debug)]
+pub struct Deadline {
+    pub at: Instant,
+    pub millis: u64,
+}
+
+impl Deadline {
+    fn error(self) -> HandlerError {
+        HandlerError::Timeout(self.millis)
+    }
+}
+
+/// Runs `work` on the pool's runtime and waits for it from any thread.
+fn block_on<T: Send + 'static>(
+    runtime: &tokio::runtime::Handle,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, String> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    runtime.spawn(async move {
+        let _ = sender.send(work.await);
+    });
+    receiver
+        .recv()
+        .map_err(|_| "the handler workers' I/O thread has stopped".to_string())
+}
