@@ -241,6 +241,10 @@ fn load_options(settings: &Settings) -> Result<(LoadOptions, Arc<Batcher>), Star
             unbatched_queue: settings.batching.max_queued_runs,
         },
         swap: settings.models.swap_policy,
+        load_timeout: match settings.models.model_load_timeout_seconds {
+            0 => None,
+            seconds => Some(Duration::from_secs(seconds)),
+        },
     };
     Ok((options, batcher))
 }

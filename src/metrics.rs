@@ -27,6 +27,8 @@ pub struct Metrics {
     /// Panics contained: `where` is `request` (an HTTP handler) or `batch` (a model run).
     pub panics: IntCounterVec,
     pub python_worker_restarts: IntCounterVec,
+    pub config_reloads: IntCounterVec,
+    pub in_flight: IntGauge,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -112,6 +114,24 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "tfserve_dropped_total",
             "Queued requests dropped before running because their client had gone.",
             QUEUE_LABELS,
+        ),
+        in_flight: {
+            let gauge = IntGauge::new(
+                "tfserve_requests_in_flight",
+                "REST and gRPC requests being handled (admitted under --max_in_flight_requests), \
+                 as of this scrape: a per-pod load signal for autoscaling.",
+            )
+            .expect("valid metric");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        },
+        config_reloads: counter(
+            &registry,
+            "tfserve_config_reloads_total",
+            "Periodic re-reads of --model_config_file: ok, or failed (unreadable or invalid; the models stay as they were).",
+            &["outcome"],
         ),
         python_worker_restarts: counter(
             &registry,

@@ -1,5 +1,6 @@
 //! Faults on disk while serving: a version still being copied in, a corrupt
-//! `saved_model.pb`, truncated variables, a version directory deleted. The
+//! `saved_model.pb`, truncated variables, a version directory deleted, a load
+//! that never finishes, the config file replaced by garbage. The
 //! model keeps answering from the version it had, the status API says what
 //! failed, and a fixed version loads without a restart.
 
@@ -176,4 +177,78 @@ fn deleting_the_serving_version_falls_back_to_the_one_below() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(statuses(&url).iter().all(|(v, _, _)| v != "2"), "{:?}", statuses(&url));
+}
+
+#[test]
+fn a_load_that_never_finishes_fails_after_the_load_timeout() {
+    let root = temp_dir("faults-hang");
+    let base = root.join("adder");
+    copy_dir(&repo_path("models/adder/1"), &base.join("1"));
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.models_dir = root.clone();
+    settings.models.file_system_poll_wait_seconds = 1;
+    settings.models.model_load_timeout_seconds = 2;
+    let url = format!("http://{}", spawn_server(settings));
+    assert!(answers(&url, 1.0));
+    // Version 2's saved_model.pb is a FIFO nobody writes: reading it blocks
+    // forever, as a stalled network mount would.
+    copy_dir(&repo_path("models/adder/2/variables"), &base.join("2/variables"));
+    let fifo = base.join("2/saved_model.pb");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // The FIFO is no regular file, so it is not a version yet; a marker file makes it one.
+    std::fs::write(base.join("2/saved_model.pbtxt"), b"").unwrap();
+    wait_for("version 2 to time out", || {
+        statuses(&url)
+            .iter()
+            .any(|(v, state, error)| v == "2" && state == "END" && error.contains("model_load_timeout_seconds"))
+    });
+    assert!(answers(&url, 1.0), "{:?}", predict(&url));
+    // The registry is not stuck behind the hung load: version 3 loads.
+    copy_dir(&repo_path("models/adder/2"), &base.join("3"));
+    wait_for("version 3", || predict(&url) == (200, json!({"predictions": [3.0]})));
+    // Let the hung reader go.
+    std::fs::write(&fifo, b"not a SavedModel").unwrap();
+}
+
+#[test]
+fn a_config_file_replaced_by_garbage_keeps_the_models_serving() {
+    let root = temp_dir("faults-config");
+    copy_dir(&repo_path("models/adder/1"), &root.join("adder/1"));
+    copy_dir(&repo_path("models/half_plus_two"), &root.join("half_plus_two"));
+    let config = root.join("models.config");
+    let entry = |name: &str| format!("config {{ name: \"{name}\" base_path: \"{}\" }}\n", root.join(name).display());
+    std::fs::write(&config, format!("model_config_list {{ {} }}", entry("adder"))).unwrap();
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.model_config_file = Some(config.clone());
+    settings.models.model_config_file_poll_wait_seconds = 1;
+    let url = format!("http://{}", spawn_server(settings));
+    assert!(answers(&url, 1.0));
+    let reloads = |outcome: &str| -> f64 {
+        let text = common::client().get(format!("{url}/metrics")).send().unwrap().text().unwrap();
+        let prefix = format!("tfserve_config_reloads_total{{outcome=\"{outcome}\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(&prefix)).map(|v| v.trim().parse().unwrap()).unwrap_or(0.0)
+    };
+    for garbage in [&b"model_config_list { config { name: "[..], &b"\x00\xff\xfe binary junk"[..], &b""[..]] {
+        let failed = reloads("failed");
+        std::fs::write(&config, garbage).unwrap();
+        wait_for("a failed reload", || reloads("failed") > failed);
+        for _ in 0..10 {
+            assert!(answers(&url, 1.0), "{:?}", predict(&url));
+        }
+    }
+    // A good file again, with a second model: the reload takes it.
+    std::fs::write(&config, format!("model_config_list {{ {} {} }}", entry("adder"), entry("half_plus_two"))).unwrap();
+    wait_for("half_plus_two", || {
+        common::client()
+            .post(format!("{url}/v1/models/half_plus_two:predict"))
+            .body(r#"{"instances": [2.0]}"#)
+            .send()
+            .is_ok_and(|r| r.status().as_u16() == 200)
+    });
+    assert!(answers(&url, 1.0));
 }

@@ -1,6 +1,6 @@
 //! `tfserve transform` end to end: a directory of generated JPEGs through the
 //! image model, outputs as the endpoint answers them, and a resumed run after
-//! the first is killed midway.
+//! the first is killed midway, and a disk that fills up midway.
 
 mod common;
 
@@ -138,4 +138,39 @@ fn a_killed_run_resumes_with_only_the_missing_outputs() {
         let body: Value = serde_json::from_slice(&std::fs::read(entry.unwrap().path()).unwrap()).unwrap();
         assert!(body["predictions"][0]["classes"].is_i64());
     }
+}
+
+#[test]
+fn a_full_disk_stops_the_run_with_nothing_half_written_and_a_rerun_completes() {
+    let (input, output) = (temp_dir("transform-enospc-in"), temp_dir("transform-enospc-out"));
+    write_jpegs(&input, 6);
+    // img0003's output lands on /dev/full: its write fails with ENOSPC, as on a full disk.
+    std::os::unix::fs::symlink("/dev/full", output.join("img0003.jpg.out.tmp")).unwrap();
+    let run = transform(&input, &output, &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(stderr.contains("img0003.jpg.out.tmp") && stderr.contains("No space left on device"), "{stderr}");
+    let names = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let after_failure = names(&output);
+    assert!(!after_failure.iter().any(|n| n.ends_with(".tmp")), "{after_failure:?}");
+    assert!(!after_failure.contains(&"img0003.jpg.out".to_string()), "{after_failure:?}");
+    // Every output present is whole: the endpoint's JSON answer.
+    for name in &after_failure {
+        let answer: Value = serde_json::from_slice(&std::fs::read(output.join(name)).unwrap()).unwrap();
+        assert!(answer["predictions"].is_array(), "{name}: {answer}");
+    }
+    // Space is back: the re-run writes the rest and skips what was done.
+    let rerun = transform(&input, &output, &[]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&rerun.stdout);
+    assert!(rerun.status.success(), "{stdout}{}", String::from_utf8_lossy(&rerun.stderr));
+    assert!(stdout.contains(&format!("{} skipped", after_failure.len())), "{stdout}");
+    let expected: Vec<String> = (0..6).map(|i| format!("img{i:04}.jpg.out")).collect();
+    assert_eq!(names(&output), expected);
 }

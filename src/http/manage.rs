@@ -38,7 +38,9 @@ async fn health_route(req: HttpRequest, state: web::Data<AppState>) -> HttpRespo
     health(req.path(), &state).unwrap_or_else(|| HttpResponse::NotFound().finish())
 }
 
-async fn metrics() -> HttpResponse {
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    let metrics = &crate::metrics::METRICS;
+    metrics.in_flight.set(state.in_flight.current() as i64);
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(crate::metrics::METRICS.render())

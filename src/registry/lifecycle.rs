@@ -226,8 +226,7 @@ impl Registry {
     fn load(&self, model: &str, version: i64, path: &std::path::Path, source: &ModelSource) {
         self.set_slot(model, version, VersionState::Loading, None, None);
         let started = Instant::now();
-        let session = source.session.apply(&self.options.session);
-        match servable::build(model, version, path, &session, source.images, &self.options) {
+        match self.build_bounded(model, version, path, source) {
             Ok(servable) => {
                 let signatures: Vec<String> = servable.runtime.signatures().iter().map(|s| s.name.clone()).collect();
                 log::info!(
@@ -246,6 +245,47 @@ impl Registry {
                 }
             }
         }
+    }
+
+    /// Builds a servable on a thread of its own, so that a load that hangs
+    /// (a FIFO or a stalled network mount under the model, a session that
+    /// never returns) or panics fails its version after `load_timeout`
+    /// instead of stopping every later change to the registry.
+    fn build_bounded(
+        &self,
+        model: &str,
+        version: i64,
+        path: &std::path::Path,
+        source: &ModelSource,
+    ) -> Result<Servable, String> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        let options = self.options.clone();
+        let session = source.session.apply(&options.session);
+        let (name, dir, images) = (model.to_string(), path.to_path_buf(), source.images);
+        let spawned = std::thread::Builder::new()
+            .name(format!("tfserve-load-{model}"))
+            .spawn(move || {
+                let built = servable::build(&name, version, &dir, &session, images, &options);
+                // After a timeout nobody listens: the late servable is dropped here.
+                let _ = sender.send(built.map_err(|e| e.to_string()));
+            });
+        if let Err(e) = spawned {
+            return Err(format!("cannot start a thread to load it: {e}"));
+        }
+        let outcome = match self.options.load_timeout {
+            Some(limit) => receiver.recv_timeout(limit).map_err(|e| match e {
+                std::sync::mpsc::RecvTimeoutError::Timeout => format!(
+                    "the load did not finish within {} s (model_load_timeout_seconds); other models go on",
+                    limit.as_secs()
+                ),
+                std::sync::mpsc::RecvTimeoutError::Disconnected => "the load panicked".to_string(),
+            }),
+            None => receiver.recv().map_err(|_| "the load panicked".to_string()),
+        };
+        if outcome.as_ref().is_err_and(|e| e == "the load panicked") {
+            crate::metrics::METRICS.panics.with_label_values(&["load"]).inc();
+        }
+        outcome?
     }
 
     /// Stops routing to a version, waits for its in-flight requests, then drops

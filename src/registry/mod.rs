@@ -102,7 +102,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub struct Registry {
     models: RwLock<BTreeMap<String, ModelEntry>>,
-    options: LoadOptions,
+    options: Arc<LoadOptions>,
     /// Serializes changes (polls, config syncs, HTTP management); reads never wait on it.
     changes: Mutex<()>,
     /// Told the sources of every sync, before the registry applies them.
@@ -115,7 +115,7 @@ impl Registry {
     pub fn new(options: LoadOptions) -> Registry {
         Registry {
             models: RwLock::new(BTreeMap::new()),
-            options,
+            options: Arc::new(options),
             changes: Mutex::new(()),
             sync_listener: std::sync::OnceLock::new(),
         }

@@ -46,9 +46,16 @@ pub fn spawn_poller(
                 if let Some((path, every)) = &config {
                     if now >= next_config {
                         next_config = now + *every;
+                        let reloads = &crate::metrics::METRICS.config_reloads;
                         match crate::model_config::load(path) {
-                            Ok(sources) => registry.sync(&sources),
-                            Err(err) => log::error!("config reload skipped: {err}"),
+                            Ok(sources) => {
+                                registry.sync(&sources);
+                                reloads.with_label_values(&["ok"]).inc();
+                            }
+                            Err(err) => {
+                                log::error!("config reload skipped, the models stay as they were: {err}");
+                                reloads.with_label_values(&["failed"]).inc();
+                            }
                         }
                     }
                 }

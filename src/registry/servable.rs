@@ -159,6 +159,8 @@ pub struct LoadOptions {
     pub batcher: Arc<Batcher>,
     pub batching: BatchingPolicy,
     pub swap: SwapPolicy,
+    /// How long one version's load may take (None: no bound).
+    pub load_timeout: Option<std::time::Duration>,
 }
 
 /// Loads, warms up (the shipped warm-up requests, else every batch size on

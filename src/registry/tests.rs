@@ -36,6 +36,7 @@ impl Fixture {
                 unbatched_queue: 16,
             },
             swap,
+            load_timeout: Some(std::time::Duration::from_millis(500)),
         };
         Fixture {
             root,
@@ -298,4 +299,30 @@ fn a_missing_base_path_serves_nothing_and_keeps_the_others() {
     f.registry.sync(&[missing, f.source("present", VersionPolicy::All)]);
     assert!(f.states("missing").is_empty());
     assert_eq!(f.answer("present", VersionSelector::Latest), Ok(1.0));
+}
+
+#[test]
+fn a_load_that_hangs_or_panics_fails_its_version_and_the_others_load() {
+    let f = Fixture::new("hang", SwapPolicy::AvailabilityPreserving);
+    f.version("hangs", 1, Some(("load_ms", "3000")));
+    f.version("panics", 1, Some(("panic", "")));
+    f.version("fine", 1, None);
+    let started = std::time::Instant::now();
+    f.registry.sync(&[
+        f.source("hangs", VersionPolicy::Latest(1)),
+        f.source("panics", VersionPolicy::Latest(1)),
+        f.source("fine", VersionPolicy::Latest(1)),
+    ]);
+    // The 500 ms bound, not the 3 s load, is what the sync waited for.
+    assert!(started.elapsed() < std::time::Duration::from_millis(2500), "{:?}", started.elapsed());
+    assert_eq!(f.states("fine"), vec![(1, Available)]);
+    assert_eq!(f.answer("fine", VersionSelector::Latest), Ok(1.0));
+    for (model, says) in [("hangs", "model_load_timeout_seconds"), ("panics", "the load panicked")] {
+        let status = f.registry.status(model, &VersionSelector::Latest).unwrap();
+        assert_eq!(status[0].state, End, "{model}");
+        assert!(status[0].error.as_deref().unwrap_or("").contains(says), "{model}: {status:?}");
+    }
+    // A failed version is not retried until its files change.
+    f.registry.poll();
+    assert_eq!(f.states("hangs"), vec![(1, End)]);
 }

@@ -130,6 +130,9 @@ impl Loader for MockLoader {
             let ms = delay.trim().parse().map_err(|_| error(format!("load_ms: {delay:?}")))?;
             std::thread::sleep(Duration::from_millis(ms));
         }
+        if dir.join("panic").exists() {
+            panic!("the mock loader was told to panic");
+        }
         if let Ok(reason) = std::fs::read_to_string(dir.join("fail")) {
             return Err(error(reason.trim().to_string()));
         }

@@ -41,6 +41,7 @@ fn service(name: &str, batching: bool, run_ms: u64, timeout: Duration) -> (Servi
             unbatched_queue: 16,
         },
         swap: SwapPolicy::AvailabilityPreserving,
+        load_timeout: None,
     };
     let registry = Arc::new(Registry::new(options));
     registry.sync(&[ModelSource::with_policy(

@@ -250,6 +250,17 @@ pub struct ModelSettings {
     )]
     pub file_system_poll_wait_seconds: i64,
 
+    /// Seconds a version's load (session, warm-up) may take before it is marked
+    /// failed and the registry moves on to other models; 0: no bound. A load
+    /// past it goes on in the background and its result is dropped.
+    #[arg(
+        long = "model_load_timeout_seconds",
+        alias = "model-load-timeout-seconds",
+        global = true,
+        default_value_t = 600
+    )]
+    pub model_load_timeout_seconds: u64,
+
     /// Seconds between re-reads of --model_config_file; 0: read once.
     #[arg(
         long = "model_config_file_poll_wait_seconds",

@@ -59,8 +59,9 @@ pub(super) fn records(data: Vec<u8>, split: SplitType) -> Vec<Vec<u8>> {
     }
 }
 
-/// Writes `<output>.tmp` then renames it, so a crash never leaves a partial
-/// `.out` that a re-run would take as done.
+/// Writes `<output>.tmp` then renames it, so a crash or a full disk never
+/// leaves a partial `.out` that a re-run would take as done; a write that
+/// fails removes its partial `.tmp`.
 fn write_output(path: &Path, results: FileResults, split: SplitType) -> Result<(), TransformError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io(parent))?;
@@ -76,8 +77,13 @@ fn write_output(path: &Path, results: FileResults, split: SplitType) -> Result<(
         }
     }
     let tmp = path.with_extension("out.tmp");
-    std::fs::write(&tmp, body).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    let written = std::fs::write(&tmp, body)
+        .map_err(io(&tmp))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(io(path)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 pub(super) fn spawn_reader(todo: Vec<(PathBuf, PathBuf)>) -> std::io::Result<tokio::sync::mpsc::Receiver<FileRead>> {

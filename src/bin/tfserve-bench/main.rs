@@ -3,9 +3,11 @@
 //! HTTP; `ceiling` serves a fixed answer on the same actix-web stack, the
 //! upper bound for any model server on this machine; `grpc` loads tfserve's
 //! gRPC port with one Predict request; `decode` times decoding one request's
-//! inputs from `tensor_content` and from JSON.
+//! inputs from `tensor_content` and from JSON; `open` sends HTTP requests at a
+//! fixed rate (open loop) and reports latency by status.
 
 mod bench_grpc;
+mod bench_open;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -74,6 +76,26 @@ enum Command {
         #[arg(long)]
         rest_body: Option<PathBuf>,
     },
+    /// POSTs one body at a fixed rate, whatever the answers take; prints a JSON
+    /// line of counts and latencies (from when each request was due) by status.
+    Open {
+        /// host:port
+        #[arg(long, default_value = "127.0.0.1:8501")]
+        address: String,
+        #[arg(long)]
+        path: String,
+        #[arg(long)]
+        body: PathBuf,
+        #[arg(long, default_value = "application/json")]
+        content_type: String,
+        /// Requests per second.
+        #[arg(long)]
+        rate: f64,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 4000)]
+        connections: usize,
+    },
     /// Answers every request with a fixed JSON body after reading it.
     Ceiling {
         #[arg(long, default_value_t = 8600)]
@@ -85,6 +107,23 @@ enum Command {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     match Cli::parse().command {
+        Command::Open {
+            address,
+            path,
+            body,
+            content_type,
+            rate,
+            seconds,
+            connections,
+        } => bench_open::run(bench_open::OpenLoop {
+            address,
+            path,
+            body: std::fs::read(body)?,
+            content_type,
+            rate,
+            seconds,
+            connections,
+        }),
         Command::Raw {
             model_dir,
             batches,

@@ -1,0 +1,204 @@
+//! `open`: an open-loop HTTP/1.1 load generator. Requests leave on a fixed
+//! schedule whatever the server's answers take, and each latency counts from
+//! when its request was due, so a server that falls behind is measured as
+//! its clients see it (closed-loop tools such as wrk slow down with it).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+pub struct OpenLoop {
+    pub address: String,
+    pub path: String,
+    pub body: Vec<u8>,
+    pub content_type: String,
+    pub rate: f64,
+    pub seconds: f64,
+    /// Connections open at most; a request due when all are busy is counted
+    /// as `unsent` (the generator, not the server, was the limit).
+    pub connections: usize,
+}
+
+#[derive(Default)]
+struct Tally {
+    /// Latencies in µs by status (0: the connection failed or closed under the request).
+    latencies: BTreeMap<u16, Vec<u64>>,
+    retry_after: usize,
+    unsent: usize,
+}
+
+struct Answer {
+    status: u16,
+    retry_after: bool,
+    keep_alive: bool,
+}
+
+pub fn run(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    runtime.block_on(drive(load))
+}
+
+async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
+    let request = Arc::new(
+        [
+            format!(
+                "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",
+                load.path,
+                load.address,
+                load.content_type,
+                load.body.len()
+            )
+            .into_bytes(),
+            load.body.clone(),
+        ]
+        .concat(),
+    );
+    let idle: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tally: Arc<Mutex<Tally>> = Arc::default();
+    let total = (load.rate * load.seconds) as u64;
+    let interval = Duration::from_secs_f64(1.0 / load.rate);
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(total as usize);
+    for i in 0..total {
+        let due = start + interval.mul_f64(i as f64);
+        tokio::time::sleep_until(due).await;
+        let connection = idle.lock().ok().and_then(|mut idle| idle.pop());
+        let connection = match connection {
+            Some(c) => Some(c),
+            None if open.load(std::sync::atomic::Ordering::Relaxed) < load.connections => None,
+            None => {
+                if let Ok(mut t) = tally.lock() {
+                    t.unsent += 1;
+                }
+                continue;
+            }
+        };
+        if connection.is_none() {
+            open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let (request, idle, open, tally, address) =
+            (request.clone(), idle.clone(), open.clone(), tally.clone(), load.address.clone());
+        tasks.push(tokio::spawn(async move {
+            let outcome = async {
+                let mut stream = match connection {
+                    Some(stream) => stream,
+                    None => {
+                        let stream = TcpStream::connect(&address).await?;
+                        stream.set_nodelay(true)?;
+                        stream
+                    }
+                };
+                stream.write_all(&request).await?;
+                let answer = read_answer(&mut stream).await?;
+                std::io::Result::Ok((stream, answer))
+            };
+            let outcome = tokio::time::timeout(Duration::from_secs(30), outcome).await;
+            let latency = due.elapsed().as_micros() as u64;
+            let status = match outcome {
+                Ok(Ok((stream, answer))) => {
+                    if answer.keep_alive {
+                        if let Ok(mut idle) = idle.lock() {
+                            idle.push(stream);
+                        }
+                    } else {
+                        open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    if answer.retry_after {
+                        if let Ok(mut t) = tally.lock() {
+                            t.retry_after += 1;
+                        }
+                    }
+                    answer.status
+                }
+                _ => {
+                    open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                    0
+                }
+            };
+            if let Ok(mut t) = tally.lock() {
+                t.latencies.entry(status).or_default().push(latency);
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let tally = tally.lock().map_err(|_| "tally poisoned")?;
+    let mut statuses = serde_json::Map::new();
+    for (status, latencies) in &tally.latencies {
+        let mut sorted = latencies.clone();
+        sorted.sort_unstable();
+        let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0;
+        statuses.insert(
+            status.to_string(),
+            serde_json::json!({
+                "count": sorted.len(),
+                "p50_ms": at(0.5),
+                "p99_ms": at(0.99),
+                "max_ms": at(1.0),
+            }),
+        );
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "rate": load.rate,
+            "seconds": elapsed,
+            "sent": total as usize - tally.unsent,
+            "unsent": tally.unsent,
+            "retry_after": tally.retry_after,
+            "statuses": statuses,
+        })
+    );
+    Ok(())
+}
+
+/// Reads one response: its status, whether it carried Retry-After and
+/// whether the connection stays open; the body is read and dropped.
+async fn read_answer(stream: &mut TcpStream) -> std::io::Result<Answer> {
+    let mut buffer = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        let read = stream.read(&mut chunk).await?;
+        if read == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).to_ascii_lowercase();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or(std::io::ErrorKind::InvalidData)?;
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    let length: usize = header("content-length:").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut have = buffer.len() - head_end;
+    while have < length {
+        let read = stream.read(&mut chunk).await?;
+        if read == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        have += read;
+    }
+    Ok(Answer {
+        status,
+        retry_after: header("retry-after:").is_some(),
+        keep_alive: header("connection:").is_none_or(|v| v != "close"),
+    })
+}
