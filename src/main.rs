@@ -26,7 +26,14 @@ fn main() -> std::process::ExitCode {
     for line in start_up_output.lines().filter(|l| !l.trim().is_empty()) {
         log::debug!(target: "tensorflow", "{line}");
     }
-    let cli = Cli::from_env_args();
+    let cli = match Cli::try_from_args(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(error) if error.kind() == clap::error::ErrorKind::DisplayVersion => {
+            print!("{}", tfserve::runtime::build_info::report());
+            return std::process::ExitCode::SUCCESS;
+        }
+        Err(error) => error.exit(),
+    };
     let settings = match Settings::load(&cli) {
         Ok(settings) => settings,
         Err(err) => {

@@ -16,7 +16,11 @@ fn manifests_validate_and_their_command_lines_serve_probe_and_drain() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     for manifest in [
         "deploy/kserve/cluster-serving-runtime.yaml",
         "deploy/kserve/inference-service.yaml",
@@ -24,7 +28,10 @@ fn manifests_validate_and_their_command_lines_serve_probe_and_drain() {
         "deploy/kubernetes/autoscaling.yaml",
         "deploy/kubernetes/service.yaml",
     ] {
-        assert!(stdout.contains(&format!("valid: {manifest}")), "{manifest} not checked:\n{stdout}");
+        assert!(
+            stdout.contains(&format!("valid: {manifest}")),
+            "{manifest} not checked:\n{stdout}"
+        );
     }
     assert_eq!(stdout.matches("drained and exited 0").count(), 3, "{stdout}");
 }

@@ -219,7 +219,12 @@ fn a_config_file_replaced_by_garbage_keeps_the_models_serving() {
     copy_dir(&repo_path("models/adder/1"), &root.join("adder/1"));
     copy_dir(&repo_path("models/half_plus_two"), &root.join("half_plus_two"));
     let config = root.join("models.config");
-    let entry = |name: &str| format!("config {{ name: \"{name}\" base_path: \"{}\" }}\n", root.join(name).display());
+    let entry = |name: &str| {
+        format!(
+            "config {{ name: \"{name}\" base_path: \"{}\" }}\n",
+            root.join(name).display()
+        )
+    };
     std::fs::write(&config, format!("model_config_list {{ {} }}", entry("adder"))).unwrap();
     let mut settings = Settings::default();
     settings.http.host = "127.0.0.1".into();
@@ -229,11 +234,23 @@ fn a_config_file_replaced_by_garbage_keeps_the_models_serving() {
     let url = format!("http://{}", spawn_server(settings));
     assert!(answers(&url, 1.0));
     let reloads = |outcome: &str| -> f64 {
-        let text = common::client().get(format!("{url}/metrics")).send().unwrap().text().unwrap();
+        let text = common::client()
+            .get(format!("{url}/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
         let prefix = format!("tfserve_config_reloads_total{{outcome=\"{outcome}\"}} ");
-        text.lines().find_map(|l| l.strip_prefix(&prefix)).map(|v| v.trim().parse().unwrap()).unwrap_or(0.0)
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or(0.0)
     };
-    for garbage in [&b"model_config_list { config { name: "[..], &b"\x00\xff\xfe binary junk"[..], &b""[..]] {
+    for garbage in [
+        &b"model_config_list { config { name: "[..],
+        &b"\x00\xff\xfe binary junk"[..],
+        &b""[..],
+    ] {
         let failed = reloads("failed");
         std::fs::write(&config, garbage).unwrap();
         wait_for("a failed reload", || reloads("failed") > failed);
@@ -242,7 +259,11 @@ fn a_config_file_replaced_by_garbage_keeps_the_models_serving() {
         }
     }
     // A good file again, with a second model: the reload takes it.
-    std::fs::write(&config, format!("model_config_list {{ {} {} }}", entry("adder"), entry("half_plus_two"))).unwrap();
+    std::fs::write(
+        &config,
+        format!("model_config_list {{ {} {} }}", entry("adder"), entry("half_plus_two")),
+    )
+    .unwrap();
     wait_for("half_plus_two", || {
         common::client()
             .post(format!("{url}/v1/models/half_plus_two:predict"))

@@ -149,7 +149,10 @@ fn a_full_disk_stops_the_run_with_nothing_half_written_and_a_rerun_completes() {
     let run = transform(&input, &output, &[]).output().unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(!run.status.success(), "{stderr}");
-    assert!(stderr.contains("img0003.jpg.out.tmp") && stderr.contains("No space left on device"), "{stderr}");
+    assert!(
+        stderr.contains("img0003.jpg.out.tmp") && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
     let names = |dir: &Path| -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
@@ -160,7 +163,10 @@ fn a_full_disk_stops_the_run_with_nothing_half_written_and_a_rerun_completes() {
     };
     let after_failure = names(&output);
     assert!(!after_failure.iter().any(|n| n.ends_with(".tmp")), "{after_failure:?}");
-    assert!(!after_failure.contains(&"img0003.jpg.out".to_string()), "{after_failure:?}");
+    assert!(
+        !after_failure.contains(&"img0003.jpg.out".to_string()),
+        "{after_failure:?}"
+    );
     // Every output present is whole: the endpoint's JSON answer.
     for name in &after_failure {
         let answer: Value = serde_json::from_slice(&std::fs::read(output.join(name)).unwrap()).unwrap();
@@ -169,7 +175,11 @@ fn a_full_disk_stops_the_run_with_nothing_half_written_and_a_rerun_completes() {
     // Space is back: the re-run writes the rest and skips what was done.
     let rerun = transform(&input, &output, &[]).output().unwrap();
     let stdout = String::from_utf8_lossy(&rerun.stdout);
-    assert!(rerun.status.success(), "{stdout}{}", String::from_utf8_lossy(&rerun.stderr));
+    assert!(
+        rerun.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
     assert!(stdout.contains(&format!("{} skipped", after_failure.len())), "{stdout}");
     let expected: Vec<String> = (0..6).map(|i| format!("img{i:04}.jpg.out")).collect();
     assert_eq!(names(&output), expected);

@@ -314,13 +314,20 @@ fn a_load_that_hangs_or_panics_fails_its_version_and_the_others_load() {
         f.source("fine", VersionPolicy::Latest(1)),
     ]);
     // The 500 ms bound, not the 3 s load, is what the sync waited for.
-    assert!(started.elapsed() < std::time::Duration::from_millis(2500), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(2500),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(f.states("fine"), vec![(1, Available)]);
     assert_eq!(f.answer("fine", VersionSelector::Latest), Ok(1.0));
     for (model, says) in [("hangs", "model_load_timeout_seconds"), ("panics", "the load panicked")] {
         let status = f.registry.status(model, &VersionSelector::Latest).unwrap();
         assert_eq!(status[0].state, End, "{model}");
-        assert!(status[0].error.as_deref().unwrap_or("").contains(says), "{model}: {status:?}");
+        assert!(
+            status[0].error.as_deref().unwrap_or("").contains(says),
+            "{model}: {status:?}"
+        );
     }
     // A failed version is not retried until its files change.
     f.registry.poll();

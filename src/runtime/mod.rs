@@ -2,6 +2,7 @@
 //! TensorFlow types never leave this module; callers see `Tensor` and
 //! `SignatureSpec`.
 
+pub mod build_info;
 mod bytes;
 mod graph_trace;
 pub mod mock;

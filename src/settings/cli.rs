@@ -37,11 +37,6 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// This process's arguments; exits with clap's message when they do not parse.
-    pub fn from_env_args() -> Cli {
-        Cli::try_from_args(std::env::args_os()).unwrap_or_else(|error| error.exit())
-    }
-
     pub fn try_from_args<I, T>(args: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,

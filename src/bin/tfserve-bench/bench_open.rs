@@ -84,8 +84,13 @@ async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
         if connection.is_none() {
             open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let (request, idle, open, tally, address) =
-            (request.clone(), idle.clone(), open.clone(), tally.clone(), load.address.clone());
+        let (request, idle, open, tally, address) = (
+            request.clone(),
+            idle.clone(),
+            open.clone(),
+            tally.clone(),
+            load.address.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let outcome = async {
                 let mut stream = match connection {

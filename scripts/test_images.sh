@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Builds the CPU image and runs it as users do, with podman (Debian's podman,
+# buildah and mmdebstrap; Docker works the same way with `docker`):
+#   1. a local debian:bookworm-slim base (mmdebstrap | podman import) when no
+#      registry has one;
+#   2. the CPU bundle (scripts/package.py) and `podman build -f Dockerfile.cpu`;
+#   3. the image's default command: README's "Try it" curl examples, exactly;
+#   4. `podman run IMAGE serve` with a model at /opt/ml/model: SageMaker's
+#      /ping and /invocations (JSON and CSV);
+#   5. the image as KServe runs it (tensorflow_model_server --port=9000
+#      --rest_api_port=8080 --model_name=... --model_base_path=...);
+#   6. the non-root user, the HEALTHCHECK, and `podman stop` (SIGTERM to
+#      PID 1): a drain and exit 0;
+#   7. the image's size.
+# Needs root (or a rootless podman set-up) and ~3 GB of disk. Usage:
+#   scripts/test_images.sh [--gpu-build]   (--gpu-build also builds Dockerfile.gpu)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PODMAN=(podman --storage-driver vfs)
+RUN=("${PODMAN[@]}" run --runtime runc --network host)
+IMAGE=tfserve:cpu
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+started=$(date +%s)
+say() { printf '[test_images] %s\n' "$*" >&2; }
+
+if ! "${PODMAN[@]}" image exists docker.io/library/debian:bookworm-slim; then
+  say "making debian:bookworm-slim with mmdebstrap (no registry needed)"
+  mmdebstrap --quiet --variant=minbase --include=ca-certificates \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    bookworm - | "${PODMAN[@]}" import - docker.io/library/debian:bookworm-slim >/dev/null
+fi
+
+python3 scripts/package.py --cpu --no-archive
+say "building $IMAGE"
+"${PODMAN[@]}" build --isolation chroot --pull=never -f Dockerfile.cpu \
+  --build-arg "BUNDLE=dist/tfserve-$VERSION-linux-x86_64-cpu" -t "$IMAGE" .
+
+cleanup() { "${PODMAN[@]}" rm -f -t 0 tfserve-test tfserve-sagemaker tfserve-kserve >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+cleanup
+
+wait_for() {  # URL: until it answers 200 (60 s)
+  for _ in $(seq 1 240); do
+    if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
+    sleep 0.25
+  done
+  say "no answer from $1"; return 1
+}
+
+say "default command: README's curl examples"
+"${RUN[@]}" -d --name tfserve-test "$IMAGE" >/dev/null
+wait_for http://127.0.0.1:8501/v2/health/ready
+python3 - <<'EOF'
+import json, re, subprocess, sys
+examples, block = [], False
+for line in open("README.md").read().split("## Try it", 1)[1].splitlines():
+    if line.startswith("```"):
+        if block:
+            break
+        block = line == "```console"
+        continue
+    if block and line.startswith("$ "):
+        examples.append([line[2:], ""])
+    elif block and examples:
+        examples[-1][1] += line + "\n"
+
+def same(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= 1e-5 * max(abs(b), 1)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+for command, expected in examples:
+    got = subprocess.run(["sh", "-c", command], capture_output=True, text=True).stdout
+    try:
+        ok = same(json.loads(got), json.loads(expected))
+    except ValueError:
+        ok = got.strip() == expected.strip()
+    print(("ok   " if ok else "FAIL ") + command[:110])
+    if not ok:
+        sys.exit(f"got:  {got}\nwant: {expected}")
+print(f"{len(examples)} README examples answered as README shows")
+EOF
+user=$("${PODMAN[@]}" exec tfserve-test id -u)
+[ "$user" = 1000 ] || { say "runs as uid $user, not 1000"; exit 1; }
+"${PODMAN[@]}" healthcheck run tfserve-test && say "HEALTHCHECK: healthy; user: uid $user"
+stop_started=$(date +%s%N)
+"${PODMAN[@]}" stop -t 30 tfserve-test >/dev/null
+code=$("${PODMAN[@]}" inspect tfserve-test --format '{{.State.ExitCode}}')
+say "podman stop (SIGTERM to tini, PID 1): exit $code after $(( ($(date +%s%N) - stop_started) / 1000000 )) ms"
+[ "$code" = 0 ]
+
+say "SageMaker: podman run IMAGE serve"
+"${RUN[@]}" -d --name tfserve-sagemaker -v "$PWD/models/half_plus_three:/opt/ml/model:ro" "$IMAGE" serve >/dev/null
+wait_for http://127.0.0.1:8080/ping
+curl -fsS -o /dev/null -w "GET /ping: %{http_code}\n" http://127.0.0.1:8080/ping
+json=$(curl -fsS -H 'Content-Type: application/json' -d '{"instances": [1.0, 2.0, 5.0]}' http://127.0.0.1:8080/invocations)
+csv=$(curl -fsS -H 'Content-Type: text/csv' --data-binary $'1.0\n2.0' http://127.0.0.1:8080/invocations)
+echo "POST /invocations (JSON): $json"
+echo "POST /invocations (CSV):  $csv"
+[ "$json" = '{"predictions":[3.5,4.0,5.5]}' ] && [ "$csv" = '{"predictions":[3.5,4.0]}' ]
+"${PODMAN[@]}" stop -t 30 tfserve-sagemaker >/dev/null
+
+say "KServe: the runtime's command line"
+"${RUN[@]}" -d --name tfserve-kserve --entrypoint /usr/local/bin/tensorflow_model_server "$IMAGE" \
+  --model_name=half_plus_two --port=9000 --rest_api_port=8080 --model_base_path=/models/half_plus_two \
+  --rest_api_timeout_in_ms=60000 >/dev/null
+wait_for http://127.0.0.1:8080/v2/health/ready
+answer=$(curl -fsS -d '{"instances": [1.0, 2.0, 5.0]}' http://127.0.0.1:8080/v1/models/half_plus_two:predict)
+echo "KServe v1 predict: $answer"
+[ "$answer" = '{"predictions":[2.5,3.0,4.5]}' ]
+"${PODMAN[@]}" stop -t 30 tfserve-kserve >/dev/null
+
+size=$("${PODMAN[@]}" image inspect "$IMAGE" --format '{{.Size}}')
+echo "image $IMAGE: $((size / 1000000)) MB"
+if [ "${1:-}" = "--gpu-build" ]; then
+  python3 scripts/package.py --gpu --no-archive
+  "${PODMAN[@]}" build --isolation chroot --pull=never -f Dockerfile.gpu \
+    --build-arg "BUNDLE=dist/tfserve-$VERSION-linux-x86_64-gpu" -t tfserve:gpu .
+  size=$("${PODMAN[@]}" image inspect tfserve:gpu --format '{{.Size}}')
+  echo "image tfserve:gpu: $((size / 1000000)) MB"
+fi
+say "passed in $(( $(date +%s) - started )) s"
