@@ -190,11 +190,11 @@ def svg_plot(rows, path):
         top = index * height + 10
         values = [r[column] for r in rows]
         v_max = max(values) * 1.1 or 1
-        x = lambda t: pad + (width - pad - 10) * t / t_max  # noqa: E731
+        x = lambda t: pad + (width - pad - 30) * t / t_max  # noqa: E731
         y = lambda v: top + height - 30 - (height - 50) * v / v_max  # noqa: E731
         points = " ".join(f"{x(r[0]):.1f},{y(r[column]):.1f}" for r in rows)
         out.append(f'<text x="{pad}" y="{top + 12}" font-weight="bold">{title}</text>')
-        out.append(f'<line x1="{pad}" y1="{y(0):.1f}" x2="{width - 10}" y2="{y(0):.1f}" stroke="#999"/>')
+        out.append(f'<line x1="{pad}" y1="{y(0):.1f}" x2="{width - 30}" y2="{y(0):.1f}" stroke="#999"/>')
         out.append(f'<line x1="{pad}" y1="{top + 16}" x2="{pad}" y2="{y(0):.1f}" stroke="#999"/>')
         for fraction in (0.5, 1.0):
             v = v_max / 1.1 * fraction
