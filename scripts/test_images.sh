@@ -17,7 +17,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PODMAN=(podman --storage-driver vfs)
-RUN=("${PODMAN[@]}" run --runtime runc --network host)
+# Limits below podman's defaults (sandboxes refuse raising them); healthchecks
+# run on demand below (their timers need systemd).
+RUN=("${PODMAN[@]}" run --runtime runc --network host --ulimit nofile=16384:16384 --ulimit nproc=8192:8192
+     --health-interval disable)
 IMAGE=tfserve:cpu
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 started=$(date +%s)
@@ -32,10 +35,10 @@ fi
 
 python3 scripts/package.py --cpu --no-archive
 say "building $IMAGE"
-"${PODMAN[@]}" build --isolation chroot --pull=never -f Dockerfile.cpu \
+"${PODMAN[@]}" build --format docker --isolation chroot --pull=never -f Dockerfile.cpu \
   --build-arg "BUNDLE=dist/tfserve-$VERSION-linux-x86_64-cpu" -t "$IMAGE" .
 
-cleanup() { "${PODMAN[@]}" rm -f -t 0 tfserve-test tfserve-sagemaker tfserve-kserve >/dev/null 2>&1 || true; }
+cleanup() { "${PODMAN[@]}" rm -f -i -t 0 tfserve-test tfserve-sagemaker tfserve-kserve >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 cleanup
 
@@ -118,7 +121,7 @@ size=$("${PODMAN[@]}" image inspect "$IMAGE" --format '{{.Size}}')
 echo "image $IMAGE: $((size / 1000000)) MB"
 if [ "${1:-}" = "--gpu-build" ]; then
   python3 scripts/package.py --gpu --no-archive
-  "${PODMAN[@]}" build --isolation chroot --pull=never -f Dockerfile.gpu \
+  "${PODMAN[@]}" build --format docker --isolation chroot --pull=never -f Dockerfile.gpu \
     --build-arg "BUNDLE=dist/tfserve-$VERSION-linux-x86_64-gpu" -t tfserve:gpu .
   size=$("${PODMAN[@]}" image inspect tfserve:gpu --format '{{.Size}}')
   echo "image tfserve:gpu: $((size / 1000000)) MB"
