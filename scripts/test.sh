@@ -16,6 +16,12 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
   echo "clippy is not installed; skipping lints (rustup component add clippy)" >&2
 fi
+# Dependencies' licenses, bans and sources (deny.toml), when cargo-deny is installed.
+if cargo deny --version >/dev/null 2>&1; then
+  cargo deny --offline --log-level error check licenses bans sources
+else
+  echo "cargo-deny is not installed; skipping the dependency check (cargo install cargo-deny --locked)" >&2
+fi
 # The dashboard's browser test drives Chromium through playwright-core.
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/browser/node_modules/playwright-core ]; then
   npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error

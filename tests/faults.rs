@@ -233,19 +233,8 @@ fn a_config_file_replaced_by_garbage_keeps_the_models_serving() {
     settings.models.model_config_file_poll_wait_seconds = 1;
     let url = format!("http://{}", spawn_server(settings));
     assert!(answers(&url, 1.0));
-    let reloads = |outcome: &str| -> f64 {
-        let text = common::client()
-            .get(format!("{url}/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
-        let prefix = format!("tfserve_config_reloads_total{{outcome=\"{outcome}\"}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .map(|v| v.trim().parse().unwrap())
-            .unwrap_or(0.0)
-    };
+    let reloads =
+        |outcome: &str| common::metric(&url, &format!("tfserve_config_reloads_total{{outcome=\"{outcome}\"}}"));
     for garbage in [
         &b"model_config_list { config { name: "[..],
         &b"\x00\xff\xfe binary junk"[..],

@@ -479,15 +479,10 @@ fn faulty_call(base: &str, body: &str) -> Answer {
 }
 
 fn restarts(base: &str, reason: &str) -> f64 {
-    let text = reqwest::blocking::get(format!("{base}/metrics"))
-        .unwrap()
-        .text()
-        .unwrap();
-    let prefix = format!("tfserve_python_worker_restarts_total{{reason=\"{reason}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map(|v| v.trim().parse().unwrap())
-        .unwrap_or(0.0)
+    common::metric(
+        base,
+        &format!("tfserve_python_worker_restarts_total{{reason=\"{reason}\"}}"),
+    )
 }
 
 fn assert_echoes(base: &str) {

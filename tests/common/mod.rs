@@ -166,3 +166,14 @@ pub fn assert_close(actual: &Value, expected: &[f64], tolerance: f64) {
         assert!((a - e).abs() <= tolerance, "{actual:?} vs {expected:?}");
     }
 }
+
+/// The value of one series (name and labels, as `/metrics` prints them) on
+/// the server at `base`; 0 while it has not been counted yet.
+pub fn metric(base: &str, series: &str) -> f64 {
+    let text = client().get(format!("{base}/metrics")).send().unwrap().text().unwrap();
+    let prefix = format!("{series} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or(0.0)
+}
