@@ -90,6 +90,7 @@ impl SessionOverrides {
                 .allow_soft_placement
                 .map(|soft| !soft)
                 .unwrap_or(base.strict_placement),
+            cpu_only: base.cpu_only,
         }
     }
 

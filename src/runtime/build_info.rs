@@ -11,7 +11,7 @@ pub fn report() -> String {
     out += &format!("TensorFlow {tf_version} ({})\n", library_file());
     out += &cuda_line();
     out += "devices:\n";
-    match devices() {
+    match quietly(devices) {
         Ok(devices) if !devices.is_empty() => {
             for device in devices {
                 out += &format!("  {device}\n");
@@ -23,11 +23,28 @@ pub fn report() -> String {
     out
 }
 
-fn devices() -> Result<Vec<String>, tensorflow::Status> {
-    // The report is the output; TensorFlow's start-up notices are not.
-    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
-        std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "2");
+/// Runs `work` with stderr pointed at /dev/null: the report is the output,
+/// not the notices TensorFlow logs while it makes its first session.
+fn quietly<T>(work: impl FnOnce() -> T) -> T {
+    use std::os::fd::AsRawFd;
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
+        return work();
+    };
+    // SAFETY: plain descriptor duplication; `saved` is restored and closed below.
+    let saved = unsafe { libc::dup(2) };
+    if saved < 0 || unsafe { libc::dup2(null.as_raw_fd(), 2) } < 0 {
+        return work();
     }
+    let out = work();
+    // SAFETY: `saved` is the original stderr, duplicated above.
+    unsafe {
+        libc::dup2(saved, 2);
+        libc::close(saved);
+    }
+    out
+}
+
+fn devices() -> Result<Vec<String>, tensorflow::Status> {
     let graph = tensorflow::Graph::new();
     let session = tensorflow::Session::new(&tensorflow::SessionOptions::new(), &graph)?;
     Ok(session

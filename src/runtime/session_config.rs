@@ -18,10 +18,14 @@ pub struct SessionConfig {
     /// Refuse graphs whose ops name a device this host lacks (off by default:
     /// graphs exported on a GPU host still load on a CPU-only one).
     pub strict_placement: bool,
+    /// Hide every GPU from the session (a CUDA build serving on the CPU).
+    pub cpu_only: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct ConfigProto {
+    #[prost(map = "string, int32", tag = "1")]
+    device_count: std::collections::HashMap<String, i32>,
     #[prost(int32, tag = "2")]
     intra_op_parallelism_threads: i32,
     #[prost(int32, tag = "5")]
@@ -49,6 +53,11 @@ impl SessionConfig {
             allow_growth: self.gpu_allow_growth,
         };
         ConfigProto {
+            device_count: if self.cpu_only {
+                [("GPU".to_string(), 0)].into_iter().collect()
+            } else {
+                Default::default()
+            },
             intra_op_parallelism_threads: self.intra_op_parallelism,
             inter_op_parallelism_threads: self.inter_op_parallelism,
             gpu_options: (gpu != GpuOptions::default()).then_some(gpu),
@@ -72,6 +81,20 @@ mod tests {
         };
         // field 2 = 2, field 5 = 1, field 7 = true
         assert_eq!(config.to_config_proto(), vec![0x10, 2, 0x28, 1, 0x38, 1]);
+    }
+
+    #[test]
+    fn cpu_only_hides_the_gpus() {
+        let config = SessionConfig {
+            cpu_only: true,
+            gpu_allow_growth: true,
+            ..Default::default()
+        };
+        let decoded = ConfigProto::decode(config.to_config_proto().as_slice()).unwrap();
+        assert_eq!(decoded.device_count.get("GPU"), Some(&0));
+        assert!(decoded.gpu_options.unwrap().allow_growth);
+        let decoded = ConfigProto::decode(SessionConfig::default().to_config_proto().as_slice()).unwrap();
+        assert!(decoded.device_count.is_empty());
     }
 
     #[test]

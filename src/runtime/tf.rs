@@ -101,6 +101,16 @@ impl LoadedModel {
                 },
             );
         }
+        match bundle.session.device_list() {
+            Ok(devices) => {
+                let names: Vec<String> = devices
+                    .iter()
+                    .map(|d| d.name.rsplit('/').next().unwrap_or(&d.name).to_string())
+                    .collect();
+                log::info!("{}: its session runs on {}", dir.display(), names.join(", "));
+            }
+            Err(e) => log::warn!("{}: cannot list its session's devices: {e}", dir.display()),
+        }
         let specs = signatures.values().map(|s| s.spec.clone()).collect();
         Ok(LoadedModel {
             session: bundle.session,

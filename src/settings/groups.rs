@@ -469,6 +469,11 @@ pub struct TensorFlowSettings {
     )]
     pub tensorflow_inter_op_parallelism: Option<i32>,
 
+    /// Serve on the CPU even where libtensorflow's CUDA build finds GPUs
+    /// (every session's GPU device count is 0).
+    #[arg(long = "cpu_only", alias = "cpu-only", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
+    pub cpu_only: bool,
+
     /// Custom op libraries loaded before any model: a comma-separated list of
     /// `.so` files or directories (every `*.so` in them).
     #[arg(long = "custom_op_paths", alias = "custom-op-paths", global = true)]

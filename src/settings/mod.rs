@@ -225,6 +225,10 @@ impl Settings {
         let base = SessionConfig {
             intra_op_parallelism: intra,
             inter_op_parallelism: inter,
+            // Several models share a GPU: each takes memory as it needs it
+            // rather than reserving nearly all of it at load.
+            gpu_allow_growth: true,
+            cpu_only: self.tensorflow.cpu_only,
             ..SessionConfig::default()
         };
         let Some(text) = &self.tensorflow.session_config else {

@@ -242,3 +242,16 @@ fn the_cache_directory_is_a_setting() {
         PathBuf::from("/cache/handler-deps")
     );
 }
+
+#[test]
+fn sessions_grow_gpu_memory_by_default_and_cpu_only_hides_gpus() {
+    let session = load(&[]).unwrap().session(1).unwrap();
+    assert!(session.gpu_allow_growth && !session.cpu_only);
+    let session = load(&["--cpu_only"]).unwrap().session(1).unwrap();
+    assert!(session.cpu_only);
+    let session = load(&["--session_config", r#"{"allow_growth": false}"#])
+        .unwrap()
+        .session(1)
+        .unwrap();
+    assert!(!session.gpu_allow_growth);
+}
