@@ -165,16 +165,11 @@ impl Pool {
         let shared = self.shared.clone();
         let count = self.settings.workers.max(1) as u32;
         block_on(&self.runtime, async move {
-            let all = shared
-                .slots
-                .clone()
-                .acquire_many_owned(count)
+            let mut workers = shared
+                .take_every_worker(count)
                 .await
-                .map_err(|_| "the handler workers have stopped".to_string())?;
-            let mut workers = std::mem::take(&mut *shared.idle.lock().unwrap_or_else(|p| p.into_inner()));
+                .ok_or_else(|| "the handler workers have stopped".to_string())?;
             let outcome = shared.load_everywhere(&mut workers, install, loaded).await;
-            // Each worker brings its own slot back (a dead one once replaced).
-            all.forget();
             shared.return_all(workers);
             outcome
         })?
@@ -188,14 +183,13 @@ impl Pool {
         let loaded = loaded.clone();
         let count = self.settings.workers.max(1) as u32;
         let done = block_on(&self.runtime, async move {
-            let Ok(all) = shared.slots.clone().acquire_many_owned(count).await else {
+            let Some(mut workers) = shared.take_every_worker(count).await else {
                 return;
             };
             // A replaced module's entry already belongs to its newer load.
             if let (false, Ok(mut modules)) = (replaced, shared.modules.lock()) {
                 modules.retain(|_, m| m.module != loaded.module);
             }
-            let mut workers = std::mem::take(&mut *shared.idle.lock().unwrap_or_else(|p| p.into_inner()));
             let request = json!({
                 "op": "unload",
                 "module": (!replaced).then_some(&loaded.module),
@@ -206,7 +200,6 @@ impl Pool {
                     log::warn!("unloading {}: {e}", loaded.module);
                 }
             }
-            all.forget();
             shared.return_all(workers);
         });
         if let Err(e) = done {
@@ -374,7 +367,18 @@ impl Shared {
         Ok(loaded)
     }
 
-    /// Gives back workers taken for a load or unload, replacing any that died.
+    /// Takes every worker out of the pool once the calls in flight are done
+    /// (None once the pool has stopped). Their slots come back with
+    /// [`Shared::return_all`].
+    async fn take_every_worker(&self, count: u32) -> Option<Vec<Worker>> {
+        self.slots.clone().acquire_many_owned(count).await.ok()?.forget();
+        Some(std::mem::take(
+            &mut *self.idle.lock().unwrap_or_else(|p| p.into_inner()),
+        ))
+    }
+
+    /// Gives back workers taken for a load or unload, replacing any that died
+    /// (a replacement brings its slot back once it has started).
     fn return_all(self: &Arc<Self>, workers: Vec<Worker>) {
         for mut worker in workers {
             match worker.child.try_wait() {
