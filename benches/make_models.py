@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Writes the benchmark's larger models into the tfserve cache (never into git):
-an MLP (784 → 512 → 512 → 10) and a ResNet-50 (random weights), both exported
-the way the C API loads Keras models.
+an MLP (784 → 512 → 512 → 10), a ResNet-50 (random weights), and an image head
+with ResNet-50's input and output (224×224×3 in, 1000 probabilities out) but
+almost no compute (average pooling and one dense layer), which isolates what the
+server itself spends on an image request; all exported the way the C API loads
+Keras models.
 
     python3 benches/make_models.py   # prints the directory holding them
 """
@@ -42,6 +45,10 @@ def main():
     export(tf, keras, mlp, "mlp", [784], out)
     resnet = keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000)
     export(tf, keras, resnet, "resnet50", [224, 224, 3], out)
+    pixels = keras.Input(shape=(224, 224, 3))
+    pooled = keras.layers.GlobalAveragePooling2D()(pixels)
+    head = keras.Model(pixels, keras.layers.Dense(1000, activation="softmax")(pooled))
+    export(tf, keras, head, "image_head", [224, 224, 3], out)
     print(out)
 
 

@@ -96,6 +96,11 @@ pub enum Code {
     RequestTimeout,
     /// A status an `inference.py` handler chose itself.
     Handler(u16),
+    /// A session run out of memory (a GPU's, usually): RESOURCE_EXHAUSTED
+    /// over gRPC as TF Serving answers, but 503 with Retry-After over HTTP
+    /// rather than TF Serving's 429, since the server, not the client, is
+    /// short and a retry (here or on another replica) can succeed.
+    OutOfMemory,
 }
 
 /// TF Serving's `ToHTTPStatusCode`, extended with the HTTP-only codes.
@@ -120,6 +125,7 @@ pub fn http_status(code: Code) -> StatusCode {
         Code::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         Code::Handler(status) => custom(status, StatusCode::INTERNAL_SERVER_ERROR),
+        Code::OutOfMemory => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
@@ -156,6 +162,10 @@ impl CodecError {
 impl RuntimeError {
     pub fn code(&self) -> Code {
         match self {
+            RuntimeError::Run {
+                code: TfCode::ResourceExhausted,
+                ..
+            } => Code::OutOfMemory,
             RuntimeError::Run { code, .. } => (*code).into(),
             RuntimeError::UnknownSignature(_) => Code::NotFound,
             RuntimeError::Load { .. } => Code::Internal,
@@ -307,6 +317,7 @@ mod tests {
             (Code::RequestTimeout, 408),
             (Code::Handler(418), 418),
             (Code::Handler(99), 500),
+            (Code::OutOfMemory, 503),
         ];
         for (code, status) in table {
             assert_eq!(http_status(code).as_u16(), status, "{code:?}");
@@ -347,10 +358,10 @@ mod tests {
             (
                 RuntimeError::Run {
                     code: TfCode::ResourceExhausted,
-                    message: "oom".into(),
+                    message: "OOM when allocating tensor with shape[128,64,112,112]".into(),
                 }
                 .into(),
-                429,
+                503,
             ),
             (ApiError::SignatureNotFound("s".into()), 404),
             (RegistryError::UnknownLabel("nope".into()).into(), 400),

@@ -47,9 +47,11 @@ fn main() -> std::process::ExitCode {
         _ => {}
     }
     let mut grpc = None;
+    let mut batcher = None;
     let result = actix_web::rt::System::new().block_on(async {
         let mut running = tfserve::start(&settings)?;
         grpc = running.grpc.take();
+        batcher = Some(running.batcher.clone());
         let drain = std::time::Duration::from_secs_f64(settings.http.drain_timeout);
         let listeners = std::mem::take(&mut running.listeners);
         actix_web::rt::spawn(tfserve::http::drain::stop_on_signal(
@@ -69,16 +71,33 @@ fn main() -> std::process::ExitCode {
     if let Some(grpc) = grpc {
         grpc.wait();
     }
+    // Batches already queued run to the end before the process goes.
+    if let Some(batcher) = batcher {
+        batcher.shutdown();
+    }
     match result {
         Ok(()) => {
             log::info!("shut down cleanly");
-            std::process::ExitCode::SUCCESS
+            exit_without_teardown(0)
         }
         Err(err) => {
             eprintln!("tfserve: {err}");
-            std::process::ExitCode::FAILURE
+            exit_without_teardown(1)
         }
     }
+}
+
+/// Ends the process without running C++ static destructors: libtensorflow's
+/// (and the CUDA libraries') tear down global state that their own thread
+/// pools, still alive, may be using, which can crash a server that has
+/// already answered every request. Everything tfserve owns is done by now.
+fn exit_without_teardown(code: i32) -> ! {
+    use std::io::Write;
+    log::logger().flush();
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` takes no pointers and never returns.
+    unsafe { libc::_exit(code) }
 }
 
 fn transform(settings: &Settings, args: &tfserve::transform::TransformArgs) -> std::process::ExitCode {

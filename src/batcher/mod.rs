@@ -231,6 +231,11 @@ pub struct QueueHandle {
 }
 
 impl QueueHandle {
+    /// The batching parameters this queue runs with.
+    pub fn params(&self) -> &BatchParams {
+        &self.params
+    }
+
     /// Queues a request. `input_names` label the tensors in error messages.
     pub fn submit(
         &self,

@@ -10,6 +10,11 @@ const TOKENS: [&[u8]; 3] = [b"-Infinity", b"Infinity", b"NaN"];
 /// The body with every bare non-finite token quoted; borrowed (no copy) when
 /// there is none, which is the common case.
 pub fn quote_bare_tokens(body: &[u8]) -> Cow<'_, [u8]> {
+    // Every token holds an `N` or an `I`; most bodies have neither, and a
+    // vectorised search says so without walking them byte by byte.
+    if memchr::memchr2(b'N', b'I', body).is_none() {
+        return Cow::Borrowed(body);
+    }
     let Some(first) = find_bare_token(body, 0) else {
         return Cow::Borrowed(body);
     };

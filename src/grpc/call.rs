@@ -134,7 +134,9 @@ pub fn grpc_code(code: Code) -> tonic::Code {
         Code::NotFound => G::NotFound,
         Code::AlreadyExists => G::AlreadyExists,
         Code::PermissionDenied => G::PermissionDenied,
-        Code::ResourceExhausted | Code::PayloadTooLarge | Code::InsufficientStorage => G::ResourceExhausted,
+        Code::ResourceExhausted | Code::PayloadTooLarge | Code::InsufficientStorage | Code::OutOfMemory => {
+            G::ResourceExhausted
+        }
         Code::FailedPrecondition => G::FailedPrecondition,
         Code::Aborted => G::Aborted,
         Code::OutOfRange => G::OutOfRange,

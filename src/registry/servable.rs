@@ -174,7 +174,15 @@ pub fn build(
     options: &LoadOptions,
 ) -> Result<Servable, RuntimeError> {
     let runtime = options.loader.load(path, &options.tags, session)?;
-    let (params, merge) = options.batching.for_model(model);
+    let (mut params, merge) = options.batching.for_model(model);
+    if merge && runtime.on_gpu() && params.allowed_batch_sizes.is_empty() {
+        params = params.for_gpu();
+        log::info!(
+            "model {model} version {version} runs on a GPU: batches pad to {:?} rows, each warmed up first \
+             (allowed_batch_sizes chooses others)",
+            params.allowed_batch_sizes
+        );
+    }
     let sizes = if merge { params.warmup_sizes() } else { vec![1] };
     crate::warmup::warm_up(model, version, path, runtime.as_ref(), &sizes)?;
     let holds = Arc::new(Holds::default());

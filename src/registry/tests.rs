@@ -20,6 +20,11 @@ struct Fixture {
 
 impl Fixture {
     fn new(name: &str, swap: SwapPolicy) -> Fixture {
+        Fixture::batching(name, swap, None)
+    }
+
+    /// A fixture whose models batch with `params` (`None`: batching off).
+    fn batching(name: &str, swap: SwapPolicy, params: Option<BatchParams>) -> Fixture {
         let root = std::env::temp_dir().join(format!("tfserve-registry-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
@@ -30,8 +35,8 @@ impl Fixture {
             session: SessionConfig::default(),
             batcher: Batcher::new(1).unwrap(),
             batching: BatchingPolicy {
-                enabled: false,
-                params: BatchParams::default(),
+                enabled: params.is_some(),
+                params: params.unwrap_or_default(),
                 overrides: Default::default(),
                 unbatched_queue: 16,
             },
@@ -109,6 +114,30 @@ fn all_versions_load_and_latest_is_the_highest() {
         f.answer("m", VersionSelector::Specific(3)),
         Err(RegistryError::NotFound("Specific(m, 3)".into()))
     );
+}
+
+#[test]
+fn versions_on_a_gpu_pad_batches_to_powers_of_two_unless_sizes_are_listed() {
+    let params = BatchParams {
+        max_batch_size: 24,
+        ..Default::default()
+    };
+    let f = Fixture::batching("gpu", SwapPolicy::AvailabilityPreserving, Some(params));
+    f.version("gpu", 1, Some(("gpu", "")));
+    f.version("cpu", 1, None);
+    f.registry
+        .sync(&[f.source("gpu", VersionPolicy::All), f.source("cpu", VersionPolicy::All)]);
+    let allowed = |model: &str| {
+        let servable = f.registry.resolve(model, &VersionSelector::Latest).unwrap();
+        servable
+            .queue("serving_default")
+            .unwrap()
+            .params()
+            .allowed_batch_sizes
+            .clone()
+    };
+    assert_eq!(allowed("gpu"), vec![1, 2, 4, 8, 16, 24]);
+    assert_eq!(allowed("cpu"), Vec::<usize>::new());
 }
 
 #[test]

@@ -17,6 +17,7 @@ pub struct MockModel {
     run: Box<RunFn>,
     /// The input shapes of every run, in order.
     runs: Mutex<Vec<Vec<Vec<usize>>>>,
+    gpu: bool,
 }
 
 impl MockModel {
@@ -30,7 +31,13 @@ impl MockModel {
             signatures,
             run: Box::new(run),
             runs: Mutex::new(Vec::new()),
+            gpu: false,
         }
+    }
+
+    /// The same model, reporting a GPU among its session's devices.
+    pub fn on_a_gpu(self) -> MockModel {
+        MockModel { gpu: true, ..self }
     }
 
     /// `serving_default`: float `x` → `y = x + offset`, any shape.
@@ -73,6 +80,10 @@ impl Model for MockModel {
         self.runs.lock().unwrap_or_else(|p| p.into_inner()).push(shapes);
         (self.run)(signature, inputs)
     }
+
+    fn on_gpu(&self) -> bool {
+        self.gpu
+    }
 }
 
 /// A signature of float inputs and outputs of unknown shape.
@@ -107,7 +118,9 @@ pub fn invalid(message: &str) -> RuntimeError {
 
 /// Loads version directories as `MockModel::add(version)` (what `models/adder`
 /// computes). A `fail` file in the directory fails the load with its text; a
-/// `load_ms` file holds the milliseconds a load takes, `run_ms` those of a run.
+/// `load_ms` file holds the milliseconds a load takes, `run_ms` those of a run;
+/// a `gpu` file makes the model report a GPU, and an `oom_rows` file holds the
+/// most rows a run takes before it fails as out of memory.
 #[derive(Default)]
 pub struct MockLoader {
     loads: AtomicUsize,
@@ -145,6 +158,36 @@ impl Loader for MockLoader {
             Ok(ms) => ms.trim().parse().map_err(|_| error(format!("run_ms: {ms:?}")))?,
             Err(_) => 0,
         };
-        Ok(Arc::new(MockModel::slow_add(version, Duration::from_millis(run_ms))))
+        let oom_rows: Option<usize> = match std::fs::read_to_string(dir.join("oom_rows")) {
+            Ok(rows) => Some(rows.trim().parse().map_err(|_| error(format!("oom_rows: {rows:?}")))?),
+            Err(_) => None,
+        };
+        let model = match oom_rows {
+            Some(limit) => MockModel::new(
+                vec![float_signature(DEFAULT_SIGNATURE, &["x"], &["y"])],
+                move |_, inputs| {
+                    let mut x = inputs.into_iter().next().ok_or_else(|| invalid("no input"))?;
+                    if x.shape.first().is_some_and(|&rows| rows > limit) {
+                        return Err(RuntimeError::Run {
+                            code: StatusCode::ResourceExhausted,
+                            message: format!(
+                                "OOM when allocating tensor with shape[{},1000] on /job:localhost/replica:0/task:0/device:GPU:0",
+                                x.shape[0]
+                            ),
+                        });
+                    }
+                    if let TensorData::Float(values) = &mut x.data {
+                        values.iter_mut().for_each(|v| *v += version);
+                    }
+                    Ok(vec![x])
+                },
+            ),
+            None => MockModel::slow_add(version, Duration::from_millis(run_ms)),
+        };
+        Ok(Arc::new(if dir.join("gpu").exists() {
+            model.on_a_gpu()
+        } else {
+            model
+        }))
     }
 }

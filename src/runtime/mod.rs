@@ -33,6 +33,12 @@ pub trait Model: Send + Sync {
     fn signature(&self, name: &str) -> Option<&Arc<SignatureSpec>> {
         self.signatures().iter().find(|s| s.name == name)
     }
+
+    /// Whether the session has a GPU to place ops on: batching then pads to
+    /// fixed sizes by default (each new shape costs cuDNN an autotune).
+    fn on_gpu(&self) -> bool {
+        false
+    }
 }
 
 /// Turns a SavedModel directory into a `Model`.

@@ -26,6 +26,7 @@ pub struct LoadedModel {
     signatures: BTreeMap<String, BoundSignature>,
     /// The same specs, in name order, for `Model::signatures`.
     specs: Vec<Arc<SignatureSpec>>,
+    on_gpu: bool,
     _graph: Graph,
 }
 
@@ -101,21 +102,26 @@ impl LoadedModel {
                 },
             );
         }
-        match bundle.session.device_list() {
+        let on_gpu = match bundle.session.device_list() {
             Ok(devices) => {
                 let names: Vec<String> = devices
                     .iter()
                     .map(|d| d.name.rsplit('/').next().unwrap_or(&d.name).to_string())
                     .collect();
                 log::info!("{}: its session runs on {}", dir.display(), names.join(", "));
+                devices.iter().any(|d| d.device_type == "GPU")
             }
-            Err(e) => log::warn!("{}: cannot list its session's devices: {e}", dir.display()),
-        }
+            Err(e) => {
+                log::warn!("{}: cannot list its session's devices: {e}", dir.display());
+                false
+            }
+        };
         let specs = signatures.values().map(|s| s.spec.clone()).collect();
         Ok(LoadedModel {
             session: bundle.session,
             signatures,
             specs,
+            on_gpu,
             _graph: graph,
         })
     }
@@ -124,6 +130,10 @@ impl LoadedModel {
 impl Model for LoadedModel {
     fn signatures(&self) -> &[Arc<SignatureSpec>] {
         &self.specs
+    }
+
+    fn on_gpu(&self) -> bool {
+        self.on_gpu
     }
 
     fn run(&self, signature: &str, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {

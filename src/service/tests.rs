@@ -18,13 +18,20 @@ use crate::runtime::SessionConfig;
 /// A service over `model/1` and `model/2` (y = x + version), the second
 /// taking `run_ms` per run, with `batching` on or off.
 fn service(name: &str, batching: bool, run_ms: u64, timeout: Duration) -> (Service, PathBuf) {
+    service_with(name, batching, timeout, &[("run_ms", &run_ms.to_string())])
+}
+
+/// `service`, with `files` (the mock loader's instructions) in `model/2`.
+fn service_with(name: &str, batching: bool, timeout: Duration, files: &[(&str, &str)]) -> (Service, PathBuf) {
     let root = std::env::temp_dir().join(format!("tfserve-service-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     for version in ["1", "2"] {
         std::fs::create_dir_all(root.join("model").join(version)).unwrap();
         std::fs::write(root.join("model").join(version).join("saved_model.pb"), b"").unwrap();
     }
-    std::fs::write(root.join("model/2/run_ms"), run_ms.to_string()).unwrap();
+    for (file, text) in files {
+        std::fs::write(root.join("model/2").join(file), text).unwrap();
+    }
     let options = LoadOptions {
         loader: Arc::new(MockLoader::default()),
         tags: vec!["serve".into()],
@@ -100,6 +107,26 @@ fn predicts_in_both_layouts_through_the_batcher() {
         assert_eq!(scalar, json!({"outputs": 3.5}));
         std::fs::remove_dir_all(root).unwrap();
     }
+}
+
+#[test]
+fn running_out_of_memory_answers_503_and_the_next_request_runs() {
+    let (service, root) = service_with("oom", true, Duration::from_secs(5), &[("oom_rows", "4")]);
+    let error = predict(
+        &service,
+        VersionSelector::Latest,
+        r#"{"instances": [1, 2, 3, 4, 5, 6]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(error.status().as_u16(), 503, "{error}");
+    assert_eq!(
+        crate::grpc::call::grpc_code(error.code()),
+        tonic::Code::ResourceExhausted
+    );
+    assert!(error.to_string().contains("OOM"), "{error}");
+    let rows = predict(&service, VersionSelector::Latest, r#"{"instances": [1.0, 2.0]}"#).unwrap();
+    assert_eq!(rows, json!({"predictions": [3.0, 4.0]}));
+    std::fs::remove_dir_all(root).unwrap();
 }
 
 #[test]

@@ -123,15 +123,18 @@ pub fn load(
 /// Microseconds to decode one request's inputs: the gRPC `TensorProto`s into
 /// tensors, and a REST JSON body (`rest_body`) through the REST decoder.
 pub fn decode_cost(request: &PredictRequest, signature: &SignatureSpec, rest_body: Option<&[u8]>) -> Result<(), Error> {
+    // The median call: steadier than the mean on a machine shared with other work.
     let time = |work: &mut dyn FnMut() -> Result<(), Error>| -> Result<f64, Error> {
         work()?;
         let started = Instant::now();
-        let mut runs = 0u32;
-        while started.elapsed() < Duration::from_millis(500) || runs < 5 {
+        let mut calls = Vec::new();
+        while started.elapsed() < Duration::from_millis(500) || calls.len() < 5 {
+            let call = Instant::now();
             work()?;
-            runs += 1;
+            calls.push(call.elapsed().as_secs_f64() * 1e6);
         }
-        Ok(started.elapsed().as_secs_f64() * 1e6 / f64::from(runs))
+        calls.sort_by(f64::total_cmp);
+        Ok(calls[calls.len() / 2])
     };
     let grpc_us = time(&mut || {
         for (key, proto) in &request.inputs {
@@ -146,9 +149,19 @@ pub fn decode_cost(request: &PredictRequest, signature: &SignatureSpec, rest_bod
         })?),
         None => None,
     };
+    // The envelope alone: finding the payload and the signature name.
+    let envelope_us = match rest_body {
+        Some(body) => Some(time(&mut || {
+            PredictEnvelope::parse(body)?;
+            Ok(())
+        })?),
+        None => None,
+    };
+    let shown = |us: Option<f64>| us.map_or("null".to_string(), |us| format!("{us:.2}"));
     println!(
-        "{{\"grpc_decode_us\": {grpc_us:.2}, \"rest_decode_us\": {}}}",
-        rest_us.map_or("null".to_string(), |us| format!("{us:.2}"))
+        "{{\"grpc_decode_us\": {grpc_us:.2}, \"rest_decode_us\": {}, \"rest_envelope_us\": {}}}",
+        shown(rest_us),
+        shown(envelope_us)
     );
     Ok(())
 }

@@ -1,20 +1,21 @@
 //! Decodes TF Serving predict request bodies (`instances` rows or columnar
 //! `inputs`) straight into typed tensor buffers, checked against a signature.
 //!
-//! The envelope is parsed first with the tensor payload kept as a raw slice, so
+//! The envelope is read first with the tensor payload kept as a raw slice, so
 //! the signature (whose name may follow the payload in the object) is known
-//! before any number is converted; the payload is then streamed once through
-//! serde visitors that append to `TensorData` vectors and infer the shape.
+//! before any number is converted. Plain numeric payloads are then scanned
+//! straight into their buffers (`dense`); the rest stream once through serde
+//! visitors that append to `TensorData` vectors and infer the shape.
 
 mod column;
 mod csv_body;
+mod dense;
+mod envelope;
 mod seeds;
 #[cfg(test)]
 mod tests;
 
 use serde::de::DeserializeSeed;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use super::CodecError;
 use crate::signature::SignatureSpec;
@@ -36,29 +37,66 @@ pub enum RequestFormat {
 }
 
 /// A predict body with the tensor payload not yet decoded.
-#[derive(Deserialize)]
 pub struct PredictEnvelope<'a> {
-    #[serde(default)]
     pub signature_name: Option<String>,
-    #[serde(borrow, default)]
-    instances: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    inputs: Option<&'a RawValue>,
+    payload: Payload<'a>,
+}
+
+/// Where the payload lies, and how sure that is.
+enum Payload<'a> {
+    /// serde_json parsed the body: the payload is valid JSON.
+    Parsed {
+        instances: Option<&'a str>,
+        inputs: Option<&'a str>,
+    },
+    /// Scanned, the payload unchecked (see `envelope::scan`). Only the dense
+    /// decoder reads it; a payload it declines is decoded from serde_json's
+    /// parse of `body`, so every error reads as it words it for the whole body.
+    Scanned {
+        instances: Option<&'a [u8]>,
+        inputs: Option<&'a [u8]>,
+        body: &'a [u8],
+    },
 }
 
 impl<'a> PredictEnvelope<'a> {
     pub fn parse(body: &'a [u8]) -> Result<Self, CodecError> {
-        serde_json::from_slice(body).map_err(|e| CodecError::json_parse(&e))
+        if let Some(parts) = envelope::scan(body) {
+            return Ok(PredictEnvelope {
+                signature_name: parts.signature_name,
+                payload: Payload::Scanned {
+                    instances: parts.instances,
+                    inputs: parts.inputs,
+                    body,
+                },
+            });
+        }
+        Self::parsed(body)
+    }
+
+    fn parsed(body: &'a [u8]) -> Result<Self, CodecError> {
+        let parts = envelope::parse(body)?;
+        Ok(PredictEnvelope {
+            signature_name: parts.signature_name,
+            payload: Payload::Parsed {
+                instances: parts.instances,
+                inputs: parts.inputs,
+            },
+        })
     }
 
     pub fn format(&self) -> Result<RequestFormat, CodecError> {
-        match (self.instances, self.inputs) {
-            (Some(_), Some(_)) => Err(CodecError::invalid(
+        let (instances, inputs) = match self.payload {
+            Payload::Parsed { instances, inputs } => (instances.is_some(), inputs.is_some()),
+            Payload::Scanned { instances, inputs, .. } => (instances.is_some(), inputs.is_some()),
+        };
+        match (instances, inputs) {
+            (true, true) => Err(CodecError::invalid(
                 "Not both of 'instances' and 'inputs' can be specified in the request body",
             )),
-            (Some(_), None) => Ok(RequestFormat::Row),
-            (None, Some(_)) => Ok(RequestFormat::Columnar),
-            (None, None) => Err(CodecError::invalid(
+            (true, false) => Ok(RequestFormat::Row),
+            (false, true) => Ok(RequestFormat::Columnar),
+            (false, false) => Err(CodecError::invalid(
                 "Missing 'inputs' or 'instances' key in the request body",
             )),
         }
@@ -66,12 +104,27 @@ impl<'a> PredictEnvelope<'a> {
 
     /// Decodes the payload into one tensor per signature input, in signature order.
     pub fn decode(&self, signature: &SignatureSpec) -> Result<Vec<Tensor>, CodecError> {
-        match self.format()? {
-            RequestFormat::Row => decode_instances(self.instances.map(RawValue::get), signature),
-            // `format()` only yields the two TF Serving layouts.
-            RequestFormat::Columnar | RequestFormat::Named => {
-                decode_inputs(self.inputs.map(RawValue::get), signature, Coercion::Strict)
+        match self.payload {
+            Payload::Scanned {
+                instances,
+                inputs,
+                body,
+            } => {
+                let dense = match (instances, inputs) {
+                    (Some(raw), None) => dense::instances(raw, signature),
+                    (None, Some(raw)) => dense::inputs(raw, signature),
+                    _ => None,
+                };
+                match dense {
+                    Some(tensors) => Ok(tensors),
+                    None => Self::parsed(body)?.decode(signature),
+                }
             }
+            Payload::Parsed { instances, inputs } => match self.format()? {
+                RequestFormat::Row => decode_instances(instances, signature),
+                // `format()` only yields the two TF Serving layouts.
+                RequestFormat::Columnar | RequestFormat::Named => decode_inputs(inputs, signature, Coercion::Strict),
+            },
         }
     }
 }
@@ -116,6 +169,9 @@ fn new_columns(signature: &SignatureSpec) -> Result<Vec<Column<'_>>, CodecError>
 
 fn decode_instances(raw: Option<&str>, signature: &SignatureSpec) -> Result<Vec<Tensor>, CodecError> {
     let raw = raw.unwrap_or("null");
+    if let Some(tensors) = dense::instances(raw.as_bytes(), signature) {
+        return Ok(tensors);
+    }
     let mut columns = new_columns(signature)?;
     let mut deserializer = serde_json::Deserializer::from_str(raw);
     let mut layout = Layout::default();
@@ -186,6 +242,18 @@ fn finish_rows(columns: Vec<Column<'_>>, rows: usize) -> Result<Vec<Tensor>, Cod
 
 fn decode_inputs(raw: Option<&str>, signature: &SignatureSpec, coercion: Coercion) -> Result<Vec<Tensor>, CodecError> {
     let raw = raw.unwrap_or("null");
+    // Plain numbers read the same under either coercion.
+    if let Some(tensors) = dense::inputs(raw.as_bytes(), signature) {
+        return Ok(tensors);
+    }
+    decode_inputs_with_serde(raw, signature, coercion)
+}
+
+fn decode_inputs_with_serde(
+    raw: &str,
+    signature: &SignatureSpec,
+    coercion: Coercion,
+) -> Result<Vec<Tensor>, CodecError> {
     let mut columns = new_columns(signature)?;
     for column in &mut columns {
         column.coercion = coercion;
