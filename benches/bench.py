@@ -85,6 +85,7 @@ def model_dirs(names):
         bench_models = pathlib.Path(out.strip().splitlines()[-1])
         dirs["mlp"] = bench_models / "mlp"
         dirs["resnet50"] = bench_models / "resnet50"
+        dirs["image_head"] = bench_models / "image_head"
     return {name: dirs[name] for name in names}
 
 

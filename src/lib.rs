@@ -73,6 +73,8 @@ pub enum StartError {
     CustomOp { path: String, message: String },
     #[error("gRPC: {0}")]
     Grpc(String),
+    #[error("--gpu: TensorFlow sees no GPU ({0})")]
+    NoGpu(String),
 }
 
 /// The models the settings name: none in multi-model mode, a
@@ -179,6 +181,10 @@ impl Running {
 
 /// Loads the models and starts the batch threads: everything but HTTP.
 pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), StartError> {
+    if settings.tensorflow.gpu {
+        let gpus = runtime::build_info::gpus().map_err(StartError::NoGpu)?;
+        log::info!("GPUs: {}", gpus.join(", "));
+    }
     if let Some(paths) = &settings.tensorflow.custom_op_paths {
         load_custom_ops(paths)?;
     }

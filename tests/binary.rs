@@ -172,7 +172,40 @@ fn bad_settings_fail_at_start_naming_the_setting() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("rest_api_num_threads"));
+
+    // A GPU asked for and none seen: a refusal that says what was looked for.
+    if !String::from_utf8_lossy(&version_report()).contains("(GPU") {
+        let output = Command::new(env!("CARGO_BIN_EXE_tfserve"))
+            .args([
+                "--gpu",
+                "--rest_api_port=0",
+                "--model_base_path",
+                "models/half_plus_three",
+            ])
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--gpu: TensorFlow sees no GPU") && stderr.contains("CUDA"),
+            "{stderr}"
+        );
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_tfserve"))
+        .args(["--gpu", "--cpu_only"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("contradicts cpu_only"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn version_report() -> Vec<u8> {
+    Command::new(env!("CARGO_BIN_EXE_tfserve"))
+        .arg("--version")
+        .output()
+        .unwrap()
+        .stdout
 }
 
 fn post_raw(server: &Server, path: &str, content_type: &str, body: &str) -> (u16, Value) {

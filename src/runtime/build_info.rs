@@ -62,6 +62,22 @@ fn devices() -> Result<Vec<String>, tensorflow::Status> {
         .collect())
 }
 
+/// The GPUs a TensorFlow session sees, or why there are none: what the CUDA
+/// libraries and driver lookup found.
+pub fn gpus() -> Result<Vec<String>, String> {
+    let devices = quietly(devices).map_err(|e| format!("cannot list devices: {e}"))?;
+    let gpus: Vec<String> = devices.into_iter().filter(|d| d.contains("(GPU")).collect();
+    if gpus.is_empty() {
+        let tf_version = tensorflow::version().unwrap_or_default();
+        return Err(format!(
+            "TensorFlow {tf_version} from {}; {}; `tfserve --version` lists what it finds",
+            library_file(),
+            cuda_line().trim_end()
+        ));
+    }
+    Ok(gpus)
+}
+
 /// The file libtensorflow's C API was loaded from.
 fn library_file() -> String {
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };

@@ -474,6 +474,12 @@ pub struct TensorFlowSettings {
     #[arg(long = "cpu_only", alias = "cpu-only", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
     pub cpu_only: bool,
 
+    /// Require a GPU: refuse to start unless TensorFlow sees one. Without it,
+    /// a CUDA build whose CUDA libraries fail to load serves on the CPU and
+    /// says so only in TensorFlow's log.
+    #[arg(long = "gpu", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
+    pub gpu: bool,
+
     /// Custom op libraries loaded before any model: a comma-separated list of
     /// `.so` files or directories (every `*.so` in them).
     #[arg(long = "custom_op_paths", alias = "custom-op-paths", global = true)]

@@ -183,6 +183,13 @@ impl Settings {
                 reason: "must be between 0 and 86400 seconds",
             });
         }
+        if self.tensorflow.gpu && self.tensorflow.cpu_only {
+            return Err(SettingsError::Invalid {
+                name: "gpu",
+                value: "true".into(),
+                reason: "contradicts cpu_only=true: choose one",
+            });
+        }
         if self.models.saved_model_tags.split(',').all(|t| t.trim().is_empty()) {
             return Err(SettingsError::Invalid {
                 name: "saved_model_tags",
