@@ -65,7 +65,7 @@ pub(super) fn scan(body: &[u8]) -> Option<Parts<&[u8]>> {
         }
         let start = skip_space(body, at + 1);
         if matches!(key, b"instances" | b"inputs") {
-            if let Some(last) = last_value_end(body, start) {
+            if let Some(last) = last_value_end(body, start).filter(|&last| hides_no_signature(&body[start..last])) {
                 let slot = if key == b"instances" {
                     &mut parts.instances
                 } else {
@@ -123,6 +123,13 @@ pub(super) fn scan(body: &[u8]) -> Option<Parts<&[u8]>> {
 
 fn end<'a>(body: &[u8], at: usize, parts: Parts<&'a [u8]>) -> Option<Parts<&'a [u8]>> {
     (skip_space(body, at) == body.len()).then_some(parts)
+}
+
+/// Whether a tail taken for the payload cannot hold a `signature_name` key
+/// (written plainly or with escapes): if the payload turns out to end
+/// earlier, the name the caller resolved from the scan is still the body's.
+fn hides_no_signature(tail: &[u8]) -> bool {
+    memchr::memchr(b'\\', tail).is_none() && memchr::memmem::find(tail, b"signature_name").is_none()
 }
 
 /// Where a list or object starting at `start` ends if it is the body's last
@@ -261,6 +268,11 @@ mod tests {
             scanned(r#"{"instances": [1], "x": [2]}"#),
             Some((None, Some(r#"[1], "x": [2]"#), None))
         );
+        // Unless a signature name could follow it: then the payload is walked.
+        assert_eq!(
+            scanned(r#"{"instances": [1], "signature_name": "s", "x": [2]}"#),
+            Some((Some("s".into()), Some("[1]"), None))
+        );
     }
 
     #[test]
@@ -275,6 +287,7 @@ mod tests {
             r#"{"instances": [1]"#,
             r#"{"instances": [1]} x"#,
             r#"{"instances": 1 x}"#,
+            r#"{"instances": [1], "signature\u005fname": "s", "x": [2]}"#,
             r#"{"instances": 1, "other": [1,,2]}"#,
             r#"{"instances": [1],}"#,
             r#"[1]"#,
