@@ -13,7 +13,7 @@
 //! - `codec`: JSON ⇄ typed tensors, `tf.Example` building.
 //! - `registry`: models, versions and their states.
 //! - `batcher`: per-signature queues drained by the batch threads.
-//! - `metrics`: Prometheus metrics; `warmup`: first runs before serving.
+//! - `metrics`: Prometheus metrics (`gpu_metrics`: NVML's GPU readings); `warmup`: first runs before serving.
 //! - `model_config`, `textproto`: model config files.
 //! - `runtime`: everything that touches TensorFlow.
 //! - `tensor`, `signature`: TensorFlow-free data types.
@@ -22,6 +22,7 @@ pub mod batcher;
 pub mod codec;
 pub mod dialects;
 pub mod error;
+pub mod gpu_metrics;
 pub mod grpc;
 pub mod handlers;
 pub mod http;

@@ -3,9 +3,11 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
+
+use crate::gpu_metrics::GpuReading;
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -29,6 +31,17 @@ pub struct Metrics {
     pub python_worker_restarts: IntCounterVec,
     pub config_reloads: IntCounterVec,
     pub in_flight: IntGauge,
+    gpu_memory_used: IntGaugeVec,
+    gpu_memory_total: IntGaugeVec,
+    gpu_utilization: GaugeVec,
+}
+
+fn int_gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let metric = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("metric registered once");
+    metric
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -146,6 +159,32 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "Panics contained (the request or batch failed with a 500; the thread lived on).",
             &["where"],
         ),
+        gpu_memory_used: int_gauge(
+            &registry,
+            "tfserve_gpu_memory_used_bytes",
+            "GPU memory in use (every process's), as NVML reports it at this scrape.",
+            &["gpu"],
+        ),
+        gpu_memory_total: int_gauge(
+            &registry,
+            "tfserve_gpu_memory_total_bytes",
+            "GPU memory in all, as NVML reports it.",
+            &["gpu"],
+        ),
+        gpu_utilization: {
+            let gauge = GaugeVec::new(
+                Opts::new(
+                    "tfserve_gpu_utilization_ratio",
+                    "Share of NVML's last sample period in which a kernel ran on the GPU, 0 to 1.",
+                ),
+                &["gpu"],
+            )
+            .expect("valid metric");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        },
         registry,
     }
 });
@@ -181,8 +220,26 @@ impl Metrics {
             .observe(seconds);
     }
 
-    /// Prometheus text exposition of every metric.
+    /// Sets the GPU gauges from one reading of every GPU.
+    pub fn record_gpus(&self, gpus: &[GpuReading]) {
+        for gpu in gpus {
+            let label = gpu.index.to_string();
+            let as_gauge = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
+            self.gpu_memory_used
+                .with_label_values(&[&label])
+                .set(as_gauge(gpu.used_bytes));
+            self.gpu_memory_total
+                .with_label_values(&[&label])
+                .set(as_gauge(gpu.total_bytes));
+            if gpu.utilization.is_finite() {
+                self.gpu_utilization.with_label_values(&[&label]).set(gpu.utilization);
+            }
+        }
+    }
+
+    /// Prometheus text exposition of every metric (the GPUs read now).
     pub fn render(&self) -> Vec<u8> {
+        self.record_gpus(&crate::gpu_metrics::readings());
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metrics.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
@@ -285,5 +342,40 @@ impl QueueMetrics {
             rejected_too_large: m.rejected.with_label_values(&[model, &version, signature, "too_large"]),
             dropped: m.dropped.with_label_values(&labels),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_readings_become_gauges_labelled_by_index() {
+        let metrics = &*METRICS;
+        metrics.record_gpus(&[
+            GpuReading {
+                index: 0,
+                used_bytes: 3 << 30,
+                total_bytes: 80 << 30,
+                utilization: 0.42,
+            },
+            GpuReading {
+                index: 1,
+                used_bytes: 1024,
+                total_bytes: 2048,
+                utilization: f64::NAN,
+            },
+        ]);
+        let text = String::from_utf8(metrics.render()).unwrap();
+        assert!(
+            text.contains("tfserve_gpu_memory_used_bytes{gpu=\"0\"} 3221225472"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tfserve_gpu_memory_total_bytes{gpu=\"1\"} 2048"),
+            "{text}"
+        );
+        assert!(text.contains("tfserve_gpu_utilization_ratio{gpu=\"0\"} 0.42"), "{text}");
+        assert!(!text.contains("tfserve_gpu_utilization_ratio{gpu=\"1\"}"), "{text}");
     }
 }
