@@ -224,7 +224,8 @@ pub fn build_service(settings: &Settings) -> Result<(Service, Arc<Batcher>), Sta
 /// How every model loads and batches, and the batch threads that run them.
 fn load_options(settings: &Settings) -> Result<(LoadOptions, Arc<Batcher>), StartError> {
     let (batching, params, threads) = settings.batch_plan()?;
-    let batcher = Batcher::new(threads).map_err(StartError::Threads)?;
+    let inline_limit = Duration::from_micros(settings.batching.inline_run_max_micros);
+    let batcher = Batcher::with_inline_limit(threads, inline_limit).map_err(StartError::Threads)?;
     let session = settings.session(threads)?;
     log::info!(
         "{threads} batch thread(s), TensorFlow intra-op {} / inter-op {} threads; batching {}",
@@ -332,8 +333,7 @@ fn serve(
     let cors = settings.http.enable_cors;
     let server = HttpServer::new(move || {
         App::new()
-            .wrap(actix_web::middleware::from_fn(http::admit))
-            .wrap(actix_web::middleware::from_fn(http::require_auth))
+            .wrap(actix_web::middleware::from_fn(http::gate))
             .wrap(actix_web::middleware::Condition::new(cors, http::cors()))
             .wrap(actix_web::middleware::from_fn(http::request_id::assign))
             .app_data(state.clone())

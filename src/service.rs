@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::oneshot;
+
 use crate::batcher::{BatchError, BatchOutput, Pending};
 use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::RequestFormat;
@@ -49,6 +51,10 @@ pub struct Trace {
 
 impl Trace {
     pub fn resolved(&mut self, servable: &Servable, signature: &SignatureSpec) {
+        // Dialects record it when they decode; the run need not copy the names again.
+        if self.version == Some(servable.version) && self.signature.as_deref() == Some(&signature.name) {
+            return;
+        }
         self.model = Some(servable.model.clone());
         self.version = Some(servable.version);
         self.signature = Some(signature.name.clone());
@@ -124,9 +130,22 @@ impl Service {
             .queue(&signature.name)
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
-        let pending = queue.submit(inputs, &names, trace.request_id.clone())?;
-        let timeout = trace.deadline.map_or(self.timeout, |d| d.min(self.timeout));
-        let output = self.wait(pending, trace.client_gone.take(), timeout).await?;
+        let submitted = queue.submit_or_drive(inputs, &names, trace.request_id.clone())?;
+        let mut pending = submitted.pending;
+        if submitted.drive {
+            // Requests that arrived in this same turn of the event loop queue
+            // behind this one before the batch is taken.
+            tokio::task::yield_now().await;
+            while pending.is_empty() && queue.run_ready() {}
+        }
+        let output = match pending.try_recv() {
+            Ok(answer) => answer?,
+            Err(oneshot::error::TryRecvError::Closed) => return Err(BatchError::ShuttingDown.into()),
+            Err(oneshot::error::TryRecvError::Empty) => {
+                let timeout = trace.deadline.map_or(self.timeout, |d| d.min(self.timeout));
+                self.wait(pending, trace.client_gone.take(), timeout).await?
+            }
+        };
         trace.ran(&output);
         Ok(output.outputs)
     }

@@ -7,6 +7,7 @@
 //! has gone are dropped before compute.
 
 pub mod assemble;
+mod inline;
 pub mod params;
 pub mod queue;
 mod reply;
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use inline::RunClock;
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Queue, Task};
 use reply::{Gather, GatherState, Reply};
@@ -69,6 +71,7 @@ struct Entry {
     queue: Queue<Reply>,
     runner: Arc<dyn Runner>,
     metrics: QueueMetrics,
+    clock: Arc<RunClock>,
     /// Its handle was dropped: remove once drained.
     closing: bool,
 }
@@ -92,6 +95,7 @@ struct Work {
     metrics: QueueMetrics,
     params: BatchParams,
     merge: bool,
+    clock: Arc<RunClock>,
 }
 
 impl State {
@@ -104,22 +108,29 @@ impl State {
             .map(|(id, _)| *id)
             .collect();
         for id in order {
-            let entry = self.queues.get_mut(&id)?;
-            if let Some(batch) = entry.queue.pop_ready(now) {
-                let merge = entry.queue.merges() && !batch.runs_alone();
+            if let Some(work) = self.take_from(id, now) {
                 self.cursor = id;
-                entry.metrics.depth.set(entry.queue.depth() as i64);
-                return Some(Work {
-                    name: entry.name.clone(),
-                    batch,
-                    runner: entry.runner.clone(),
-                    metrics: entry.metrics.clone(),
-                    params: entry.queue.params().clone(),
-                    merge,
-                });
+                return Some(work);
             }
         }
         None
+    }
+
+    /// One queue's ready batch, if it has one.
+    fn take_from(&mut self, id: u64, now: Instant) -> Option<Work> {
+        let entry = self.queues.get_mut(&id)?;
+        let batch = entry.queue.pop_ready(now)?;
+        let merge = entry.queue.merges() && !batch.runs_alone();
+        entry.metrics.depth.set(entry.queue.depth() as i64);
+        Some(Work {
+            name: entry.name.clone(),
+            batch,
+            runner: entry.runner.clone(),
+            metrics: entry.metrics.clone(),
+            params: entry.queue.params().clone(),
+            merge,
+            clock: entry.clock.clone(),
+        })
     }
 
     fn next_deadline(&self) -> Option<Instant> {
@@ -142,10 +153,19 @@ impl Shared {
 pub struct Batcher {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Queues whose runs average at most this run on their requests' own
+    /// threads (see [`inline`]); zero keeps every run on the batch threads.
+    inline_limit: Duration,
 }
 
 impl Batcher {
     pub fn new(num_batch_threads: usize) -> std::io::Result<Arc<Batcher>> {
+        Self::with_inline_limit(num_batch_threads, Duration::ZERO)
+    }
+
+    /// A pool whose fast queues (runs averaging at most `inline_limit`) run
+    /// on the threads of the requests that wait for them.
+    pub fn with_inline_limit(num_batch_threads: usize, inline_limit: Duration) -> std::io::Result<Arc<Batcher>> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
@@ -161,6 +181,7 @@ impl Batcher {
         Ok(Arc::new(Batcher {
             shared,
             threads: Mutex::new(threads),
+            inline_limit,
         }))
     }
 
@@ -178,6 +199,7 @@ impl Batcher {
         state.next_id += 1;
         let id = state.next_id;
         let queue = Queue::new(params.clone(), merge);
+        let clock = Arc::new(RunClock::default());
         state.queues.insert(
             id,
             Entry {
@@ -185,9 +207,15 @@ impl Batcher {
                 queue,
                 runner,
                 metrics: metrics.clone(),
+                clock: clock.clone(),
                 closing: false,
             },
         );
+        // A batch that waits for its timeout needs a thread to watch the clock.
+        let inline_limit = match params.batch_timeout_micros {
+            0 => self.inline_limit,
+            _ => Duration::ZERO,
+        };
         QueueHandle {
             id,
             name,
@@ -195,6 +223,8 @@ impl Batcher {
             merge,
             shared: self.shared.clone(),
             metrics,
+            clock,
+            inline_limit,
         }
     }
 
@@ -228,6 +258,16 @@ pub struct QueueHandle {
     merge: bool,
     shared: Arc<Shared>,
     metrics: QueueMetrics,
+    clock: Arc<RunClock>,
+    inline_limit: Duration,
+}
+
+/// A queued request: its answer, and whether its caller runs the batch.
+pub struct Submitted {
+    pub pending: Pending,
+    /// No batch thread was asked: the caller yields once, then calls
+    /// [`QueueHandle::run_ready`] until its answer is in or the queue is empty.
+    pub drive: bool,
 }
 
 impl QueueHandle {
@@ -236,16 +276,54 @@ impl QueueHandle {
         &self.params
     }
 
-    /// Queues a request. `input_names` label the tensors in error messages.
+    /// Queues a request for the batch threads. `input_names` label the
+    /// tensors in error messages.
     pub fn submit(
         &self,
         inputs: Vec<Tensor>,
         input_names: &[&str],
         request_id: Option<Arc<str>>,
     ) -> Result<Pending, BatchError> {
+        self.queue_request(inputs, input_names, request_id, false)
+            .map(|submitted| submitted.pending)
+    }
+
+    /// Queues a request, to be run by its caller when the queue is fast
+    /// enough ([`Submitted::drive`]), else by the batch threads.
+    pub fn submit_or_drive(
+        &self,
+        inputs: Vec<Tensor>,
+        input_names: &[&str],
+        request_id: Option<Arc<str>>,
+    ) -> Result<Submitted, BatchError> {
+        self.queue_request(inputs, input_names, request_id, self.clock.within(self.inline_limit))
+    }
+
+    /// Takes this queue's ready batch and runs it on the calling thread;
+    /// false when there was none.
+    pub fn run_ready(&self) -> bool {
+        let work = self.shared.lock().take_from(self.id, Instant::now());
+        match work {
+            Some(work) => {
+                worker::run_contained(work);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn queue_request(
+        &self,
+        inputs: Vec<Tensor>,
+        input_names: &[&str],
+        request_id: Option<Arc<str>>,
+        inline: bool,
+    ) -> Result<Submitted, BatchError> {
         let (rows, alone) = self.rows_of(&inputs, input_names);
         let (sender, receiver) = oneshot::channel();
         let splitting = !alone && rows > self.params.max_batch_size && self.params.enable_large_batch_splitting;
+        // Pieces of a split request may land in batches its caller never sees.
+        let drive = inline && !splitting;
         let tasks = if splitting {
             self.split_tasks(inputs, rows, request_id, sender)
         } else {
@@ -258,8 +336,11 @@ impl QueueHandle {
                 reply: Reply::Whole(sender),
             }]
         };
-        self.enqueue(tasks)?;
-        Ok(receiver)
+        self.enqueue(tasks, drive)?;
+        Ok(Submitted {
+            pending: receiver,
+            drive,
+        })
     }
 
     /// The request's rows, and whether it must run alone. As TF Serving's
@@ -327,8 +408,8 @@ impl QueueHandle {
     }
 
     /// Puts the tasks on the queue, or refuses them all (full, too large,
-    /// shutting down); wakes an idle batch thread.
-    fn enqueue(&self, tasks: Vec<Task<Reply>>) -> Result<(), BatchError> {
+    /// shutting down); wakes an idle batch thread unless the caller drives.
+    fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool) -> Result<(), BatchError> {
         let wake = {
             let mut state = self.shared.lock();
             if state.shutdown {
@@ -353,7 +434,7 @@ impl QueueHandle {
                     });
                 }
             }
-            state.idle > 0
+            !drive && state.idle > 0
         };
         // A busy thread looks at the queues again when its batch is done.
         if wake {

@@ -116,22 +116,21 @@ impl<R> Queue<R> {
         }
     }
 
-    /// Batches that `tasks`, added in order, would open.
-    fn new_batches_needed(&self, tasks: &[Task<R>]) -> usize {
+    /// Batches that tasks with these keys and rows, added in order, would open.
+    fn new_batches_needed(&self, tasks: &[(ShapeKey, usize)]) -> usize {
         if !self.merge {
             return tasks.len();
         }
-        let mut open = self.batches.back().map(|b| (b.key.clone(), b.rows));
+        let mut open = self.batches.back().map(|b| (&b.key, b.rows));
         let mut opened = 0;
-        for task in tasks {
-            let key = self.key(task);
+        for (key, task_rows) in tasks {
             match &mut open {
-                Some((k, rows)) if joinable(k, &key) && *rows + task.rows <= self.params.max_batch_size => {
-                    *rows += task.rows
+                Some((k, rows)) if joinable(k, key) && *rows + task_rows <= self.params.max_batch_size => {
+                    *rows += task_rows
                 }
                 _ => {
                     opened += 1;
-                    open = Some((key, task.rows));
+                    open = Some((key, *task_rows));
                 }
             }
         }
@@ -149,7 +148,9 @@ impl<R> Queue<R> {
                 return Err((error, tasks));
             }
         }
-        if self.batches.len() + self.new_batches_needed(&tasks) > self.params.max_enqueued_batches {
+        // Each task's key is worked out once, for the check and the push.
+        let keyed: Vec<(ShapeKey, usize)> = tasks.iter().map(|t| (self.key(t), t.rows)).collect();
+        if self.batches.len() + self.new_batches_needed(&keyed) > self.params.max_enqueued_batches {
             return Err((
                 EnqueueError::Full {
                     batches: self.params.max_enqueued_batches,
@@ -157,14 +158,13 @@ impl<R> Queue<R> {
                 tasks,
             ));
         }
-        for task in tasks {
-            self.push(task);
+        for (task, (key, _)) in tasks.into_iter().zip(keyed) {
+            self.push(task, key);
         }
         Ok(())
     }
 
-    fn push(&mut self, task: Task<R>) {
-        let key = self.key(&task);
+    fn push(&mut self, task: Task<R>, key: ShapeKey) {
         self.tasks += 1;
         if self.merge {
             if let Some(open) = self.batches.back_mut() {

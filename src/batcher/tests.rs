@@ -360,3 +360,68 @@ fn a_panicking_run_fails_its_batch_and_the_thread_lives() {
     assert_eq!(floats(&answer(c)), vec![3.0]);
     assert_eq!(floats(&answer(d)), vec![4.0]);
 }
+
+/// Records the threads its runs happen on.
+#[derive(Default)]
+struct ThreadRecorder {
+    threads: Mutex<Vec<std::thread::ThreadId>>,
+}
+
+impl Runner for ThreadRecorder {
+    fn run(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
+        self.threads.lock().unwrap().push(std::thread::current().id());
+        Ok(inputs)
+    }
+}
+
+#[test]
+fn a_fast_queue_is_run_by_its_callers_once_measured() {
+    let batcher = Batcher::with_inline_limit(1, Duration::from_secs(1)).unwrap();
+    let runner = Arc::new(ThreadRecorder::default());
+    let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
+    let handle = batcher.add_queue("q".into(), params(8, Duration::ZERO), true, runner.clone(), metrics);
+    // Unmeasured: the batch threads run it, and measure it.
+    for value in 0..4 {
+        let submitted = handle
+            .submit_or_drive(vec![rows(&[value as f32])], &["x"], None)
+            .unwrap();
+        assert!(!submitted.drive);
+        answer(submitted.pending).unwrap();
+    }
+    assert!(runner
+        .threads
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|t| *t != std::thread::current().id()));
+    // Measured and fast: requests queued together are one batch, run here.
+    let first = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
+    let second = handle.submit_or_drive(vec![rows(&[2.0, 3.0])], &["x"], None).unwrap();
+    assert!(first.drive && second.drive);
+    assert!(handle.run_ready());
+    assert!(!handle.run_ready(), "one batch held both requests");
+    let threads = runner.threads.lock().unwrap().clone();
+    assert_eq!(threads.len(), 5);
+    assert_eq!(threads[4], std::thread::current().id());
+    let (mut first, mut second) = (first.pending, second.pending);
+    assert_eq!(floats(&first.try_recv().unwrap()), vec![1.0]);
+    assert_eq!(floats(&second.try_recv().unwrap()), vec![2.0, 3.0]);
+}
+
+#[test]
+fn queues_with_a_batch_timeout_or_no_limit_keep_to_the_batch_threads() {
+    for (limit, timeout) in [
+        (Duration::ZERO, Duration::ZERO),
+        (Duration::from_secs(1), Duration::from_micros(10)),
+    ] {
+        let batcher = Batcher::with_inline_limit(1, limit).unwrap();
+        let runner = Arc::new(ThreadRecorder::default());
+        let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
+        let handle = batcher.add_queue("q".into(), params(8, timeout), true, runner, metrics);
+        for _ in 0..8 {
+            let submitted = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
+            assert!(!submitted.drive, "limit {limit:?}, timeout {timeout:?}");
+            answer(submitted.pending).unwrap();
+        }
+    }
+}

@@ -39,20 +39,22 @@ pub(super) fn worker(shared: &Shared) {
             }
         };
         match work {
-            Some(work) => {
-                // A panic anywhere in a batch must not end the thread: its
-                // requests' reply channels close (they answer an error) and
-                // the thread goes on serving.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process(work))).is_err() {
-                    log::error!("a batch panicked; its requests were answered with an error");
-                }
-            }
+            Some(work) => run_contained(work),
             None => {
                 // Let the other threads see the shutdown too.
                 shared.wake.notify_all();
                 return;
             }
         }
+    }
+}
+
+/// Runs one batch, on a batch thread or inline on a request's. A panic
+/// anywhere in it must not end the thread: its requests' reply channels
+/// close (they answer an error) and the thread goes on serving.
+pub(super) fn run_contained(work: Work) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process(work))).is_err() {
+        log::error!("a batch panicked; its requests were answered with an error");
     }
 }
 
@@ -65,6 +67,7 @@ fn process(work: Work) {
         metrics,
         params,
         merge,
+        clock,
     } = work;
     let started = Instant::now();
     let (mut live, gone): (Vec<Task<Reply>>, Vec<Task<Reply>>) =
@@ -90,6 +93,7 @@ fn process(work: Work) {
     let result = run_guarded(runner.as_ref(), inputs);
     let run_time = run_started.elapsed();
     metrics.run.observe(run_time.as_secs_f64());
+    clock.record(run_time);
     match result {
         Ok(outputs) => {
             log::debug!(

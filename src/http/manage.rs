@@ -31,7 +31,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     for path in ["/metrics", "/monitoring/prometheus/metrics"] {
         cfg.route(path, web::get().to(metrics));
     }
-    cfg.route("/tfserve/{tail:.*}", web::route().to(tfserve_route));
+    // Under a static prefix, so other paths never reach the pattern.
+    cfg.service(web::scope("/tfserve").route("/{tail:.*}", web::route().to(tfserve_route)));
 }
 
 async fn health_route(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {

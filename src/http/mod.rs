@@ -194,25 +194,41 @@ impl BasicAuth {
     }
 }
 
-/// Middleware (`middleware::from_fn`): with `--enable_auth`, every route but
-/// liveness needs the credentials. It sits inside CORS, so browsers' preflight
-/// requests (which carry no credentials) are answered.
-pub async fn require_auth(
+/// Middleware (`middleware::from_fn`), the gate every request passes inside
+/// CORS (so browsers' preflight requests, which carry no credentials, are
+/// answered): with `--enable_auth`, every route but liveness needs the
+/// credentials; probes, metrics and pages (GET) always answer, while work
+/// (POST) is bounded by `--max_in_flight_requests`. One layer for both:
+/// each `from_fn` layer costs a boxed future per request.
+pub async fn gate(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
-    let denied = req
-        .app_data::<web::Data<AppState>>()
-        .and_then(|state| state.auth.as_ref())
+    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+        return next
+            .call(req)
+            .await
+            .map(actix_web::dev::ServiceResponse::map_into_left_body);
+    };
+    let denied = state
+        .auth
+        .as_ref()
         .is_some_and(|auth| !is_liveness(req.path()) && !auth.allows(req.request()));
-    if denied {
-        let error = ApiError::Unauthorized;
-        let response = error_response(error.status(), &error.to_string());
-        return Ok(req.into_response(response).map_into_right_body());
-    }
-    next.call(req)
-        .await
-        .map(actix_web::dev::ServiceResponse::map_into_left_body)
+    let admitted = match denied {
+        true => Err(ApiError::Unauthorized),
+        false if req.method() == actix_web::http::Method::POST => state.in_flight.admit().map(Some),
+        false => Ok(None),
+    };
+    let admitted = match admitted {
+        Ok(admitted) => admitted,
+        Err(error) => {
+            let response = error_response(error.status(), &error.to_string());
+            return Ok(req.into_response(response).map_into_right_body());
+        }
+    };
+    let response = next.call(req).await;
+    drop(admitted);
+    response.map(actix_web::dev::ServiceResponse::map_into_left_body)
 }
 
 /// Liveness stays open, so an orchestrator can probe without credentials.
@@ -328,38 +344,25 @@ pub fn respond(req: &HttpRequest, result: Result<HttpResponse, ApiError>) -> Htt
     })
 }
 
-/// Middleware (`middleware::from_fn`): probes, metrics and pages (GET) always
-/// answer; work (POST) is bounded by `--max_in_flight_requests`.
-pub async fn admit(
-    req: actix_web::dev::ServiceRequest,
-    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
-    let state = req.app_data::<web::Data<AppState>>().cloned();
-    let admitted = match &state {
-        Some(state) if req.method() == actix_web::http::Method::POST => match state.in_flight.admit() {
-            Ok(admitted) => Some(admitted),
-            Err(err) => {
-                let response = error_response(err.status(), &err.to_string());
-                return Ok(req.into_response(response).map_into_right_body());
-            }
-        },
-        _ => None,
-    };
-    let response = next.call(req).await;
-    drop(admitted);
-    response.map(actix_web::dev::ServiceResponse::map_into_left_body)
-}
-
 /// Reads the whole body (gzip already undone by actix), refusing bodies over
 /// `max_request_bytes` and bodies that take longer than `--client_body_timeout_ms`
 /// to arrive (a client trickling its body would hold an in-flight slot).
 pub async fn read_body(req: &HttpRequest, payload: web::Payload, state: &AppState) -> Result<Bytes, ApiError> {
     let limit = state.max_request_bytes;
     let mut held = state.body_budget.start();
-    let read = read_limited(req, payload, limit, &mut held);
-    let body = match tokio::time::timeout(state.body_timeout, read).await {
-        Ok(body) => body?,
-        Err(_) => return Err(ApiError::BodyTimeout(state.body_timeout.as_millis() as u64)),
+    let body = {
+        let mut read = std::pin::pin!(read_limited(req, payload, limit, &mut held));
+        // A body already in the connection's buffer (most small ones) needs no
+        // timer: only one still arriving is raced against the timeout.
+        let first =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(std::future::Future::poll(read.as_mut(), cx))).await;
+        match first {
+            std::task::Poll::Ready(body) => body?,
+            std::task::Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
+                Ok(body) => body?,
+                Err(_) => return Err(ApiError::BodyTimeout(state.body_timeout.as_millis() as u64)),
+            },
+        }
     };
     // Held until the request is done (its extensions drop with it).
     actix_web::HttpMessage::extensions_mut(req).insert(held);
@@ -428,26 +431,28 @@ pub fn answer(
         }
     };
     let headers = response.headers_mut();
-    let millis = |d: std::time::Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
     if let Some(queue) = trace.queue_time {
-        headers.insert(HeaderName::from_static("x-queue-time-ms"), header_value(millis(queue)));
+        headers.insert(HeaderName::from_static("x-queue-time-ms"), millis_value(queue));
     }
     if let Some(run) = trace.run_time {
-        headers.insert(
-            HeaderName::from_static("x-inference-time-ms"),
-            header_value(millis(run)),
-        );
+        headers.insert(HeaderName::from_static("x-inference-time-ms"), millis_value(run));
     }
     if let Some(rows) = trace.batch_rows {
-        headers.insert(HeaderName::from_static("x-batch-size"), header_value(rows.to_string()));
+        let mut digits = itoa::Buffer::new();
+        headers.insert(
+            HeaderName::from_static("x-batch-size"),
+            header_value(digits.format(rows)),
+        );
     }
     // Unresolved names are user input: keep them out of metric labels.
+    let mut digits = itoa::Buffer::new();
     let (model, version) = match trace.version {
-        Some(v) => (trace.model.as_deref().unwrap_or(model), v.to_string()),
-        None => ("", String::new()),
+        Some(v) => (trace.model.as_deref().unwrap_or(model), digits.format(v)),
+        None => ("", ""),
     };
     let signature = trace.signature.as_deref().unwrap_or("");
-    let status = response.status().as_u16().to_string();
+    let status = response.status();
+    let status = status.as_str();
     log::debug!(
         "[{}] {api} {model} {version} {signature}: {status} in {:.3} ms",
         trace.request_id.as_deref().unwrap_or_default(),
@@ -457,16 +462,48 @@ pub fn answer(
         &crate::metrics::RequestLabels {
             protocol: "rest",
             model,
-            version: &version,
+            version,
             signature,
             api,
-            status: &status,
+            status,
         },
         started.elapsed().as_secs_f64(),
     );
     response
 }
 
-fn header_value(text: String) -> HeaderValue {
-    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("0"))
+fn header_value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("0"))
+}
+
+/// A duration as milliseconds with three decimals (`12.345`), written
+/// without float formatting: it goes on every inference response.
+fn millis_value(duration: std::time::Duration) -> HeaderValue {
+    let micros = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+    let mut whole = itoa::Buffer::new();
+    let whole = whole.format(micros / 1000).as_bytes();
+    let fraction = micros % 1000;
+    let mut text = [0u8; 24];
+    text[..whole.len()].copy_from_slice(whole);
+    let digits = [
+        b'.',
+        b'0' + (fraction / 100) as u8,
+        b'0' + (fraction / 10 % 10) as u8,
+        b'0' + (fraction % 10) as u8,
+    ];
+    text[whole.len()..whole.len() + 4].copy_from_slice(&digits);
+    HeaderValue::from_bytes(&text[..whole.len() + 4]).unwrap_or_else(|_| HeaderValue::from_static("0"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_print_as_milliseconds_with_three_decimals() {
+        use std::time::Duration;
+        assert_eq!(millis_value(Duration::from_micros(12_345)), "12.345");
+        assert_eq!(millis_value(Duration::from_nanos(7_999)), "0.007");
+        assert_eq!(millis_value(Duration::from_secs(3)), "3000.000");
+    }
 }

@@ -47,7 +47,13 @@ impl RequestId {
             nanos ^ (u64::from(std::process::id()) << 32)
         });
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        RequestId(format!("{:016x}", mix(seed.wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15)))).into())
+        let id = mix(seed.wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+        // Every request without an id gets one: hex by hand, not through `format!`.
+        let mut hex = [0u8; 16];
+        for (i, digit) in hex.iter_mut().enumerate() {
+            *digit = b"0123456789abcdef"[(id >> (60 - 4 * i) & 0xf) as usize];
+        }
+        RequestId(std::str::from_utf8(&hex).unwrap_or("0000000000000000").into())
     }
 }
 
@@ -99,6 +105,12 @@ mod tests {
         let spaced = HeaderValue::from_static("a b");
         assert_ne!(RequestId::from_header(Some(&spaced)).0.as_ref(), "a b");
         assert_eq!(RequestId::from_header(None).0.len(), 16);
+        let id = RequestId::generate();
+        assert!(
+            id.0.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+            "{}",
+            id.0
+        );
     }
 
     #[test]

@@ -345,6 +345,18 @@ pub struct BatchingSettings {
     )]
     pub max_queued_runs: usize,
 
+    /// A queue whose session runs average at most this many microseconds is
+    /// run by its requests on their own threads, not handed to a batch thread
+    /// (the hand-off costs more than such a run). Only for queues with no
+    /// batch timeout; 0: always the batch threads.
+    #[arg(
+        long = "inline_run_max_micros",
+        alias = "inline-run-max-micros",
+        global = true,
+        default_value_t = 100
+    )]
+    pub inline_run_max_micros: u64,
+
     /// Per-model batching overrides (settings file only), keyed by model name.
     #[arg(skip)]
     pub model_batching: BTreeMap<String, ParamsOverride>,

@@ -24,16 +24,26 @@ use crate::tensor::TensorData;
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v2", web::get().to(server_metadata))
-        .route("/v2/models/{model}", web::get().to(metadata))
-        .route("/v2/models/{model}/versions/{version}", web::get().to(metadata))
-        .route("/v2/models/{model}/ready", web::get().to(ready))
-        .route("/v2/models/{model}/versions/{version}/ready", web::get().to(ready))
-        .route("/v2/models/{model}/infer", web::post().to(infer))
-        .route("/v2/models/{model}/versions/{version}/infer", web::post().to(infer))
-        .route("/v2/repository/index", web::post().to(index))
-        .route("/v2/repository/models/{model}/load", web::post().to(load))
-        .route("/v2/repository/models/{model}/unload", web::post().to(unload));
+    // Under static prefixes, inference first: other paths never reach these
+    // patterns, and an infer call tries one or two.
+    cfg.route("/v2", web::get().to(server_metadata)).service(
+        web::scope("/v2")
+            .service(
+                web::scope("/models")
+                    .route("/{model}/infer", web::post().to(infer))
+                    .route("/{model}/versions/{version}/infer", web::post().to(infer))
+                    .route("/{model}", web::get().to(metadata))
+                    .route("/{model}/versions/{version}", web::get().to(metadata))
+                    .route("/{model}/ready", web::get().to(ready))
+                    .route("/{model}/versions/{version}/ready", web::get().to(ready)),
+            )
+            .service(
+                web::scope("/repository")
+                    .route("/index", web::post().to(index))
+                    .route("/models/{model}/load", web::post().to(load))
+                    .route("/models/{model}/unload", web::post().to(unload)),
+            ),
+    );
 }
 
 fn segments(req: &HttpRequest) -> (String, String) {

@@ -13,17 +13,21 @@ use crate::registry::{ModelInfo, RegistryError};
 
 /// The multi-model routes on actix's table; other methods fall through to the JSON 404.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    // Under a static prefix, so other paths never reach the patterns.
     cfg.service(
-        web::resource(["/models", "/models/"])
-            .route(web::get().to(list))
-            .route(web::post().to(load)),
-    )
-    .service(
-        web::resource("/models/{name}")
-            .route(web::get().to(describe))
-            .route(web::delete().to(unload)),
-    )
-    .route("/models/{name}/invoke", web::post().to(invoke));
+        web::scope("/models")
+            .route("/{name}/invoke", web::post().to(invoke))
+            .service(
+                web::resource(["", "/"])
+                    .route(web::get().to(list))
+                    .route(web::post().to(load)),
+            )
+            .service(
+                web::resource("/{name}")
+                    .route(web::get().to(describe))
+                    .route(web::delete().to(unload)),
+            ),
+    );
 }
 
 fn not_loaded(name: &str) -> ApiError {

@@ -20,8 +20,17 @@ use crate::registry::VersionSelector;
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::post().to(infer_route))
         .route("/health", web::get().to(health_route))
-        .route("/v1/models/{model}/gen_json", web::get().to(gen_json_route))
-        .route("/v1/models/{model}/gen_client", web::get().to(gen_client_route));
+        // Guarded by the path's end, so TF Serving's requests never try the patterns.
+        .service(
+            web::scope("/v1/models")
+                .guard(actix_web::guard::fn_guard(|ctx| {
+                    let path = ctx.head().uri.path();
+                    ctx.head().method == actix_web::http::Method::GET
+                        && (path.ends_with("/gen_json") || path.ends_with("/gen_client"))
+                }))
+                .route("/{model}/gen_json", web::get().to(gen_json_route))
+                .route("/{model}/gen_client", web::get().to(gen_client_route)),
+        );
 }
 
 async fn infer_route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {

@@ -3,13 +3,11 @@
 
 pub mod api;
 
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 use percent_encoding::percent_decode_str;
-use regex::Regex;
 
 use crate::error::ApiError;
 use crate::http::{answer, read_body, AppState};
@@ -40,60 +38,107 @@ pub enum Route {
     },
 }
 
-fn post_pattern() -> &'static Regex {
-    static PATTERN: OnceLock<Regex> = OnceLock::new();
-    PATTERN.get_or_init(|| {
-        Regex::new(r"(?i)^/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)$")
-            .expect("static regex")
-    })
-}
-
-fn get_pattern() -> &'static Regex {
-    static PATTERN: OnceLock<Regex> = OnceLock::new();
-    PATTERN.get_or_init(|| {
-        Regex::new(r"(?i)^/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?$")
-            .expect("static regex")
-    })
-}
-
 fn decode(segment: &str) -> String {
     percent_decode_str(segment).decode_utf8_lossy().into_owned()
 }
 
+/// A model or label segment: TF Serving's `[^/:]+`.
+fn name_segment(segment: &str) -> bool {
+    !segment.is_empty() && !segment.contains(':')
+}
+
+/// What follows the model in a path: a version or label, then (GETs only)
+/// `/metadata`, as `(?:/versions/(\d+)|/labels/([^/:]+))?(?:/metadata)?`.
+#[derive(Debug, PartialEq)]
+enum Tail<'a> {
+    Latest,
+    Version(&'a str),
+    Label(&'a str),
+}
+
+fn tail<'a>(segments: &[&'a str], metadata_allowed: bool) -> Option<(Tail<'a>, bool)> {
+    // The pattern's groups are greedy: a label named "metadata" is a label.
+    if let Some(tail) = version_or_label(segments) {
+        return Some((tail, false));
+    }
+    match segments.split_last() {
+        Some((last, rest)) if metadata_allowed && last.eq_ignore_ascii_case("metadata") => {
+            Some((version_or_label(rest)?, true))
+        }
+        _ => None,
+    }
+}
+
+fn version_or_label<'a>(segments: &[&'a str]) -> Option<Tail<'a>> {
+    match segments {
+        [] => Some(Tail::Latest),
+        [key, version] if key.eq_ignore_ascii_case("versions") => {
+            (!version.is_empty() && version.bytes().all(|b| b.is_ascii_digit())).then_some(Tail::Version(version))
+        }
+        [key, label] if key.eq_ignore_ascii_case("labels") && name_segment(label) => Some(Tail::Label(label)),
+        _ => None,
+    }
+}
+
+/// `path` without a leading `prefix`, compared ignoring ASCII case.
+fn strip_prefix_ignore_case<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = path.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &path[prefix.len()..])
+}
+
 /// Parses a `/v1/...` request line into a route, with TF Serving's errors.
+/// The grammar is TF Serving's route patterns (case-insensitive), read
+/// segment by segment rather than through a regex on every request.
 pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
     let malformed = || ApiError::BadRequest(format!("Malformed request: {method} {path}"));
-    let selector = |caps: &regex::Captures<'_>| -> Result<VersionSelector, ApiError> {
-        match (caps.get(2), caps.get(3)) {
-            (Some(v), _) => v
-                .as_str()
-                .parse()
-                .map(VersionSelector::Specific)
-                .map_err(|_| malformed()),
-            (None, Some(label)) => Ok(VersionSelector::Label(decode(label.as_str()))),
-            (None, None) => Ok(VersionSelector::Latest),
+    let selector = |tail: Tail<'_>| -> Result<VersionSelector, ApiError> {
+        match tail {
+            Tail::Version(v) => v.parse().map(VersionSelector::Specific).map_err(|_| malformed()),
+            Tail::Label(label) => Ok(VersionSelector::Label(decode(label))),
+            Tail::Latest => Ok(VersionSelector::Latest),
         }
     };
+    let rest = strip_prefix_ignore_case(path, "/v1/models").ok_or_else(malformed)?;
     if method == Method::POST {
-        let caps = post_pattern().captures(path).ok_or_else(malformed)?;
-        let verb = match caps[4].to_ascii_lowercase().as_str() {
+        // `/{model}[/versions/N | /labels/L]:{verb}`; verbs hold no ':'.
+        let (target, verb) = rest.rsplit_once(':').ok_or_else(malformed)?;
+        let verb = match verb.to_ascii_lowercase().as_str() {
             "classify" => Verb::Classify,
             "regress" => Verb::Regress,
-            _ => Verb::Predict,
+            "predict" => Verb::Predict,
+            _ => return Err(malformed()),
         };
+        let segments: Vec<&str> = target.strip_prefix('/').ok_or_else(malformed)?.split('/').collect();
+        let (model, rest) = segments.split_first().ok_or_else(malformed)?;
+        let (tail, _) = tail(rest, false)
+            .filter(|_| name_segment(model))
+            .ok_or_else(malformed)?;
         return Ok(Route::Infer {
-            model: decode(&caps[1]),
-            selector: selector(&caps)?,
+            model: decode(model),
+            selector: selector(tail)?,
             verb,
         });
     }
     if method == Method::GET {
-        let caps = get_pattern().captures(path).ok_or_else(malformed)?;
-        let Some(model) = caps.get(1) else {
+        let segments: Vec<&str> = match rest {
+            "" => Vec::new(),
+            _ => rest.strip_prefix('/').ok_or_else(malformed)?.split('/').collect(),
+        };
+        // As the pattern's optional model group: taken when the rest then
+        // matches, else left out (and the request has no model name).
+        let with_model = segments
+            .split_first()
+            .filter(|(model, _)| name_segment(model))
+            .and_then(|(model, rest)| Some((Some(*model), tail(rest, true)?)));
+        let (model, (tail, metadata)) = match with_model {
+            Some(found) => found,
+            None => (None, tail(&segments, true).ok_or_else(malformed)?),
+        };
+        let Some(model) = model else {
             return Err(ApiError::BadRequest("Missing model name in request.".into()));
         };
-        let (model, selector) = (decode(model.as_str()), selector(&caps)?);
-        return Ok(if caps.get(4).is_some() {
+        let (model, selector) = (decode(model), selector(tail)?);
+        return Ok(if metadata {
             Route::Metadata { model, selector }
         } else {
             Route::Status { model, selector }
@@ -104,8 +149,8 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
 
 /// Everything under `/v1` (health answers first, registered earlier).
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v1", web::route().to(route))
-        .route("/v1/{tail:.*}", web::route().to(route));
+    // A static prefix: matched without a pattern, then parsed by `parse_route`.
+    cfg.service(web::scope("/v1").default_service(web::to(route)));
 }
 
 /// Whether a path belongs to TF Serving's API whatever its case (`/V1/Models/...`).
@@ -221,5 +266,58 @@ mod tests {
             );
         }
         assert!(parse_route(&Method::PUT, "/v1/models/m").is_err());
+        // The pattern's corners: greedy groups, an optional model, case.
+        assert_eq!(
+            get("/v1/models/m/labels/metadata").unwrap(),
+            Route::Status {
+                model: "m".into(),
+                selector: VersionSelector::Label("metadata".into())
+            }
+        );
+        assert_eq!(
+            get("/V1/MODELS/metadata").unwrap(),
+            Route::Status {
+                model: "metadata".into(),
+                selector: VersionSelector::Latest
+            }
+        );
+        assert_eq!(
+            get("/v1/models/m/LABELS/x/Metadata").unwrap(),
+            Route::Metadata {
+                model: "m".into(),
+                selector: VersionSelector::Label("x".into())
+            }
+        );
+        for missing in ["/v1/models/versions/3", "/v1/models/labels/x/metadata"] {
+            assert!(
+                get(missing).unwrap_err().to_string().contains("Missing model name"),
+                "{missing}"
+            );
+        }
+        for bad in [
+            "/v1/models/",
+            "/v1/models/m/",
+            "/v1/modelsx",
+            "/v1/models/m:x",
+            "/v1/models/m/versions/metadata",
+            "/v1/models/m/versions/99999999999999999999",
+            "/v1",
+        ] {
+            assert!(
+                get(bad).unwrap_err().to_string().starts_with("Malformed request"),
+                "{bad}"
+            );
+        }
+        for bad in [
+            "/v1/models/:predict",
+            "/v1/models/a:b:predict",
+            "/v1/models/m/labels/:predict",
+            "/v1/models/m/x/y:predict",
+        ] {
+            assert!(
+                post(bad).unwrap_err().to_string().starts_with("Malformed request"),
+                "{bad}"
+            );
+        }
     }
 }

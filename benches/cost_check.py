@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Per-request cost check for CI: instructions, not seconds.
+
+Counts the instructions (valgrind's callgrind) a server executes per request,
+in every thread, for a window of sequential keep-alive requests:
+
+  - the HTTP ceiling (`tfserve-bench ceiling`: actix-web answering a fixed body),
+  - tfserve with default flags and `--enable_batching=true`, serving
+    models/half_plus_three's REST :predict (one instance per request),
+
+and compares the ratio tfserve / ceiling with the committed baseline
+(benches/cost_baseline.json). The model's own session runs (everything under
+`Model::run`) are left out of tfserve's count: the check guards what the
+server adds around the model, which a sequential client's batches of one
+would otherwise drown in TensorFlow's executor. The server runs with a high
+`--inline_run_max_micros`, so that valgrind's slowdown does not move the
+runs from the requests' threads (where default flags put this model on real
+hardware) to the batch threads. Instruction counts do not depend on the
+machine's load, so the check cannot fail because CI shares its cores; the
+median of several windows smooths what thread scheduling still moves.
+Exits 1, printing both figures, when the ratio is more than 25% over the
+baseline.
+
+    python3 benches/cost_check.py                 # check (builds the release binaries)
+    python3 benches/cost_check.py --update        # measure and write the baseline
+    python3 benches/cost_check.py --repeat 10     # ten checks in a row, for the spread
+"""
+import argparse
+import http.client
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RELEASE = ROOT / "target" / "release"
+BASELINE = ROOT / "benches" / "cost_baseline.json"
+MODEL = ROOT / "models" / "half_plus_three"
+BODY = b'{"instances": [1.0]}'
+TOLERANCE = 1.25
+# The session run, whose instructions are the model's, not the server's.
+MODEL_RUN = "as tfserve::runtime::Model>::run"
+WINDOWS = 5
+REQUESTS = 200
+
+
+def log(message):
+    print(f"[cost-check] {message}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_valgrind():
+    if shutil.which("valgrind") and shutil.which("callgrind_control"):
+        return
+    log("installing valgrind from Debian's packages")
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    subprocess.run(sudo + ["apt-get", "update", "-qq"], check=True)
+    subprocess.run(sudo + ["apt-get", "install", "-y", "-qq", "valgrind"], check=True)
+
+
+def build():
+    subprocess.run(["cargo", "build", "--release", "--bin", "tfserve", "--bin", "tfserve-bench"], cwd=ROOT,
+                   check=True)
+
+
+class Client:
+    """One keep-alive connection, as a client's connection pool keeps it."""
+
+    def __init__(self, port, path, body):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.path, self.body = path, body
+
+    def send(self, count):
+        for _ in range(count):
+            self.connection.request("POST", self.path, body=self.body, headers={"Content-Type": "application/json"})
+            response = self.connection.getresponse()
+            answer = response.read()
+            if response.status != 200:
+                raise RuntimeError(f"{self.path} answered {response.status}: {answer[:200]!r}")
+
+
+def wait_answering(proc, port, path, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode} before answering")
+        try:
+            Client(port, path, BODY).send(1)
+            return
+        except (OSError, RuntimeError, http.client.HTTPException):
+            time.sleep(0.5)
+    raise RuntimeError(f"nothing answered {path} on port {port} within {timeout} s")
+
+
+def instructions(out_file, exclude):
+    """The instruction count of one callgrind dump, less what ran inside the
+    functions named by `exclude` (inclusive counts, from callgrind_annotate)."""
+    text = out_file.read_text(errors="replace")
+    found = re.search(r"^totals:\s+(\d+)", text, re.M)
+    if not found:
+        raise RuntimeError(f"no instruction total in {out_file}")
+    total = int(found.group(1))
+    if not exclude:
+        return total
+    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out_file)],
+                               capture_output=True, text=True, check=True).stdout
+    inside = 0
+    for line in annotated.splitlines():
+        count = re.match(r"\s*([\d,]+) \(", line)
+        if count and exclude in line:
+            inside = max(inside, int(count.group(1).replace(",", "")))
+    return total - inside
+
+
+def per_request(cmd, port, path, work, name, env=None, exclude=None):
+    """Median instructions per request over WINDOWS windows of REQUESTS requests."""
+    out = work / f"{name}.callgrind"
+    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                "--dump-line=no", "--compress-strings=no", "--error-limit=no"]
+    proc = subprocess.Popen(valgrind + cmd, stdout=subprocess.DEVNULL, stderr=open(work / f"{name}.log", "w"),
+                            env=env)
+    try:
+        wait_answering(proc, port, path, timeout=900)
+        client = Client(port, path, BODY)
+        client.send(REQUESTS)  # warm: caches, lazily built state, measured run times
+        counts = []
+        for window in range(WINDOWS):
+            subprocess.run(["callgrind_control", "--instr=on", str(proc.pid)], check=True, capture_output=True)
+            client.send(REQUESTS)
+            subprocess.run(["callgrind_control", "--instr=off", str(proc.pid)], check=True, capture_output=True)
+            subprocess.run(["callgrind_control", "--dump", str(proc.pid)], check=True, capture_output=True)
+            subprocess.run(["callgrind_control", "--zero", str(proc.pid)], check=True, capture_output=True)
+            dumps = sorted(work.glob(f"{name}.callgrind.*"), key=lambda p: int(p.suffix[1:]))
+            counts.append(instructions(dumps[-1], exclude) / REQUESTS)
+        return statistics.median(counts), counts
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def measure():
+    work = pathlib.Path(tempfile.mkdtemp(prefix="tfserve-cost-"))
+    try:
+        port = free_port()
+        ceiling, ceiling_windows = per_request(
+            [str(RELEASE / "tfserve-bench"), "ceiling", "--port", str(port), "--workers", "1"], port, "/", work,
+            "ceiling")
+        port, grpc = free_port(), free_port()
+        env = dict(os.environ, RUST_LOG="warn", TF_CPP_MIN_LOG_LEVEL="2")
+        server, server_windows = per_request(
+            [str(RELEASE / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(port), "--port", str(grpc),
+             "--model_name", "half_plus_three", "--model_base_path", str(MODEL), "--enable_batching=true",
+             "--inline_run_max_micros=1000000"],
+            port, "/v1/models/half_plus_three:predict", work, "tfserve", env, exclude=MODEL_RUN)
+        return {"ceiling_instructions": round(ceiling), "tfserve_instructions": round(server),
+                "ratio": server / ceiling, "windows": {"ceiling": ceiling_windows, "tfserve": server_windows}}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--update", action="store_true", help="write the measurement as the new baseline")
+    parser.add_argument("--repeat", type=int, default=1, help="checks in a row (each one full measurement)")
+    parser.add_argument("--no-build", action="store_true")
+    args = parser.parse_args()
+    ensure_valgrind()
+    if not args.no_build:
+        build()
+    baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None
+    failed = False
+    for n in range(args.repeat):
+        result = measure()
+        line = (f"instructions per request: tfserve {result['tfserve_instructions']:,} (session runs left out), "
+                f"ceiling {result['ceiling_instructions']:,}, ratio {result['ratio']:.3f} "
+                f"(windows: tfserve {min(result['windows']['tfserve']):,.0f}-{max(result['windows']['tfserve']):,.0f}, "
+                f"ceiling {min(result['windows']['ceiling']):,.0f}-{max(result['windows']['ceiling']):,.0f})")
+        if args.update:
+            BASELINE.write_text(json.dumps({k: result[k] for k in
+                                            ("ceiling_instructions", "tfserve_instructions", "ratio")}, indent=2) + "\n")
+            print(f"{line}; written to {BASELINE.relative_to(ROOT)}")
+            continue
+        if baseline is None:
+            sys.exit(f"no baseline at {BASELINE}; run with --update")
+        bound = baseline["ratio"] * TOLERANCE
+        verdict = "ok" if result["ratio"] <= bound else "FAILED"
+        print(f"[{n + 1}/{args.repeat}] {line}; baseline ratio {baseline['ratio']:.3f} "
+              f"(tfserve {baseline['tfserve_instructions']:,}), bound {bound:.3f}: {verdict}", flush=True)
+        failed |= verdict != "ok"
+    if failed:
+        sys.exit("per-request cost is more than 25% over the baseline: find what the request path gained "
+                 "(python3 benches/ceiling.py measures it under load)")
+
+
+if __name__ == "__main__":
+    main()
