@@ -209,8 +209,17 @@ fn a_load_that_never_finishes_fails_after_the_load_timeout() {
     // The registry is not stuck behind the hung load: version 3 loads.
     copy_dir(&repo_path("models/adder/2"), &base.join("3"));
     wait_for("version 3", || predict(&url) == (200, json!({"predictions": [3.0]})));
-    // Let the hung reader go.
-    std::fs::write(&fifo, b"not a SavedModel").unwrap();
+    // Let the hung reader go, if it is still there. Opened without blocking,
+    // the FIFO fails at once when nobody reads it any more, and the reader may
+    // close it in the middle of the write: neither is this test's concern.
+    use std::os::unix::fs::OpenOptionsExt;
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo);
+    if let Ok(mut writer) = writer {
+        let _ = std::io::Write::write_all(&mut writer, b"not a SavedModel");
+    }
 }
 
 #[test]
