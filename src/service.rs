@@ -52,7 +52,10 @@ pub struct Trace {
 impl Trace {
     pub fn resolved(&mut self, servable: &Servable, signature: &SignatureSpec) {
         // Dialects record it when they decode; the run need not copy the names again.
-        if self.version == Some(servable.version) && self.signature.as_deref() == Some(&signature.name) {
+        if self.version == Some(servable.version)
+            && self.model.as_deref() == Some(&servable.model)
+            && self.signature.as_deref() == Some(&signature.name)
+        {
             return;
         }
         self.model = Some(servable.model.clone());
