@@ -25,24 +25,19 @@ import json
 import os
 import pathlib
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench  # noqa: E402  (the load script and the batch-size totals)
+
+ROOT = bench.ROOT
 RELEASE = ROOT / "target" / "release"
 MODEL = ROOT / "models" / "half_plus_three"
 BODY = '{"instances": [1.0]}'
-WRK_SCRIPT = """
-local f = io.open(os.getenv("TFSERVE_BENCH_BODY"), "rb")
-wrk.body = f:read("*a")
-f:close()
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-"""
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -103,16 +98,6 @@ def measure(proc, load):
             "errors": errors}
 
 
-def batch_mean(port):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    total = {"sum": 0.0, "count": 0.0}
-    for line in text.splitlines():
-        for kind in total:
-            if line.startswith(f"tfserve_batch_size_{kind}{{"):
-                total[kind] += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def ceiling_cell(binary_dir, work, script, args):
     port = free_port()
     proc = subprocess.Popen([str(binary_dir / "tfserve-bench"), "ceiling", "--port", str(port)],
@@ -143,9 +128,9 @@ def tfserve_cell(binary, binary_dir, work, script, args, batching, grpc):
         else:
             wrk(url, work / "body.json", script, args.connections, 1)
             load = lambda: wrk(url, work / "body.json", script, args.connections, args.duration)  # noqa: E731
-        before = batch_mean(port)
+        before = bench.batch_totals(port)
         result = measure(proc, load)
-        after = batch_mean(port)
+        after = bench.batch_totals(port)
         count = after["count"] - before["count"]
         result["mean_batch"] = (after["sum"] - before["sum"]) / count if count else 0.0
         return result
@@ -175,7 +160,7 @@ def main():
     work = pathlib.Path(tempfile.mkdtemp(prefix="tfserve-ceiling-"))
     (work / "body.json").write_text(BODY)
     script = work / "post.lua"
-    script.write_text(WRK_SCRIPT)
+    script.write_text(bench.WRK_SCRIPT)
     raw_us = raw_run_us(RELEASE, 2.0) if "off" in cells else None
     rounds = []
     for n in range(args.rounds):
