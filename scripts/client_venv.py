@@ -1,10 +1,14 @@
-"""Makes the virtual environment the tests run real gRPC and KServe clients
-from: tensorflow-serving-api (over the pinned tensorflow-cpu wheel the set-up
-script fetches), tritonclient[http,grpc], grpcio-health-checking and
-grpcio-reflection, and kubernetes-validate (deploy/'s manifest checks), in the
-tfserve cache. Prints the environment's Python.
+"""Makes the virtual environments the tests run real clients from, in the
+tfserve cache, and prints the Python of the one asked for:
 
-    python3 scripts/client_venv.py
+- `client` (default): tensorflow-serving-api (over the pinned tensorflow-cpu
+  wheel the set-up script fetches) and tf-keras for TF Serving's own tests,
+  tritonclient[http,grpc], KServe's Python SDK, grpcio-health-checking and
+  grpcio-reflection, and kubernetes-validate (deploy/'s manifest checks);
+- `sagemaker`: the SageMaker Python SDK (v2), whose protobuf pin cannot share
+  an environment with TensorFlow 2.21.
+
+    python3 scripts/client_venv.py [client|sagemaker]
 """
 import pathlib
 import subprocess
@@ -13,26 +17,35 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from tfvenv import TF_PIN, cache_root  # noqa: E402
 
-PACKAGES = [TF_PIN, "tritonclient[http,grpc]==2.73.0", "grpcio-health-checking==1.81.1",
-            "grpcio-reflection==1.81.1", "requests", "kubernetes-validate==1.37.0", "jsonschema==4.26.0"]
-# tensorflow-serving-api requires the `tensorflow` project; its modules only
-# need TensorFlow's Python package, which tensorflow-cpu provides.
-NO_DEPS = ["tensorflow-serving-api==2.21.0"]
+ENVIRONMENTS = {
+    "client": (
+        [TF_PIN, "tf-keras==2.21.0", "tritonclient[http,grpc]==2.73.0", "kserve==0.21.0",
+         "grpcio-health-checking==1.81.1", "grpcio-reflection==1.81.1", "requests",
+         "kubernetes-validate==1.37.0", "jsonschema==4.26.0"],
+        # tensorflow-serving-api requires the `tensorflow` project; its modules
+        # only need TensorFlow's Python package, which tensorflow-cpu provides.
+        ["tensorflow-serving-api==2.21.0"],
+    ),
+    "sagemaker": (["sagemaker==2.257.7", "requests"], []),
+}
 
 
 def main() -> None:
-    venv = cache_root() / "client-venv"
+    name = sys.argv[1] if len(sys.argv) > 1 else "client"
+    packages, no_deps = ENVIRONMENTS[name]
+    venv = cache_root() / f"{name}-venv"
     python = venv / "bin" / "python"
     stamp = venv / "tfserve-packages.txt"
-    wanted = "\n".join(PACKAGES + NO_DEPS)
+    wanted = "\n".join(packages + no_deps)
     if stamp.exists() and stamp.read_text() == wanted:
         print(python)
         return
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run(pip + ["--find-links", str(cache_root() / "wheels"), *PACKAGES], check=True)
-    subprocess.run(pip + ["--no-deps", *NO_DEPS], check=True)
+    subprocess.run(pip + ["--find-links", str(cache_root() / "wheels"), *packages], check=True)
+    if no_deps:
+        subprocess.run(pip + ["--no-deps", *no_deps], check=True)
     stamp.write_text(wanted)
     print(python)
 

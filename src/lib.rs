@@ -282,6 +282,7 @@ pub fn start(settings: &Settings) -> Result<Running, StartError> {
         drain: http::drain::Drain::default(),
         body_timeout: Duration::from_millis(settings.http.client_body_timeout_ms),
         body_budget: http::ByteBudget::new(settings.http.max_in_flight_bytes),
+        metrics_path: settings.metrics_path()?,
     });
     let grpc = grpc::start(settings, state.clone().into_inner())?;
     handlers.set_grpc_address(grpc.addr);

@@ -195,12 +195,22 @@ pub fn load(path: &Path) -> Result<Vec<ModelSource>, ConfigFileError> {
         .collect())
 }
 
+/// `ModelServerConfig`'s fields: anything else is a file that is not a config.
+const ROOT_FIELDS: [&str; 2] = ["model_config_list", "custom_model_config"];
+
 pub fn parse(text: &str) -> Result<Vec<ModelSource>, String> {
     let sources = if text.trim_start().starts_with('{') {
         let json: Json = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
         from_json(&json)?
     } else {
-        let root = textproto::parse(text).map_err(|e| e.to_string())?;
+        // TF Serving's wording, which tools and tests look for in the log.
+        let syntax = |e: String| format!("Error parsing text-format tensorflow.serving.ModelServerConfig: {e}");
+        let root = textproto::parse(text).map_err(|e| syntax(e.to_string()))?;
+        if let Some((field, _)) = root.0.iter().find(|(field, _)| !ROOT_FIELDS.contains(&field.as_str())) {
+            return Err(syntax(format!(
+                "Message type \"tensorflow.serving.ModelServerConfig\" has no field named \"{field}\""
+            )));
+        }
         from_textproto(&root)?
     };
     let mut names = std::collections::BTreeSet::new();

@@ -4,6 +4,8 @@
 //! `grpc.health.v1.Health` and server reflection (v1 and v1alpha).
 
 pub mod call;
+pub mod channel_args;
+mod health;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,8 +14,7 @@ use std::time::Duration;
 use tonic::codec::CompressionEncoding;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
-use tonic_health::server::HealthReporter;
-use tonic_health::ServingStatus;
+use health::ServingStatus;
 
 use crate::dialects::kserve::grpc::InferenceApi;
 use crate::dialects::tfs_grpc::{ModelApi, PredictionApi};
@@ -23,6 +24,7 @@ use crate::proto::tensorflow::serving::model_service_server::ModelServiceServer;
 use crate::proto::tensorflow::serving::prediction_service_server::PredictionServiceServer;
 use crate::settings::Settings;
 use crate::StartError;
+use channel_args::ChannelArguments;
 
 /// The services health answers for by name (besides the overall "").
 const SERVICES: [&str; 3] = [
@@ -35,20 +37,22 @@ const SERVICES: [&str; 3] = [
 pub struct GrpcServer {
     pub addr: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
-    served: Option<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
+    served: Vec<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
 }
 
 impl GrpcServer {
     /// Blocks until the listener has shut down (after the drain closes it)
     /// and every call in flight has been answered. Call outside any runtime.
     pub fn wait(mut self) {
-        let (Some(runtime), Some(served)) = (self.runtime.take(), self.served.take()) else {
+        let Some(runtime) = self.runtime.take() else {
             return;
         };
-        match runtime.block_on(served) {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => log::error!("gRPC server: {error}"),
-            Err(error) => log::error!("gRPC server task: {error}"),
+        for served in std::mem::take(&mut self.served) {
+            match runtime.block_on(served) {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => log::error!("gRPC server: {error}"),
+                Err(error) => log::error!("gRPC server task: {error}"),
+            }
         }
     }
 }
@@ -81,8 +85,10 @@ pub fn start(settings: &Settings, state: Arc<AppState>) -> Result<GrpcServer, St
         }
         None => None,
     };
-    let server = server_builder(settings, tls)?;
-    let routes = routes(&state, settings.grpc.grpc_max_message_bytes)?;
+    let channel_args = ChannelArguments::parse(&settings.grpc.grpc_channel_arguments).map_err(StartError::Grpc)?;
+    if !channel_args.ignored.is_empty() {
+        log::info!("gRPC channel arguments without effect here: {}", channel_args.ignored.join(", "));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.grpc.grpc_num_threads.max(1))
         .thread_name("tfserve-grpc")
@@ -94,7 +100,7 @@ pub fn start(settings: &Settings, state: Arc<AppState>) -> Result<GrpcServer, St
     let mut grpc = GrpcServer {
         addr: local,
         runtime: Some(runtime),
-        served: None,
+        served: Vec::new(),
     };
     let Some(runtime) = grpc.runtime.as_ref() else {
         return Err(StartError::Grpc("the gRPC runtime is gone".into()));
@@ -102,36 +108,80 @@ pub fn start(settings: &Settings, state: Arc<AppState>) -> Result<GrpcServer, St
     let _entered = runtime.enter();
     let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_error)?;
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let (reporter, health) = tonic_health::server::health_reporter();
-    tokio::spawn(report_health(reporter, state.clone()));
-    let mut closing = state.drain.subscribe();
-    let shutdown = async move {
-        // Both the close and a dropped sender (the server is going away) end it.
-        let _ = closing
-            .wait_for(|phase| *phase == crate::http::drain::Phase::Closing)
-            .await;
+    let health = health::HealthService::new();
+    tokio::spawn(report_health(health.clone(), state.clone()));
+    let closing = |state: &AppState| {
+        let mut closing = state.drain.subscribe();
+        async move {
+            // Both the close and a dropped sender (the server is going away) end it.
+            let _ = closing
+                .wait_for(|phase| *phase == crate::http::drain::Phase::Closing)
+                .await;
+        }
     };
-    let mut server = server;
-    let router = server.add_routes(routes).add_service(health);
-    grpc.served = Some(tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown)));
+    let router = |tls| -> Result<_, StartError> {
+        let routes = routes(&state, settings.grpc.grpc_max_message_bytes, &channel_args)?;
+        Ok(server_builder(settings, tls, &channel_args)?
+            .add_routes(routes)
+            .add_service(health.server()))
+    };
+    let tcp = router(tls)?;
+    grpc.served.push(tokio::spawn(tcp.serve_with_incoming_shutdown(incoming, closing(&state))));
+    if let Some(path) = &settings.grpc.grpc_socket_path {
+        let unix = unix_listener(path)?;
+        // Local callers only, as TF Serving's socket: no TLS on it.
+        let uds = router(None)?;
+        grpc.served.push(tokio::spawn(uds.serve_with_incoming_shutdown(unix, closing(&state))));
+        log::info!("gRPC also on Unix socket {}", path.display());
+    }
     drop(_entered);
     Ok(grpc)
 }
 
+/// Binds `--grpc_socket_path`, replacing a socket a previous run left behind
+/// (gRPC does the same) but never another kind of file.
+fn unix_listener(path: &std::path::Path) -> Result<tokio_stream::wrappers::UnixListenerStream, StartError> {
+    use std::os::unix::fs::FileTypeExt;
+    let bind_error = |source| StartError::Bind {
+        addr: format!("unix:{}", path.display()),
+        source,
+    };
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_socket() {
+            std::fs::remove_file(path).map_err(bind_error)?;
+        }
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(bind_error)?;
+    Ok(tokio_stream::wrappers::UnixListenerStream::new(listener))
+}
+
+/// The server's connection management: the flags, then `--grpc_channel_arguments`
+/// where it says otherwise.
 fn server_builder(
     settings: &Settings,
     tls: Option<tonic::transport::ServerTlsConfig>,
+    args: &ChannelArguments,
 ) -> Result<tonic::transport::Server, StartError> {
     let grpc = &settings.grpc;
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+    let nonzero = |d: Option<Duration>| d.filter(|d| !d.is_zero());
+    let keepalive = args.keepalive_time.map_or(seconds(grpc.grpc_keepalive_seconds), |d| nonzero(Some(d)));
+    let keepalive_timeout = args
+        .keepalive_timeout
+        .map_or(seconds(grpc.grpc_keepalive_timeout_seconds), |d| nonzero(Some(d)));
     let mut server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(seconds(grpc.grpc_keepalive_seconds))
-        .http2_keepalive_timeout(seconds(grpc.grpc_keepalive_timeout_seconds))
+        .http2_keepalive_interval(keepalive)
+        .http2_keepalive_timeout(keepalive_timeout)
+        .max_concurrent_streams(args.max_concurrent_streams)
         .tcp_nodelay(true);
-    if let Some(age) = seconds(grpc.grpc_max_connection_age_seconds) {
-        server = server
-            .max_connection_age(age)
-            .max_connection_age_grace(Duration::from_secs(grpc.grpc_max_connection_age_grace_seconds));
+    let age = args
+        .max_connection_age
+        .map_or(seconds(grpc.grpc_max_connection_age_seconds), |d| nonzero(Some(d)));
+    if let Some(age) = age {
+        let grace = args
+            .max_connection_age_grace
+            .unwrap_or(Duration::from_secs(grpc.grpc_max_connection_age_grace_seconds));
+        server = server.max_connection_age(age).max_connection_age_grace(grace);
     }
     if let Some(tls) = tls {
         server = server
@@ -143,19 +193,21 @@ fn server_builder(
 
 /// Every service behind the auth interceptor, with TF Serving's message size
 /// limit and gzip both ways.
-fn routes(state: &Arc<AppState>, limit: usize) -> Result<tonic::service::Routes, StartError> {
+fn routes(state: &Arc<AppState>, limit: usize, args: &ChannelArguments) -> Result<tonic::service::Routes, StartError> {
     let auth = call::authenticate(state.clone());
+    let receive = args.max_receive_message_length.unwrap_or(limit);
+    let send = args.max_send_message_length.unwrap_or(limit);
     let prediction = PredictionServiceServer::new(PredictionApi { state: state.clone() })
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit)
+        .max_decoding_message_size(receive)
+        .max_encoding_message_size(send)
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip);
     let model = ModelServiceServer::new(ModelApi { state: state.clone() })
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip);
     let inference = GrpcInferenceServiceServer::new(InferenceApi { state: state.clone() })
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit)
+        .max_decoding_message_size(receive)
+        .max_encoding_message_size(send)
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip);
     let reflection = |error: tonic_reflection::server::Error| StartError::Grpc(error.to_string());
@@ -178,7 +230,7 @@ fn routes(state: &Arc<AppState>, limit: usize) -> Result<tonic::service::Routes,
 
 /// Keeps health in step with readiness: SERVING while every model is
 /// available and the server is not draining, NOT_SERVING otherwise.
-async fn report_health(reporter: HealthReporter, state: Arc<AppState>) {
+async fn report_health(reporter: health::HealthService, state: Arc<AppState>) {
     let mut drain = state.drain.subscribe();
     let mut last = None;
     loop {
@@ -187,9 +239,9 @@ async fn report_health(reporter: HealthReporter, state: Arc<AppState>) {
             Err(_) => ServingStatus::NotServing,
         };
         if last != Some(status) {
-            reporter.set_service_status("", status).await;
+            reporter.set_status("", status);
             for service in SERVICES {
-                reporter.set_service_status(service, status).await;
+                reporter.set_status(service, status);
             }
             last = Some(status);
         }

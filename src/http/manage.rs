@@ -39,7 +39,7 @@ async fn health_route(req: HttpRequest, state: web::Data<AppState>) -> HttpRespo
     health(req.path(), &state).unwrap_or_else(|| HttpResponse::NotFound().finish())
 }
 
-async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let metrics = &crate::metrics::METRICS;
     metrics.in_flight.set(state.in_flight.current() as i64);
     HttpResponse::Ok()

@@ -45,6 +45,8 @@ pub struct AppState {
     pub body_timeout: std::time::Duration,
     /// The bound on request-body bytes held at once (`--max_in_flight_bytes`).
     pub body_budget: ByteBudget,
+    /// Another path the metrics answer on (`--monitoring_config_file`).
+    pub metrics_path: Option<String>,
 }
 
 impl AppState {
@@ -328,6 +330,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 async fn fallback(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
     if crate::dialects::tfs::claims(req.path()) {
         return crate::dialects::tfs::route(req, payload, state).await;
+    }
+    if req.method() == actix_web::http::Method::GET && state.metrics_path.as_deref() == Some(req.path()) {
+        return manage::metrics(state).await;
     }
     let error = ApiError::NotFound(format!("Not found: {} {}", req.method(), req.path()));
     error_response(error.status(), &error.to_string())

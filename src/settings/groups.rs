@@ -158,6 +158,11 @@ pub struct HttpSettings {
     /// Answer cross-origin browser requests (CORS: any origin, without credentials).
     #[arg(long = "enable_cors", alias = "enable-cors", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
     pub enable_cors: bool,
+
+    /// TF Serving's monitoring config (text format): `prometheus_config { enable:
+    /// true path: "..." }` also serves the metrics at that path.
+    #[arg(long = "monitoring_config_file", alias = "monitoring-config-file", global = true)]
+    pub monitoring_config_file: Option<PathBuf>,
 }
 
 /// The gRPC listener's limits and connection management.
@@ -209,6 +214,16 @@ pub struct GrpcSettings {
         default_value_t = 30
     )]
     pub grpc_max_connection_age_grace_seconds: u64,
+
+    /// Also serve gRPC on this Unix domain socket (TF Serving's flag).
+    #[arg(long = "grpc_socket_path", alias = "grpc-socket-path", global = true)]
+    pub grpc_socket_path: Option<PathBuf>,
+
+    /// gRPC server arguments, `key=value,...` as TF Serving takes them
+    /// (`grpc.max_connection_age_ms`, `grpc.keepalive_time_ms`, ...); the ones
+    /// this server has no use for are logged and ignored, as gRPC does.
+    #[arg(long = "grpc_channel_arguments", alias = "grpc-channel-arguments", global = true, default_value = "")]
+    pub grpc_channel_arguments: String,
 }
 
 /// Which models are served, from where, and how versions come and go.

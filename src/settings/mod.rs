@@ -200,6 +200,33 @@ impl Settings {
         self.security.validate()
     }
 
+    /// The extra metrics path `--monitoring_config_file` asks for (TF Serving's
+    /// `MonitoringConfig`), checked at start-up like TF Serving does.
+    pub fn metrics_path(&self) -> Result<Option<String>, SettingsError> {
+        let Some(path) = &self.http.monitoring_config_file else {
+            return Ok(None);
+        };
+        let invalid = |reason: String| SettingsError::File {
+            name: "monitoring_config_file",
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
+        let config = crate::textproto::parse(&text)
+            .map_err(|e| invalid(format!("Error parsing text-format tensorflow.serving.MonitoringConfig: {e}")))?;
+        let Some(prometheus) = config.message("prometheus_config") else {
+            return Ok(None);
+        };
+        if prometheus.scalar("enable") != Some("true") {
+            return Ok(None);
+        }
+        let path = prometheus.scalar("path").unwrap_or("/monitoring/prometheus/metrics");
+        if !path.starts_with('/') {
+            return Err(invalid(format!("prometheus_config.path {path:?} must start with '/'")));
+        }
+        Ok(Some(path.to_string()))
+    }
+
     /// The HTTP port: `rest_api_port`, else a lone `port` (Simple TensorFlow
     /// Serving style), else 8501.
     pub fn http_port(&self) -> u16 {

@@ -86,11 +86,21 @@ pub fn spawn_with_grpc(settings: Settings) -> (std::net::SocketAddr, std::net::S
 /// The Python of the environment with the real gRPC and KServe clients
 /// (`scripts/client_venv.py`, which the test script runs first).
 pub fn client_python() -> PathBuf {
-    if let Some(python) = std::env::var_os("TFSERVE_CLIENT_PYTHON") {
+    environment_python("client", "TFSERVE_CLIENT_PYTHON")
+}
+
+/// The Python of the SageMaker SDK's environment (`scripts/client_venv.py sagemaker`).
+pub fn sagemaker_python() -> PathBuf {
+    environment_python("sagemaker", "TFSERVE_SAGEMAKER_PYTHON")
+}
+
+fn environment_python(name: &str, variable: &str) -> PathBuf {
+    if let Some(python) = std::env::var_os(variable) {
         return PathBuf::from(python);
     }
     let output = std::process::Command::new("python3")
         .arg(repo_path("scripts/client_venv.py"))
+        .arg(name)
         .output()
         .expect("python3 runs scripts/client_venv.py");
     assert!(
