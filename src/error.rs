@@ -23,6 +23,11 @@ pub enum ApiError {
     Batch(#[from] BatchError),
     #[error("Serving signature name: \"{0}\" not found in signature def")]
     SignatureNotFound(String),
+    /// gRPC Predict's wording and code for an unknown signature (FAILED_PRECONDITION).
+    #[error("Serving signature key \"{0}\" not found.")]
+    SignatureKeyNotFound(String),
+    #[error("{0}")]
+    Unimplemented(String),
     /// A request the route or method cannot carry (`Malformed request: ...`).
     #[error("{0}")]
     BadRequest(String),
@@ -232,7 +237,11 @@ impl ApiError {
             ApiError::Convert(e) => e.code(),
             ApiError::Handler(e) => e.code(),
             ApiError::Image(_) | ApiError::BadRequest(_) => Code::InvalidArgument,
-            ApiError::SignatureNotFound(_) | ApiError::NotFound(_) => Code::NotFound,
+            // TF Serving's REST API: InvalidArgument (400), from GetInfoMap.
+            ApiError::SignatureNotFound(_) => Code::InvalidArgument,
+            ApiError::SignatureKeyNotFound(_) => Code::FailedPrecondition,
+            ApiError::Unimplemented(_) => Code::Unimplemented,
+            ApiError::NotFound(_) => Code::NotFound,
             ApiError::Forbidden(_) => Code::PermissionDenied,
             ApiError::Conflict(_) => Code::AlreadyExists,
             ApiError::InsufficientStorage(_) => Code::InsufficientStorage,
@@ -363,7 +372,9 @@ mod tests {
                 .into(),
                 503,
             ),
-            (ApiError::SignatureNotFound("s".into()), 404),
+            (ApiError::SignatureNotFound("s".into()), 400),
+            (ApiError::SignatureKeyNotFound("s".into()), 400),
+            (ApiError::Unimplemented("s".into()), 501),
             (RegistryError::UnknownLabel("nope".into()).into(), 400),
             (ApiError::PayloadTooLarge { limit: 1, got: Some(2) }, 413),
             (ApiError::Timeout(5), 504),

@@ -292,7 +292,10 @@ fn errors_carry_tf_serving_codes_and_messages() {
     if let Some(spec) = signature.model_spec.as_mut() {
         spec.signature_name = "nope".into();
     }
-    assert_eq!(code(signature).code(), tonic::Code::NotFound);
+    // predict_util.cc: FailedPrecondition, in its own words.
+    let status = code(signature);
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(status.message(), "Serving signature key \"nope\" not found.");
     let mut missing_spec = half_plus_three(&[1.0]);
     missing_spec.model_spec = None;
     assert_eq!(code(missing_spec).code(), tonic::Code::InvalidArgument);

@@ -228,7 +228,8 @@ fn unknown_things_get_404() {
     let message = error_of(post_json("/v1/models/nope:predict", &body), 404);
     assert_eq!(message, "Servable not found for request: Latest(nope)");
     let with_signature = json!({"instances": [1.0], "signature_name": "nope"});
-    let message = error_of(post_json("/v1/models/half_plus_three:predict", &with_signature), 404);
+    // An unknown signature is the request's fault: InvalidArgument (400), as GetInfoMap answers.
+    let message = error_of(post_json("/v1/models/half_plus_three:predict", &with_signature), 400);
     assert_eq!(message, "Serving signature name: \"nope\" not found in signature def");
     let message = error_of(get("/v1/models/nope"), 404);
     assert_eq!(message, "Could not find any versions of model nope");

@@ -27,7 +27,11 @@ fn run_suite(python: std::path::PathBuf, script: &str) -> Value {
         .unwrap_or_else(|| panic!("{script} printed no summary:\n{stdout}\n{stderr}"));
     let failed = summary["failed"].as_array().map_or(0, Vec::len);
     assert_eq!(failed, 0, "{script}: {}\n{stderr}", summary["failed"]);
-    assert!(output.status.success() || failed == 0, "{script} exited with {}", output.status);
+    assert!(
+        output.status.success() || failed == 0,
+        "{script} exited with {}",
+        output.status
+    );
     summary
 }
 
@@ -40,7 +44,10 @@ fn skipped(summary: &Value) -> BTreeSet<String> {
 
 #[test]
 fn tf_serving_model_server_test_passes() {
-    let summary = run_suite(common::client_python(), "tests/upstream/tensorflow_model_server_test.py");
+    let summary = run_suite(
+        common::client_python(),
+        "tests/upstream/tensorflow_model_server_test.py",
+    );
     assert_eq!(
         skipped(&summary),
         [
@@ -54,4 +61,11 @@ fn tf_serving_model_server_test_passes() {
         .into(),
     );
     assert!(summary["ran"].as_u64().unwrap_or(0) >= 33, "{summary}");
+}
+
+#[test]
+fn tf_serving_error_answers_match() {
+    let summary = run_suite(common::client_python(), "tests/upstream/tf_serving_errors_test.py");
+    assert_eq!(skipped(&summary), BTreeSet::new());
+    assert!(summary["ran"].as_u64().unwrap_or(0) >= 9, "{summary}");
 }

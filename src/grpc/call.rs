@@ -215,7 +215,11 @@ mod tests {
         assert_eq!(status_of(&full.into()).code(), tonic::Code::Unavailable);
         assert_eq!(
             status_of(&ApiError::SignatureNotFound("s".into())).code(),
-            tonic::Code::NotFound
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            status_of(&ApiError::SignatureKeyNotFound("s".into())).code(),
+            tonic::Code::FailedPrecondition
         );
         assert_eq!(status_of(&ApiError::Timeout(5)).code(), tonic::Code::DeadlineExceeded);
         assert_eq!(

@@ -28,9 +28,10 @@ impl ChannelArguments {
                 return Err(format!("grpc_channel_arguments: {element:?} is not key=value"));
             };
             let number = || {
-                value.trim().parse::<u64>().map_err(|_| {
-                    format!("grpc_channel_arguments: {key}={value:?} is not a non-negative integer")
-                })
+                value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("grpc_channel_arguments: {key}={value:?} is not a non-negative integer"))
             };
             let millis = || number().map(|ms| Some(Duration::from_millis(ms)));
             match key.trim() {

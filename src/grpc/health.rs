@@ -39,9 +39,8 @@ impl HealthService {
             ServingStatus::Serving => Wire::Serving,
             ServingStatus::NotServing => Wire::NotServing,
         };
-        self.statuses.send_if_modified(|statuses| {
-            statuses.insert(service.to_string(), wire) != Some(wire)
-        });
+        self.statuses
+            .send_if_modified(|statuses| statuses.insert(service.to_string(), wire) != Some(wire));
     }
 }
 
@@ -83,7 +82,11 @@ mod tests {
     async fn watch_on_an_unknown_service_stays_open_and_reports_it_once_known() {
         let health = HealthService::new();
         health.set_status("", ServingStatus::Serving);
-        let request = || Request::new(HealthCheckRequest { service: "later".into() });
+        let request = || {
+            Request::new(HealthCheckRequest {
+                service: "later".into(),
+            })
+        };
         let error = health.check(request()).await.unwrap_err();
         assert_eq!(error.code(), tonic::Code::NotFound);
         let mut stream = health.watch(request()).await.unwrap().into_inner();

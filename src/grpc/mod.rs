@@ -11,10 +11,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use health::ServingStatus;
 use tonic::codec::CompressionEncoding;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
-use health::ServingStatus;
 
 use crate::dialects::kserve::grpc::InferenceApi;
 use crate::dialects::tfs_grpc::{ModelApi, PredictionApi};
@@ -87,7 +87,10 @@ pub fn start(settings: &Settings, state: Arc<AppState>) -> Result<GrpcServer, St
     };
     let channel_args = ChannelArguments::parse(&settings.grpc.grpc_channel_arguments).map_err(StartError::Grpc)?;
     if !channel_args.ignored.is_empty() {
-        log::info!("gRPC channel arguments without effect here: {}", channel_args.ignored.join(", "));
+        log::info!(
+            "gRPC channel arguments without effect here: {}",
+            channel_args.ignored.join(", ")
+        );
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.grpc.grpc_num_threads.max(1))
@@ -126,12 +129,15 @@ pub fn start(settings: &Settings, state: Arc<AppState>) -> Result<GrpcServer, St
             .add_service(health.server()))
     };
     let tcp = router(tls)?;
-    grpc.served.push(tokio::spawn(tcp.serve_with_incoming_shutdown(incoming, closing(&state))));
+    grpc.served.push(tokio::spawn(
+        tcp.serve_with_incoming_shutdown(incoming, closing(&state)),
+    ));
     if let Some(path) = &settings.grpc.grpc_socket_path {
         let unix = unix_listener(path)?;
         // Local callers only, as TF Serving's socket: no TLS on it.
         let uds = router(None)?;
-        grpc.served.push(tokio::spawn(uds.serve_with_incoming_shutdown(unix, closing(&state))));
+        grpc.served
+            .push(tokio::spawn(uds.serve_with_incoming_shutdown(unix, closing(&state))));
         log::info!("gRPC also on Unix socket {}", path.display());
     }
     drop(_entered);
@@ -165,7 +171,9 @@ fn server_builder(
     let grpc = &settings.grpc;
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
     let nonzero = |d: Option<Duration>| d.filter(|d| !d.is_zero());
-    let keepalive = args.keepalive_time.map_or(seconds(grpc.grpc_keepalive_seconds), |d| nonzero(Some(d)));
+    let keepalive = args
+        .keepalive_time
+        .map_or(seconds(grpc.grpc_keepalive_seconds), |d| nonzero(Some(d)));
     let keepalive_timeout = args
         .keepalive_timeout
         .map_or(seconds(grpc.grpc_keepalive_timeout_seconds), |d| nonzero(Some(d)));

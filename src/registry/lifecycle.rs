@@ -32,6 +32,7 @@ impl Registry {
             self.unload_model(&name);
         }
         for source in sources {
+            self.unretire(&source.name);
             self.write()
                 .entry(source.name.clone())
                 .and_modify(|e| e.source = source.clone())
@@ -63,6 +64,7 @@ impl Registry {
             if models.contains_key(&name) {
                 return Err(RegistryError::AlreadyLoaded(name));
             }
+            self.unretire(&name);
             models.insert(
                 name.clone(),
                 ModelEntry {
@@ -117,10 +119,11 @@ impl Registry {
             .get(name)
             .map(|e| e.versions.keys().copied().collect())
             .unwrap_or_default();
-        for version in versions {
-            self.unload(name, version);
+        for version in &versions {
+            self.unload(name, *version);
         }
         self.write().remove(name);
+        self.retire(name, versions);
         release_freed_memory();
     }
 

@@ -107,7 +107,13 @@ pub struct Registry {
     changes: Mutex<()>,
     /// Told the sources of every sync, before the registry applies them.
     sync_listener: std::sync::OnceLock<SyncListener>,
+    /// The last statuses of models no longer served (all END), for the status
+    /// API as TF Serving keeps them; at most [`RETIRED_MODELS`] names.
+    retired: RwLock<BTreeMap<String, Vec<VersionStatus>>>,
 }
+
+/// How many unloaded models' statuses are remembered.
+const RETIRED_MODELS: usize = 1024;
 
 type SyncListener = Box<dyn Fn(&[ModelSource]) + Send + Sync>;
 
@@ -118,6 +124,7 @@ impl Registry {
             options: Arc::new(options),
             changes: Mutex::new(()),
             sync_listener: std::sync::OnceLock::new(),
+            retired: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -157,9 +164,9 @@ impl Registry {
     /// Version statuses for the status endpoint; all versions for `Latest`.
     pub fn status(&self, model: &str, selector: &VersionSelector) -> Result<Vec<VersionStatus>, RegistryError> {
         let models = self.read();
-        let entry = models
-            .get(model)
-            .ok_or_else(|| RegistryError::UnknownModel(model.to_string()))?;
+        let Some(entry) = models.get(model) else {
+            return self.retired_status(model, selector);
+        };
         let version = match selector {
             VersionSelector::Latest => return Ok(entry.versions.values().map(|s| s.status.clone()).collect()),
             VersionSelector::Specific(v) => *v,
@@ -173,6 +180,45 @@ impl Registry {
             .get(&version)
             .map(|slot| vec![slot.status.clone()])
             .ok_or_else(|| RegistryError::NotFound(format!("Specific({model}, {version})")))
+    }
+
+    /// A model no longer served: its versions as they ended.
+    fn retired_status(&self, model: &str, selector: &VersionSelector) -> Result<Vec<VersionStatus>, RegistryError> {
+        let retired = self.retired.read().unwrap_or_else(|p| p.into_inner());
+        let versions = retired
+            .get(model)
+            .ok_or_else(|| RegistryError::UnknownModel(model.to_string()))?;
+        match selector {
+            VersionSelector::Latest => Ok(versions.clone()),
+            VersionSelector::Specific(v) => versions
+                .iter()
+                .find(|s| s.version == *v)
+                .map(|s| vec![s.clone()])
+                .ok_or_else(|| RegistryError::NotFound(format!("Specific({model}, {v})"))),
+            VersionSelector::Label(label) => Err(RegistryError::UnknownLabel(label.clone())),
+        }
+    }
+
+    /// Remembers an unloaded model's versions, ended.
+    fn retire(&self, model: &str, versions: Vec<i64>) {
+        let mut retired = self.retired.write().unwrap_or_else(|p| p.into_inner());
+        if retired.len() >= RETIRED_MODELS && !retired.contains_key(model) {
+            retired.pop_first();
+        }
+        let statuses = versions
+            .into_iter()
+            .map(|version| VersionStatus {
+                version,
+                state: VersionState::End,
+                error: None,
+            })
+            .collect();
+        retired.insert(model.to_string(), statuses);
+    }
+
+    /// A model served again is no longer retired.
+    fn unretire(&self, model: &str) {
+        self.retired.write().unwrap_or_else(|p| p.into_inner()).remove(model);
     }
 
     pub fn model_names(&self) -> Vec<String> {

@@ -274,10 +274,20 @@ fn a_sync_unloads_models_that_left_the_config() {
     assert_eq!(f.registry.model_names(), vec!["a", "b"]);
     f.registry.sync(&[f.source("b", VersionPolicy::All)]);
     assert_eq!(f.registry.model_names(), vec!["b"]);
+    // TF Serving's status API keeps a dropped model's versions, ended.
+    let ended = f.registry.status("a", &VersionSelector::Latest).unwrap();
+    assert_eq!(ended.len(), 1);
+    assert_eq!((ended[0].version, ended[0].state), (1, VersionState::End));
+    assert!(f.registry.resolve("a", &VersionSelector::Latest).is_err());
     assert_eq!(
-        f.registry.status("a", &VersionSelector::Latest).unwrap_err(),
-        RegistryError::UnknownModel("a".into())
+        f.registry.status("never", &VersionSelector::Latest).unwrap_err(),
+        RegistryError::UnknownModel("never".into())
     );
+    // Served again, it reports its live versions.
+    f.registry
+        .sync(&[f.source("a", VersionPolicy::All), f.source("b", VersionPolicy::All)]);
+    let live = f.registry.status("a", &VersionSelector::Latest).unwrap();
+    assert_eq!(live[0].state, VersionState::Available);
 }
 
 #[test]

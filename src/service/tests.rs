@@ -157,7 +157,8 @@ fn errors_carry_tf_serving_statuses() {
     assert_eq!(status(predict(&service, latest(), r#"{"instances": [1.0],"#)), 400);
     assert_eq!(status(predict(&service, latest(), r#"{"instances": ["a"]}"#)), 400);
     let unknown_signature = r#"{"signature_name": "nope", "instances": [1.0]}"#;
-    assert_eq!(status(predict(&service, latest(), unknown_signature)), 404);
+    // TF Serving's REST API: InvalidArgument from GetInfoMap.
+    assert_eq!(status(predict(&service, latest(), unknown_signature)), 400);
     assert_eq!(
         status(predict(
             &service,

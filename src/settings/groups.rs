@@ -222,7 +222,12 @@ pub struct GrpcSettings {
     /// gRPC server arguments, `key=value,...` as TF Serving takes them
     /// (`grpc.max_connection_age_ms`, `grpc.keepalive_time_ms`, ...); the ones
     /// this server has no use for are logged and ignored, as gRPC does.
-    #[arg(long = "grpc_channel_arguments", alias = "grpc-channel-arguments", global = true, default_value = "")]
+    #[arg(
+        long = "grpc_channel_arguments",
+        alias = "grpc-channel-arguments",
+        global = true,
+        default_value = ""
+    )]
     pub grpc_channel_arguments: String,
 }
 

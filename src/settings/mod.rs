@@ -212,8 +212,11 @@ impl Settings {
             reason,
         };
         let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
-        let config = crate::textproto::parse(&text)
-            .map_err(|e| invalid(format!("Error parsing text-format tensorflow.serving.MonitoringConfig: {e}")))?;
+        let config = crate::textproto::parse(&text).map_err(|e| {
+            invalid(format!(
+                "Error parsing text-format tensorflow.serving.MonitoringConfig: {e}"
+            ))
+        })?;
         let Some(prometheus) = config.message("prometheus_config") else {
             return Ok(None);
         };

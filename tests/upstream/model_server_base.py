@@ -11,6 +11,7 @@ What differs from upstream, and why:
   start-up line, so two runs never collide.
 - `--grpc_socket_path` is a fresh path per server instead of the fixed
   `/tmp/tf-serving.sock`, for the same reason.
+- `extra_args` adds flags a test needs beyond upstream's (tfserve's own).
 - `pipe=subprocess.PIPE` servers are waited for and their stderr kept, since
   the harness reads every server's stderr to learn its addresses.
 Everything else (flags, requests, assertions) is upstream's.
@@ -18,6 +19,8 @@ Everything else (flags, requests, assertions) is upstream's.
 
 import atexit
 import json
+import sys
+import unittest
 import os
 import re
 import shlex
@@ -148,7 +151,7 @@ class TensorflowModelServerTestBase(tf.test.TestCase):
     def RunServer(cls, model_name, model_path, model_config_file=None,
                   monitoring_config_file=None, batching_parameters_file=None,
                   grpc_channel_arguments="", wait_for_server_ready=True, pipe=None,
-                  model_config_file_poll_period=None):
+                  model_config_file_poll_period=None, extra_args=""):
         """Run the server with upstream's flags; (process, grpc, rest) addresses."""
         args_key = GetArgsKey(**locals())
         if args_key in TensorflowModelServerTestBase.model_servers_dict:
@@ -173,6 +176,8 @@ class TensorflowModelServerTestBase(tf.test.TestCase):
         if batching_parameters_file:
             command += " --enable_batching"
             command += " --batching_parameters_file=" + batching_parameters_file
+        if extra_args:
+            command += " " + extra_args
         effective = ",".join(a for a in [grpc_channel_arguments, "grpc.so_reuseaddr=1"] if a)
         command += " --grpc_channel_arguments=" + effective
         server = Server(command, keep_stderr=pipe is not None)
@@ -269,3 +274,21 @@ class TensorflowModelServerTestBase(tf.test.TestCase):
                                   signature_name=signature_name)
         self.VerifyPredictRequest(model_server_address, expected_output=3.0, specify_output=False,
                                   expected_version=expected_version, signature_name=signature_name)
+
+
+def run_main(case, upstream):
+    """Runs a TestCase's tests (or those named on the command line); the last
+    stdout line is the JSON summary tests/upstream.rs reads."""
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(case)
+    if len(sys.argv) > 1:
+        wanted = set(sys.argv[1:])
+        suite = unittest.TestSuite(t for t in suite if t._testMethodName in wanted)
+    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=2).run(suite)
+    name = lambda test: test._testMethodName  # noqa: E731
+    print(json.dumps({
+        "upstream": upstream,
+        "ran": result.testsRun,
+        "failed": [name(t) for t, _ in result.failures + result.errors],
+        # tf.test.TestCase's own `test_session` helper is not a test.
+        "skipped": {name(t): reason for t, reason in result.skipped if reason != "Not a test."},
+    }))

@@ -434,20 +434,8 @@ class TensorflowModelServerTest(TensorflowModelServerTestBase):
 
 
 def main():
-    """Runs the tests; the last stdout line is a JSON summary for tests/upstream.rs."""
     tf.enable_eager_execution()
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(TensorflowModelServerTest)
-    if len(sys.argv) > 1:
-        wanted = set(sys.argv[1:])
-        suite = unittest.TestSuite(t for t in suite if t._testMethodName in wanted)
-    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=2).run(suite)
-    name = lambda test: test._testMethodName  # noqa: E731
-    print(json.dumps({
-        "upstream": UPSTREAM,
-        "ran": result.testsRun,
-        "failed": [name(t) for t, _ in result.failures + result.errors],
-        "skipped": {name(t): reason for t, reason in result.skipped},
-    }))
+    model_server_base.run_main(TensorflowModelServerTest, UPSTREAM)
 
 
 if __name__ == "__main__":

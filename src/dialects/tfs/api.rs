@@ -54,7 +54,13 @@ pub async fn classify_or_regress(
     let servable = service.registry.resolve(model, selector)?;
     let body = crate::codec::nonfinite::quote_bare_tokens(body);
     let request = ExamplesRequest::parse(&body)?;
-    let signature = Service::signature(&servable, request.signature_name.as_deref())?;
+    let signature = Service::signature(&servable, request.signature_name.as_deref()).map_err(|error| match error {
+        // The classifier's and regressor's wording (GetClassificationSignatureDef).
+        ApiError::SignatureNotFound(name) => {
+            ApiError::BadRequest(format!("No signature was found with the name: {name}"))
+        }
+        other => other,
+    })?;
     trace.resolved(&servable, &signature);
     check_examples_signature(&signature, method, service.checks_method_names())?;
     let examples = request.serialized_examples()?;

@@ -19,13 +19,18 @@ use crate::service::{Service, Trace};
 use crate::signature::{SignatureSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
 use crate::tensor::{Tensor, TensorData};
 
+/// Classify's and Regress's wording for an unknown signature (INVALID_ARGUMENT).
+fn no_signature_named(name: String) -> ApiError {
+    ApiError::BadRequest(format!("No signature was found with the name: {name}"))
+}
+
 pub async fn classify(
     service: &Service,
     request: ClassificationRequest,
     trace: &mut Trace,
 ) -> Result<ClassificationResponse, ApiError> {
     let spec = request.model_spec.as_ref();
-    let (servable, signature) = resolve(service, spec)?;
+    let (servable, signature) = resolve(service, spec, no_signature_named)?;
     let examples = serialized_examples(request.input.as_ref())?;
     let result = run_classify(service, &servable, &signature, examples, trace).await?;
     Ok(ClassificationResponse {
@@ -40,7 +45,7 @@ pub async fn regress(
     trace: &mut Trace,
 ) -> Result<RegressionResponse, ApiError> {
     let spec = request.model_spec.as_ref();
-    let (servable, signature) = resolve(service, spec)?;
+    let (servable, signature) = resolve(service, spec, no_signature_named)?;
     let examples = serialized_examples(request.input.as_ref())?;
     let result = run_regress(service, &servable, &signature, examples, trace).await?;
     Ok(RegressionResponse {
@@ -60,8 +65,13 @@ pub async fn multi_inference(
     };
     let model = first.model_spec.as_ref().map(|s| s.name.clone()).unwrap_or_default();
     let mut signatures: Vec<&str> = Vec::new();
+    let mut resolved = Vec::with_capacity(request.tasks.len());
+    // Every task is checked before any runs, in TF Serving's order.
     for task in &request.tasks {
         let spec = task.model_spec.as_ref();
+        if spec.is_none_or(|s| s.name.is_empty()) {
+            return Err(ApiError::BadRequest("Found ModelSpec with an empty model name.".into()));
+        }
         if spec.map(|s| s.name.as_str()) != Some(model.as_str()) {
             return Err(ApiError::BadRequest(
                 "All ModelSpecs in a MultiInferenceRequest must access the same model name.".into(),
@@ -74,12 +84,20 @@ pub async fn multi_inference(
             )));
         }
         signatures.push(name);
+        resolved.push(resolve(service, spec, |name| {
+            ApiError::BadRequest(format!("Requested signature not found in model graph: {name}"))
+        })?);
+        if ![CLASSIFY_METHOD, REGRESS_METHOD].contains(&task.method_name.as_str()) {
+            return Err(ApiError::Unimplemented(format!(
+                "Unsupported signature method_name: {}",
+                task.method_name
+            )));
+        }
     }
     let examples = serialized_examples(request.input.as_ref())?;
     let mut results = Vec::with_capacity(request.tasks.len());
-    for task in &request.tasks {
+    for (task, (servable, signature)) in request.tasks.iter().zip(resolved) {
         let spec = task.model_spec.as_ref();
-        let (servable, signature) = resolve(service, spec)?;
         let result = match task.method_name.as_str() {
             CLASSIFY_METHOD => TaskResult::ClassificationResult(
                 run_classify(service, &servable, &signature, examples.clone(), trace).await?,
@@ -88,7 +106,7 @@ pub async fn multi_inference(
                 run_regress(service, &servable, &signature, examples.clone(), trace).await?,
             ),
             other => {
-                return Err(ApiError::BadRequest(format!(
+                return Err(ApiError::Unimplemented(format!(
                     "Unsupported signature method_name: {other}"
                 )))
             }

@@ -106,11 +106,34 @@ pub fn address(spec: Option<&ModelSpec>) -> Result<(&str, VersionSelector), ApiE
     Ok((&spec.name, selector))
 }
 
-/// The servable and signature a `ModelSpec` addresses.
-fn resolve(service: &Service, spec: Option<&ModelSpec>) -> Result<(Arc<Servable>, Arc<SignatureSpec>), ApiError> {
+/// [`address`] for the calls that run or describe a model, where TF Serving
+/// refuses an empty name before looking anything up.
+pub fn named_address(spec: Option<&ModelSpec>) -> Result<(&str, VersionSelector), ApiError> {
     let (model, selector) = address(spec)?;
-    let signature = spec.map(|s| s.signature_name.as_str()).filter(|s| !s.is_empty());
-    service.resolve(model, &selector, signature)
+    if model.is_empty() {
+        return Err(ApiError::BadRequest("ModelSpec has no name specified.".into()));
+    }
+    Ok((model, selector))
+}
+
+/// The servable and signature a `ModelSpec` addresses; an unknown signature
+/// is answered in the calling method's words (`missing` gets its name).
+fn resolve(
+    service: &Service,
+    spec: Option<&ModelSpec>,
+    missing: fn(String) -> ApiError,
+) -> Result<(Arc<Servable>, Arc<SignatureSpec>), ApiError> {
+    let (model, selector) = named_address(spec)?;
+    let servable = service.registry.resolve(model, &selector)?;
+    let name = spec
+        .map(|s| s.signature_name.as_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or(DEFAULT_SIGNATURE);
+    let signature = servable
+        .signature(name)
+        .cloned()
+        .ok_or_else(|| missing(name.to_string()))?;
+    Ok((servable, signature))
 }
 
 /// The answer's `model_spec`, filled as TF Serving fills it: the name, the
@@ -127,7 +150,7 @@ pub fn answered_spec(servable: &Servable, signature: &str) -> ModelSpec {
 const OFFLOAD_BYTES: usize = 256 * 1024;
 
 async fn predict(service: &Service, request: PredictRequest, trace: &mut Trace) -> Result<PredictResponse, ApiError> {
-    let (servable, signature) = resolve(service, request.model_spec.as_ref())?;
+    let (servable, signature) = resolve(service, request.model_spec.as_ref(), ApiError::SignatureKeyNotFound)?;
     trace.resolved(&servable, &signature);
     let outputs = output_aliases(&signature, &request.output_filter)?;
     let size: usize = request.inputs.values().map(|t| t.tensor_content.len()).sum();
@@ -182,13 +205,14 @@ fn predict_inputs(signature: &SignatureSpec, inputs: &BTreeMap<String, TensorPro
     signature
         .inputs
         .iter()
-        .map(|spec| {
+        .enumerate()
+        .map(|(index, spec)| {
             let proto = &inputs[&spec.key];
             let tensor = tensor_proto::to_tensor(proto, &spec.key)?;
             if tensor.dtype() != spec.dtype {
+                // TensorFlow's own words for a feed of the wrong type, as TF Serving passes them on.
                 return Err(ApiError::BadRequest(format!(
-                    "Expects arg for input '{}' to be {} but {} is provided",
-                    spec.key,
+                    "Expects arg[{index}] to be {} but {} is provided",
                     spec.dtype,
                     tensor.dtype()
                 )));

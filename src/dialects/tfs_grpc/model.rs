@@ -6,7 +6,7 @@ use std::sync::Arc;
 use prost::Message;
 use tonic::{Request, Response, Status};
 
-use super::address;
+use super::{address, named_address};
 use crate::codec::tensor_proto::shape_proto;
 use crate::error::ApiError;
 use crate::grpc::call::Call;
@@ -32,7 +32,7 @@ const SIGNATURE_DEF_MAP_URL: &str = "type.googleapis.com/tensorflow.serving.Sign
 
 /// `GetModelMetadata`: the signature defs, the only field TF Serving answers.
 pub fn metadata(service: &Service, request: &GetModelMetadataRequest) -> Result<GetModelMetadataResponse, ApiError> {
-    let (model, selector) = address(request.model_spec.as_ref())?;
+    let (model, selector) = named_address(request.model_spec.as_ref())?;
     if request.metadata_field.is_empty() {
         return Err(ApiError::BadRequest(
             "GetModelMetadataRequest must specify at least one metadata_field".into(),
