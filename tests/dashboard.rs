@@ -12,7 +12,11 @@ use common::*;
 #[test]
 fn page_is_self_contained_and_served_on_both_routes() {
     for path in ["/dashboard", "/"] {
-        let response = client().get(format!("{}{path}", base_url())).send().unwrap();
+        let response = client()
+            .get(format!("{}{path}", base_url()))
+            .header("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+            .send()
+            .unwrap();
         assert_eq!(response.status().as_u16(), 200, "{path}");
         let content_type = response.headers()["content-type"].to_str().unwrap().to_string();
         assert!(content_type.starts_with("text/html"), "{content_type}");
@@ -26,6 +30,14 @@ fn page_is_self_contained_and_served_on_both_routes() {
             );
         }
     }
+}
+
+#[test]
+fn the_root_answers_kserve_liveness_to_clients_that_do_not_ask_for_html() {
+    let response = client().get(format!("{}/", base_url())).send().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let body: serde_json::Value = response.json().unwrap();
+    assert_eq!(body, serde_json::json!({"status": "alive"}));
 }
 
 #[test]

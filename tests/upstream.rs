@@ -69,3 +69,20 @@ fn tf_serving_error_answers_match() {
     assert_eq!(skipped(&summary), BTreeSet::new());
     assert!(summary["ran"].as_u64().unwrap_or(0) >= 9, "{summary}");
 }
+
+#[test]
+fn open_inference_protocol_with_tritonclient_and_requests() {
+    let summary = run_suite(
+        common::client_python(),
+        "tests/upstream/open_inference_protocol_test.py",
+    );
+    assert_eq!(skipped(&summary), BTreeSet::new());
+    assert!(summary["ran"].as_u64().unwrap_or(0) >= 7, "{summary}");
+}
+
+#[test]
+fn kserve_sdk_clients_work_unchanged() {
+    let summary = run_suite(common::client_python(), "tests/upstream/kserve_client_test.py");
+    assert_eq!(skipped(&summary), BTreeSet::new());
+    assert!(summary["ran"].as_u64().unwrap_or(0) >= 3, "{summary}");
+}

@@ -14,6 +14,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Ok(request) = ModelInferRequest::decode(data) {
-        let _ = tfserve::dialects::kserve::grpc::decode_inputs(request.inputs, request.raw_input_contents);
+        let _ = tfserve::dialects::kserve::grpc::decode_inputs(request.inputs, request.raw_input_contents, &request.model_name);
     }
 });

@@ -14,7 +14,8 @@ const PAGE: &str = include_str!("dashboard.html");
 /// `GET /dashboard` (and `GET /`).
 /// The page at `/` and `/dashboard`, and the state it polls.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    for path in ["/", "/dashboard", "/dashboard/"] {
+    cfg.route("/", web::get().to(root));
+    for path in ["/dashboard", "/dashboard/"] {
         cfg.route(path, web::get().to(page));
     }
     cfg.route("/dashboard/state", web::get().to(state_route));
@@ -22,6 +23,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 async fn state_route(state: web::Data<AppState>) -> HttpResponse {
     self::state(&state)
+}
+
+/// `GET /`: the page for a browser; for a client that does not ask for HTML,
+/// KServe's liveness answer, which its v1 client reads from the root.
+async fn root(req: actix_web::HttpRequest) -> HttpResponse {
+    let wants_html = req
+        .headers()
+        .get(actix_web::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"));
+    if wants_html {
+        page().await
+    } else {
+        json_response(json!({"status": "alive"}).to_string().into_bytes())
+    }
 }
 
 pub async fn page() -> HttpResponse {

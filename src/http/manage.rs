@@ -55,8 +55,11 @@ async fn tfserve_route(req: HttpRequest, payload: web::Payload, state: web::Data
 /// `/v1/health/{live,ready}` and KServe's `/v2/health/{live,ready}`.
 pub fn health(path: &str, state: &AppState) -> Option<HttpResponse> {
     match path {
-        "/v1/health/live" | "/v2/health/live" => Some(json(StatusCode::OK, json!({"status": "live"}))),
+        "/v1/health/live" => Some(json(StatusCode::OK, json!({"status": "live"}))),
+        // The Open Inference Protocol's bodies, which KServe's client reads.
+        "/v2/health/live" => Some(json(StatusCode::OK, json!({"live": true}))),
         "/v1/health/ready" | "/v2/health/ready" => Some(match state.ready() {
+            Ok(()) if path == "/v2/health/ready" => json(StatusCode::OK, json!({"ready": true})),
             Ok(()) => json(StatusCode::OK, json!({"status": "ready"})),
             Err(reason) => {
                 let error = ApiError::NotReady(reason);

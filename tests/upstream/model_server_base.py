@@ -77,6 +77,20 @@ class Server:
         return "".join(self.lines).encode("utf-8")
 
 
+REPO_MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "models")
+
+
+def repo_models_config(names):
+    """A model config file serving the named models of the repository's models/."""
+    handle, path = tempfile.mkstemp(suffix=".conf", prefix="tfserve-models-")
+    with os.fdopen(handle, "w") as f:
+        f.write("model_config_list {\n" + "".join(
+            'config {{ name: "{0}" base_path: "{1}/{0}" model_platform: "tensorflow" }}\n'.format(
+                name, REPO_MODELS) for name in names) + "}\n")
+    return path
+
+
 def _local(addr):
     return "localhost:" + addr.rsplit(":", 1)[1]
 

@@ -184,9 +184,10 @@ async fn infer(
     let tensors = std::mem::take(&mut request.inputs);
     let size: usize = raw.iter().map(|r| r.len()).sum();
     let inputs = if size >= OFFLOAD_BYTES {
-        crate::service::off_worker(move || decode_inputs(tensors, raw)).await?
+        let model = request.model_name.clone();
+        crate::service::off_worker(move || decode_inputs(tensors, raw, &model)).await?
     } else {
-        decode_inputs(tensors, raw)?
+        decode_inputs(tensors, raw, &request.model_name)?
     };
     let signature = match request
         .parameters
@@ -226,7 +227,11 @@ async fn infer(
 }
 
 /// A ModelInferRequest's inputs as tensors, from `raw_input_contents` or `contents`.
-pub fn decode_inputs(tensors: Vec<InferInputTensor>, raw: Vec<bytes::Bytes>) -> Result<Vec<Input>, ApiError> {
+pub fn decode_inputs(
+    tensors: Vec<InferInputTensor>,
+    raw: Vec<bytes::Bytes>,
+    model: &str,
+) -> Result<Vec<Input>, ApiError> {
     if !raw.is_empty() && raw.len() != tensors.len() {
         return Err(ApiError::BadRequest(format!(
             "expected {} raw_input_contents, one per input, got {}",
@@ -238,6 +243,13 @@ pub fn decode_inputs(tensors: Vec<InferInputTensor>, raw: Vec<bytes::Bytes>) -> 
         .into_iter()
         .enumerate()
         .map(|(i, input)| {
+            if !raw.is_empty() && input.contents.is_some() {
+                // Triton's words (infer_handler.cc); KServe refuses the same request.
+                return Err(ApiError::BadRequest(format!(
+                    "contents field must not be specified when using raw_input_contents for '{}' for model '{model}'",
+                    input.name
+                )));
+            }
             let tensor = match raw.get(i) {
                 Some(bytes) => super::from_raw(&input.name, &input.datatype, &input.shape, bytes)?,
                 None => from_contents(&input)?,

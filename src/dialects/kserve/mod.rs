@@ -191,6 +191,14 @@ fn requested_outputs(signature: &SignatureSpec, requested: &[String], model: &st
     if requested.is_empty() {
         return Ok((0..signature.outputs.len()).collect());
     }
+    for (i, name) in requested.iter().enumerate() {
+        if requested[..i].contains(name) {
+            // Triton's core (InferenceRequest::AddOriginalRequestedOutput).
+            return Err(ApiError::BadRequest(format!(
+                "output '{name}' already exists in request"
+            )));
+        }
+    }
     requested
         .iter()
         .map(|name| {
@@ -258,4 +266,69 @@ pub fn model_metadata(service: &Service, model: &str, version: &str) -> Result<M
 /// Whether a model (version) is ready to infer.
 pub fn model_ready(service: &Service, model: &str, version: &str) -> Result<bool, ApiError> {
     Ok(service.registry.resolve(model, &selector(version)?).is_ok())
+}
+
+/// REST model readiness as KServe answers it: a model (or version) nobody
+/// serves is 404, one that is there but not ready 503 (the caller's), ready `true`.
+pub fn model_ready_or_unknown(service: &Service, model: &str, version: &str) -> Result<bool, ApiError> {
+    let selector = selector(version)?;
+    let served = service.registry.model_names().iter().any(|name| name == model);
+    let known_version = match &selector {
+        VersionSelector::Specific(v) => service
+            .registry
+            .status(model, &selector)
+            .is_ok_and(|statuses| statuses.iter().any(|s| s.version == *v)),
+        _ => true,
+    };
+    if !served || !known_version {
+        let which = match &selector {
+            VersionSelector::Specific(v) => format!("{model} version {v}"),
+            _ => model.to_string(),
+        };
+        return Err(ApiError::NotFound(format!("Model with name {which} does not exist.")));
+    }
+    Ok(service.registry.resolve(model, &selector).is_ok())
+}
+
+/// A raw-binary request (`Inference-Header-Content-Length: 0`, Triton's
+/// extension): the whole body is the one input of the signature, typed and
+/// shaped by it, with its one variable dimension deduced from the byte count.
+pub fn raw_body_input(signature: &SignatureSpec, model: &str, body: &[u8]) -> Result<Input, ApiError> {
+    let [spec] = signature.inputs.as_slice() else {
+        return Err(ApiError::BadRequest(format!(
+            "Raw request must only have 1 input (found 1) to be deduced but got {} inputs in '{model}' model configuration",
+            signature.inputs.len()
+        )));
+    };
+    let name = spec.key.clone();
+    if spec.dtype == DType::String {
+        let tensor = Tensor::new(vec![1], crate::tensor::TensorData::String(vec![body.to_vec()]));
+        return Ok(Input { name, tensor });
+    }
+    let width = match spec.dtype {
+        DType::Bool | DType::Int8 | DType::UInt8 => 1,
+        DType::Int16 | DType::UInt16 | DType::Half | DType::BFloat16 => 2,
+        DType::Int32 | DType::UInt32 | DType::Float => 4,
+        _ => 8,
+    };
+    if body.len() % width != 0 {
+        return Err(ApiError::BadRequest(format!(
+            "raw input '{name}': {} bytes is not a whole number of {} elements",
+            body.len(),
+            datatype(spec.dtype)
+        )));
+    }
+    let elements = body.len() / width;
+    let declared: Vec<i64> = spec.shape.clone().unwrap_or_else(|| vec![-1]);
+    let variable = declared.iter().filter(|d| **d < 0).count();
+    if variable > 1 {
+        return Err(ApiError::BadRequest(format!(
+            "The shape of the raw input '{name}' can not be deduced because there are more than one variable-sized dimension"
+        )));
+    }
+    let fixed: i64 = declared.iter().filter(|d| **d >= 0).product();
+    let deduced = if fixed == 0 { 0 } else { elements as i64 / fixed };
+    let dims: Vec<i64> = declared.iter().map(|&d| if d < 0 { deduced } else { d }).collect();
+    let tensor = from_raw(&name, datatype(spec.dtype), &dims, body)?;
+    Ok(Input { name, tensor })
 }

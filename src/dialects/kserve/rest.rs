@@ -87,7 +87,7 @@ async fn metadata(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse 
 
 async fn ready(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let (model, version) = segments(&req);
-    let result = super::model_ready(&state.service, &model, &version).and_then(|ready| {
+    let result = super::model_ready_or_unknown(&state.service, &model, &version).and_then(|ready| {
         if ready {
             Ok(json_response(StatusCode::OK, json!({"name": model, "ready": true})))
         } else {
@@ -224,7 +224,11 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<AppStat
         });
         let length = length.transpose()?;
         let body = read_body(&req, payload, &state).await?;
-        let decoded = decode_body(&body, move |body| decode(body, length)).await?;
+        let decoded = if length == Some(0) {
+            raw_request(&state.service, &model, &version, &body)?
+        } else {
+            decode_body(&body, move |body| decode(body, length)).await?
+        };
         let answer = run(&state.service, &model, &version, decoded, &mut trace).await?;
         header_length = answer.1;
         Ok(answer.0)
@@ -239,6 +243,21 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<AppStat
         }
     }
     response
+}
+
+/// A body with `Inference-Header-Content-Length: 0`: no JSON header, the
+/// whole body one input (Triton's raw binary request), every output binary.
+fn raw_request(service: &Service, model: &str, version: &str, body: &[u8]) -> Result<Decoded, ApiError> {
+    let (_, signature) = service.resolve(model, &super::selector(version)?, None)?;
+    let input = super::raw_body_input(&signature, model, body)?;
+    Ok(Decoded {
+        id: None,
+        signature: None,
+        inputs: vec![input],
+        requested: Vec::new(),
+        binary: Vec::new(),
+        all_binary: true,
+    })
 }
 
 /// Runs the request; the answer's bytes, and the JSON header's length when
@@ -271,12 +290,21 @@ async fn run(
         crate::codec::encode::write_str(&mut out, id);
     }
     out.extend_from_slice(b",\"outputs\":[");
+    let mut any_binary = false;
     for (i, (name, tensor)) in outputs.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         write_output_head(&mut out, name, tensor);
-        if decoded.all_binary || decoded.binary.contains(name) {
+        // As Triton and KServe: `binary_data_output` covers the outputs not
+        // listed; a listed output is binary only when its own `binary_data` says so.
+        let as_binary = if decoded.requested.is_empty() {
+            decoded.all_binary
+        } else {
+            decoded.binary.contains(name)
+        };
+        if as_binary {
+            any_binary = true;
             let raw = super::to_raw(tensor);
             out.extend_from_slice(format!(",\"parameters\":{{\"binary_data_size\":{}}}}}", raw.len()).as_bytes());
             binary.extend_from_slice(&raw);
@@ -287,7 +315,7 @@ async fn run(
         }
     }
     out.extend_from_slice(b"]}");
-    if binary.is_empty() && !decoded.all_binary && decoded.binary.is_empty() {
+    if !any_binary {
         return Ok((out, None));
     }
     let length = out.len();
