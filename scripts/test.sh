@@ -26,10 +26,12 @@ fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/browser/node_modules/playwright-core ]; then
   npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 fi
-# The real gRPC and KServe clients (tensorflow-serving-api, tritonclient, grpcio's
-# health and reflection) the client tests run, in their own virtual environment.
-TFSERVE_CLIENT_PYTHON="$(python3 scripts/client_venv.py)"
-export TFSERVE_CLIENT_PYTHON
+# The real clients the client and ported-suite tests run (tensorflow-serving-api,
+# tritonclient, KServe's SDK, grpcio's health and reflection; the SageMaker SDK
+# apart, as its protobuf pin cannot share TensorFlow's), in their own environments.
+TFSERVE_CLIENT_PYTHON="$(python3 scripts/client_venv.py client)"
+TFSERVE_SAGEMAKER_PYTHON="$(python3 scripts/client_venv.py sagemaker)"
+export TFSERVE_CLIENT_PYTHON TFSERVE_SAGEMAKER_PYTHON
 cargo test
 # A short fuzz run (20 s per decoder, on the committed corpora) when the
 # nightly toolchain has cargo-fuzz; TFSERVE_SKIP_FUZZ=1 skips it.

@@ -86,3 +86,10 @@ fn kserve_sdk_clients_work_unchanged() {
     assert_eq!(skipped(&summary), BTreeSet::new());
     assert!(summary["ran"].as_u64().unwrap_or(0) >= 3, "{summary}");
 }
+
+#[test]
+fn sagemaker_sdk_predictors_work_unchanged() {
+    let summary = run_suite(common::sagemaker_python(), "tests/upstream/sagemaker_sdk_test.py");
+    assert_eq!(skipped(&summary), BTreeSet::new());
+    assert!(summary["ran"].as_u64().unwrap_or(0) >= 7, "{summary}");
+}

@@ -66,19 +66,20 @@ pub fn decode_csv(body: &[u8], signature: &SignatureSpec, scalar_instances: bool
     Ok(Tensor::new(shape, column.data))
 }
 
-/// A field as the container's conversion types it: a finite number, else a string.
+/// A field as the container's conversion types it (TF Serving 2.20
+/// generation): a number when the trimmed field is a JSON number, else the
+/// untrimmed field as a string (`+1`, `01`, `.5`, `1.` and `NaN` are strings).
 fn push(column: &mut Column<'_>, field: &str) -> Result<(), CodecError> {
     let trimmed = field.trim();
-    let pushed: Result<(), serde_json::Error> = if let Ok(integer) = trimmed.parse::<i64>() {
-        column.push_i64(integer)
-    } else if let Some(number) = trimmed
-        .parse::<f64>()
-        .ok()
-        .filter(|n| n.is_finite() && !trimmed.is_empty())
-    {
-        column.push_f64(number)
-    } else {
+    let pushed: Result<(), serde_json::Error> = if !is_json_number(trimmed) {
         column.push_str(field)
+    } else if let Ok(integer) = trimmed.parse::<i64>() {
+        column.push_i64(integer)
+    } else {
+        match trimmed.parse::<f64>() {
+            Ok(number) if number.is_finite() => column.push_f64(number),
+            _ => column.push_str(field),
+        }
     };
     pushed.map_err(|e| {
         column
@@ -86,6 +87,42 @@ fn push(column: &mut Column<'_>, field: &str) -> Result<(), CodecError> {
             .take()
             .unwrap_or_else(|| CodecError::invalid(e.to_string()))
     })
+}
+
+/// JSON's number grammar: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+fn is_json_number(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = usize::from(bytes.first() == Some(&b'-'));
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while bytes.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - start
+    };
+    match bytes.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            digits(&mut i);
+        }
+        _ => return false,
+    }
+    if bytes.get(i) == Some(&b'.') {
+        i += 1;
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    if matches!(bytes.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(bytes.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    i == bytes.len()
 }
 
 #[cfg(test)]
@@ -107,6 +144,27 @@ mod tests {
             outputs: vec![],
             base64_inputs: vec![],
         }
+    }
+
+    #[test]
+    fn only_json_numbers_are_numbers() {
+        for number in ["0", "-1", "1.5", "2e3", "-0.5E-2", "10"] {
+            assert!(is_json_number(number), "{number}");
+        }
+        for text in ["+1", "01", ".5", "1.", "NaN", "inf", "", "-", "1e", "0x1", "1,0", " 1"] {
+            assert!(!is_json_number(text), "{text}");
+        }
+        let strings = signature(DType::String);
+        // Quoted fields lose their quotes ("" is one quote); a number stays
+        // a number even when quoted, as the container's per-field parser reads it.
+        let decoded = decode_csv(b"\"a,\"\"b\"\"\",+1\n", &strings, false).unwrap();
+        assert_eq!(
+            decoded,
+            Tensor::new(
+                vec![1, 2],
+                TensorData::String(vec![b"a,\"b\"".to_vec(), b"+1".to_vec()])
+            )
+        );
     }
 
     #[test]

@@ -64,6 +64,7 @@ impl Invocation {
 
     /// Reads the body as the container does and runs it.
     pub async fn run(&self, service: &Service, body: &[u8], trace: &mut Trace) -> Result<Vec<u8>, ApiError> {
+        self.attributes.validate()?;
         let method = self.attributes.method.as_deref().unwrap_or("predict");
         let model = self.model_name(service);
         let selector = version_selector(&self.attributes)?;
@@ -91,6 +92,7 @@ impl Invocation {
     /// Runs the invocation through the model's `inference.py` when it ships
     /// one, else converts the body as the container does ([`Invocation::run`]).
     pub async fn respond(&self, service: &Service, body: &[u8], trace: &mut Trace) -> Result<Answer, ApiError> {
+        self.attributes.validate()?;
         let model = self.model_name(service);
         let Some(handlers) = service.handlers.get(&model) else {
             let body = self.run(service, body, trace).await?;
@@ -253,6 +255,31 @@ impl CustomAttributes {
         }
         attributes
     }
+
+    /// The TF Serving 2.20 container's checks (tensorflowServing.js), in its words:
+    /// a model name of `[A-Za-z0-9][A-Za-z0-9._-]{0,254}`, a version of digits,
+    /// a method of predict, classify or regress.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        let invalid = |what: &str| Err(ApiError::BadRequest(format!("invalid {what}")));
+        if let Some(name) = &self.model_name {
+            let bytes = name.as_bytes();
+            let allowed = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+            if !(1..=255).contains(&bytes.len()) || !bytes[0].is_ascii_alphanumeric() || !bytes.iter().all(allowed) {
+                return invalid("tfs-model-name");
+            }
+        }
+        if let Some(version) = &self.model_version {
+            if version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
+                return invalid("tfs-model-version");
+            }
+        }
+        if let Some(method) = &self.method {
+            if !["predict", "classify", "regress"].contains(&method.as_str()) {
+                return invalid("tfs-method");
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -267,5 +294,25 @@ mod tests {
         assert_eq!(attributes.method.as_deref(), Some("regress"));
         assert_eq!(attributes.model_version.as_deref(), Some("2"));
         assert_eq!(CustomAttributes::parse("something else"), CustomAttributes::default());
+        // A value runs from the first '=' to the next comma.
+        let padded = CustomAttributes::parse("tfs-model-name=a=b,tfs-method=predict");
+        assert_eq!(padded.model_name.as_deref(), Some("a=b"));
+    }
+
+    #[test]
+    fn attributes_are_checked_as_the_container_checks_them() {
+        let check = |header: &str| {
+            CustomAttributes::parse(header)
+                .validate()
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(check("tfs-model-name=half_plus_three,tfs-model-version=2,tfs-method=regress"), Ok(()));
+        assert_eq!(check("tfs-model-name=m.v_1-x"), Ok(()));
+        assert_eq!(check("tfs-model-name=a=b"), Err("invalid tfs-model-name".into()));
+        assert_eq!(check("tfs-model-name=_m"), Err("invalid tfs-model-name".into()));
+        assert_eq!(check(&format!("tfs-model-name={}", "a".repeat(256))), Err("invalid tfs-model-name".into()));
+        assert_eq!(check("tfs-model-version=v2"), Err("invalid tfs-model-version".into()));
+        assert_eq!(check("tfs-model-version=-1"), Err("invalid tfs-model-version".into()));
+        assert_eq!(check("tfs-method=explain"), Err("invalid tfs-method".into()));
     }
 }

@@ -75,7 +75,7 @@ pub async fn invocations(
         invocation.respond(&state.service, &body, &mut trace).await
     }
     .await;
-    // A handler's own content type wins; otherwise the one Accept picks.
+    // A handler's own content type wins; otherwise JSON.
     let (result, handler_type) = match result {
         Ok(answer) => (Ok(answer.body), answer.content_type),
         Err(err) => (Err(err), None),
@@ -84,42 +84,11 @@ pub async fn invocations(
     if response.status().is_success() {
         let content_type = match handler_type.and_then(|t| HeaderValue::from_str(&t).ok()) {
             Some(value) => value,
-            None => HeaderValue::from_static(accept_type(&invocation.accept)),
+            // The TF Serving 2.20 container answers JSON and JSON Lines requests
+            // alike as `application/json` (one line).
+            None => HeaderValue::from_static("application/json"),
         };
         response.headers_mut().insert(CONTENT_TYPE, content_type);
     }
     response
-}
-
-/// The first of `application/json` and `application/jsonlines` the client
-/// accepts; JSON otherwise. The body is one line either way.
-pub fn accept_type(accept: &str) -> &'static str {
-    let json = accept
-        .find("application/json")
-        .filter(|&i| !accept[i..].starts_with("application/jsonlines"));
-    match (json, accept.find("application/jsonlines")) {
-        (Some(j), Some(l)) if l < j => "application/jsonlines",
-        (None, Some(_)) => "application/jsonlines",
-        _ => "application/json",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::accept_type;
-
-    #[test]
-    fn accept_picks_the_first_listed_json_type() {
-        assert_eq!(accept_type(""), "application/json");
-        assert_eq!(accept_type("application/jsonlines"), "application/jsonlines");
-        assert_eq!(
-            accept_type("application/jsonlines, application/json"),
-            "application/jsonlines"
-        );
-        assert_eq!(
-            accept_type("application/json, application/jsonlines"),
-            "application/json"
-        );
-        assert_eq!(accept_type("*/*"), "application/json");
-    }
 }
