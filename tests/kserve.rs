@@ -85,7 +85,9 @@ fn metadata_readiness_and_server_description() {
     );
     assert_eq!(model["versions"], json!(["1"]));
     assert_eq!(get("/v2/models/half_plus_three/versions/1/ready").0, 200);
-    assert_eq!(get("/v2/models/half_plus_three/versions/9/ready").0, 503);
+    // A version nobody serves is unknown (404), as KServe answers an unknown model.
+    assert_eq!(get("/v2/models/half_plus_three/versions/9/ready").0, 404);
+    assert_eq!(get("/v2/models/nope/ready").0, 404);
     assert_eq!(get("/v2/models/nope").0, 404);
 }
 

@@ -129,6 +129,11 @@ fn gen_json_examples_post_back() {
         assert_eq!(status, 200, "{model}: {body}");
     }
     assert_eq!(get("/v1/models/nope/gen_json").0, 404);
+    // Unknown dimensions are filled with 2, as STFS fills them (x: [-1]).
+    assert_eq!(
+        get("/v1/models/half_plus_three/gen_json").1,
+        serde_json::json!({"data": {"x": [1.0, 1.0]}})
+    );
     // TF Serving's status route on the same prefix still answers.
     assert_eq!(
         get("/v1/models/half_plus_three").1["model_version_status"][0]["state"],

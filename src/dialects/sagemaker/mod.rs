@@ -301,16 +301,18 @@ mod tests {
 
     #[test]
     fn attributes_are_checked_as_the_container_checks_them() {
-        let check = |header: &str| {
-            CustomAttributes::parse(header)
-                .validate()
-                .map_err(|e| e.to_string())
-        };
-        assert_eq!(check("tfs-model-name=half_plus_three,tfs-model-version=2,tfs-method=regress"), Ok(()));
+        let check = |header: &str| CustomAttributes::parse(header).validate().map_err(|e| e.to_string());
+        assert_eq!(
+            check("tfs-model-name=half_plus_three,tfs-model-version=2,tfs-method=regress"),
+            Ok(())
+        );
         assert_eq!(check("tfs-model-name=m.v_1-x"), Ok(()));
         assert_eq!(check("tfs-model-name=a=b"), Err("invalid tfs-model-name".into()));
         assert_eq!(check("tfs-model-name=_m"), Err("invalid tfs-model-name".into()));
-        assert_eq!(check(&format!("tfs-model-name={}", "a".repeat(256))), Err("invalid tfs-model-name".into()));
+        assert_eq!(
+            check(&format!("tfs-model-name={}", "a".repeat(256))),
+            Err("invalid tfs-model-name".into())
+        );
         assert_eq!(check("tfs-model-version=v2"), Err("invalid tfs-model-version".into()));
         assert_eq!(check("tfs-model-version=-1"), Err("invalid tfs-model-version".into()));
         assert_eq!(check("tfs-method=explain"), Err("invalid tfs-method".into()));

@@ -192,8 +192,9 @@ pub async fn infer_images(
         .await
 }
 
-/// `{"data": {input: example}}` for a signature: every unknown dimension 1,
-/// numbers 1, booleans true, strings empty.
+/// `{"data": {input: example}}` for a signature: every unknown dimension 2
+/// (as STFS's `gen_json` and `gen_client` fill `-1`), numbers 1, booleans
+/// true, strings empty.
 pub fn gen_json(signature: &SignatureSpec) -> Value {
     let mut data = Map::new();
     for input in &signature.inputs {
@@ -204,10 +205,10 @@ pub fn gen_json(signature: &SignatureSpec) -> Value {
             _ => json!(1),
         };
         let dims = input.shape.clone().unwrap_or_else(|| vec![-1]);
-        let value = dims
-            .iter()
-            .rev()
-            .fold(leaf, |inner, &d| Value::Array(vec![inner; d.max(1) as usize]));
+        let value = dims.iter().rev().fold(leaf, |inner, &d| {
+            let length = if d < 0 { 2 } else { d.max(1) as usize };
+            Value::Array(vec![inner; length])
+        });
         data.insert(input.key.clone(), value);
     }
     json!({ "data": data })
@@ -299,7 +300,7 @@ mod tests {
         };
         assert_eq!(
             gen_json(&signature),
-            json!({"data": {"features": [[1.0, 1.0, 1.0]], "flag": [true]}})
+            json!({"data": {"features": [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], "flag": [true, true]}})
         );
     }
 }
