@@ -28,6 +28,7 @@ fn main() {
     }
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    println!("cargo:lib_dir={}", lib_dir.display());
     println!("cargo:rerun-if-changed={}", lib_dir.display());
 }
 
