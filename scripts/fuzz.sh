@@ -12,8 +12,6 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(cargo +nightly fuzz list --fuzz-dir fuzz)
 fi
-# The fuzz binaries are linked without tfserve's rpath: point the loader at libtensorflow.
-export LD_LIBRARY_PATH="$(readlink -f .libtensorflow/lib)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 cargo +nightly fuzz build --fuzz-dir fuzz -O
