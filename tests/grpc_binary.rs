@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::process::start;
+use common::process::{start, try_start};
 use common::repo_path;
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
 use tfserve::proto::tensorflow::serving::{ModelSpec, PredictRequest};
@@ -51,16 +51,27 @@ fn request(model: &str) -> PredictRequest {
 
 #[test]
 fn kserve_command_line_serves_grpc_and_rest() {
-    let (grpc_port, rest_port) = (free_port(), free_port());
     let base_path = repo_path("models/half_plus_three");
-    let server = start(&[
-        "--model_name=half",
-        &format!("--port={grpc_port}"),
-        &format!("--rest_api_port={rest_port}"),
-        &format!("--model_base_path={}", base_path.display()),
-        "--rest_api_timeout_in_ms=60000",
-        "--host=127.0.0.1",
-    ]);
+    // Fixed ports are the point here; one picked free can be taken before the
+    // server binds it, so a failed start is retried with new ones.
+    let mut attempts = 0;
+    let (server, grpc_port, rest_port) = loop {
+        let (grpc_port, rest_port) = (free_port(), free_port());
+        let started = try_start(&[
+            "--model_name=half",
+            &format!("--port={grpc_port}"),
+            &format!("--rest_api_port={rest_port}"),
+            &format!("--model_base_path={}", base_path.display()),
+            "--rest_api_timeout_in_ms=60000",
+            "--host=127.0.0.1",
+        ]);
+        attempts += 1;
+        match started {
+            Ok(server) => break (server, grpc_port, rest_port),
+            Err(log) if attempts < 5 => eprintln!("start failed, retrying with other ports:\n{log}"),
+            Err(log) => panic!("the server did not start in 5 attempts:\n{log}"),
+        }
+    };
     assert_eq!(server.url, format!("http://127.0.0.1:{rest_port}"));
     assert_eq!(server.grpc, format!("127.0.0.1:{grpc_port}"));
     let rest: serde_json::Value = reqwest::blocking::Client::new()

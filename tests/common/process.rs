@@ -25,6 +25,16 @@ pub fn start(args: &[&str]) -> Server {
 }
 
 pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+    launch(args, env).unwrap_or_else(|log| panic!("server reports its address:\n{log}"))
+}
+
+/// Starts the binary; `Err` with what it logged when it exits before
+/// reporting its address (a port taken by another process, say).
+pub fn try_start(args: &[&str]) -> Result<Server, String> {
+    launch(args, &[])
+}
+
+fn launch(args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tfserve"))
         .args(args)
         .envs(env.iter().copied())
@@ -48,13 +58,17 @@ pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
             lines.lock().unwrap().push(line);
         }
     });
-    let (addr, grpc) = receiver
-        .recv_timeout(Duration::from_secs(60))
-        .expect("server reports its address");
-    Server {
-        child,
-        url: format!("http://{addr}"),
-        grpc,
-        log,
+    match receiver.recv_timeout(Duration::from_secs(60)) {
+        Ok((addr, grpc)) => Ok(Server {
+            child,
+            url: format!("http://{addr}"),
+            grpc,
+            log,
+        }),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(log.lock().unwrap().join("\n"))
+        }
     }
 }
