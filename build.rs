@@ -11,6 +11,13 @@ or set TENSORFLOW_LIB_DIR (or PKG_CONFIG_PATH) to your own libtensorflow build";
 
 fn main() {
     compile_protos();
+    // Without the TensorFlow runtime (`--no-default-features`) nothing links it.
+    if env::var_os("CARGO_FEATURE_TENSORFLOW").is_some() {
+        link_libtensorflow();
+    }
+}
+
+fn link_libtensorflow() {
     println!("cargo:rerun-if-env-changed=TENSORFLOW_LIB_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     let lib_dir = match env::var_os("TENSORFLOW_LIB_DIR") {

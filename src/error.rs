@@ -5,9 +5,9 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 
 use crate::batcher::BatchError;
+use crate::codec::payload::ConvertError;
 use crate::codec::CodecError;
-use crate::dialects::sagemaker::payload::ConvertError;
-use crate::handlers::HandlerError;
+use crate::python_handlers::HandlerError;
 use crate::registry::RegistryError;
 use crate::runtime::{RuntimeError, StatusCode as TfCode};
 
@@ -48,7 +48,7 @@ pub enum ApiError {
     #[error("{0}")]
     InsufficientStorage(String),
     #[error(transparent)]
-    Convert(#[from] crate::dialects::sagemaker::payload::ConvertError),
+    Convert(#[from] crate::codec::payload::ConvertError),
     #[error(transparent)]
     Image(#[from] crate::imaging::ImageError),
     #[error(transparent)]
@@ -155,6 +155,30 @@ impl From<TfCode> for Code {
     }
 }
 
+/// TF Serving's gRPC code for each; the HTTP-only codes take the nearest.
+pub fn grpc_code(code: Code) -> tonic::Code {
+    use tonic::Code as G;
+    match code {
+        Code::Cancelled => G::Cancelled,
+        Code::RequestTimeout => G::DeadlineExceeded,
+        Code::InvalidArgument | Code::UnsupportedMediaType => G::InvalidArgument,
+        Code::DeadlineExceeded => G::DeadlineExceeded,
+        Code::NotFound => G::NotFound,
+        Code::AlreadyExists => G::AlreadyExists,
+        Code::PermissionDenied => G::PermissionDenied,
+        Code::ResourceExhausted | Code::PayloadTooLarge | Code::InsufficientStorage | Code::OutOfMemory => {
+            G::ResourceExhausted
+        }
+        Code::FailedPrecondition => G::FailedPrecondition,
+        Code::Aborted => G::Aborted,
+        Code::OutOfRange => G::OutOfRange,
+        Code::Unimplemented => G::Unimplemented,
+        Code::Internal | Code::Handler(_) => G::Internal,
+        Code::Unavailable | Code::BadGateway => G::Unavailable,
+        Code::Unauthenticated => G::Unauthenticated,
+    }
+}
+
 impl CodecError {
     pub fn code(&self) -> Code {
         match self {
@@ -221,7 +245,7 @@ impl HandlerError {
     }
 }
 
-impl crate::handlers::StepError for ApiError {
+impl crate::python_handlers::StepError for ApiError {
     fn status_code(&self) -> u16 {
         self.status().as_u16()
     }

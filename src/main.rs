@@ -46,36 +46,7 @@ fn main() -> std::process::ExitCode {
         Some(Command::Inspect(args)) => return inspect(&settings, args),
         _ => {}
     }
-    let mut grpc = None;
-    let mut batcher = None;
-    let result = actix_web::rt::System::new().block_on(async {
-        let mut running = tfserve::start(&settings)?;
-        grpc = running.grpc.take();
-        batcher = Some(running.batcher.clone());
-        let drain = std::time::Duration::from_secs_f64(settings.http.drain_timeout);
-        let listeners = std::mem::take(&mut running.listeners);
-        actix_web::rt::spawn(tfserve::http::drain::stop_on_signal(
-            running.server.handle(),
-            listeners,
-            running.state.clone(),
-            drain,
-        ));
-        let served = running.server.await.map_err(|source| tfserve::StartError::Bind {
-            addr: "server".into(),
-            source,
-        });
-        // However HTTP ended, gRPC follows; its calls in flight still finish.
-        running.state.drain.close();
-        served
-    });
-    if let Some(grpc) = grpc {
-        grpc.wait();
-    }
-    // Batches already queued run to the end before the process goes.
-    if let Some(batcher) = batcher {
-        batcher.shutdown();
-    }
-    match result {
+    match tfserve::run(&settings) {
         Ok(()) => {
             log::info!("shut down cleanly");
             exit_without_teardown(0)
@@ -146,7 +117,14 @@ fn inspect(settings: &Settings, args: &tfserve::inspect::InspectArgs) -> std::pr
     let Some(body) = &args.run else {
         return std::process::ExitCode::SUCCESS;
     };
-    match tfserve::inspect::run(settings, &target, body, args.method.as_deref()) {
+    let loader = match tfserve::server::start::tensorflow_loader(settings) {
+        Ok(loader) => loader,
+        Err(err) => {
+            eprintln!("tfserve inspect: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match tfserve::inspect::run(settings, loader, &target, body, args.method.as_deref()) {
         Ok(answer) => {
             println!("{answer}");
             std::process::ExitCode::SUCCESS

@@ -12,8 +12,10 @@ use crate::batcher::{BatchError, BatchOutput, Pending};
 use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
-use crate::handlers::HandlerSet;
-use crate::registry::{Registry, Servable, VersionSelector};
+use crate::python_handlers::HandlerSet;
+use crate::registry::Registry;
+// The registry's types, for the dialects: they reach models only through here.
+pub use crate::registry::{ModelInfo, RegistryError, Servable, VersionSelector, VersionState, VersionStatus};
 use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
 use crate::tensor::Tensor;
 
@@ -193,9 +195,32 @@ impl Service {
         selector: &VersionSelector,
         signature: Option<&str>,
     ) -> Result<(Arc<Servable>, Arc<SignatureSpec>), ApiError> {
-        let servable = self.registry.resolve(model, selector)?;
+        let servable = self.servable(model, selector)?;
         let signature = Self::signature(&servable, signature)?;
         Ok((servable, signature))
+    }
+
+    /// The servable a model name and version selector address.
+    pub fn servable(&self, model: &str, selector: &VersionSelector) -> Result<Arc<Servable>, ApiError> {
+        Ok(self.registry.resolve(model, selector)?)
+    }
+
+    /// The states of a model's versions (TF Serving's GetModelStatus).
+    pub fn versions(&self, model: &str, selector: &VersionSelector) -> Result<Vec<VersionStatus>, ApiError> {
+        Ok(self.registry.status(model, selector)?)
+    }
+
+    /// Every model served, with its versions.
+    pub fn models(&self) -> Vec<ModelInfo> {
+        self.registry.list()
+    }
+
+    pub fn model_names(&self) -> Vec<String> {
+        self.registry.model_names()
+    }
+
+    pub fn is_served(&self, model: &str) -> bool {
+        self.registry.model_names().iter().any(|name| name == model)
     }
 
     /// Runs inputs already decoded into tensors and encodes the outputs.
@@ -259,6 +284,8 @@ pub(crate) async fn off_worker<T: Send + 'static>(
 
 /// How often a waiting request checks that its client is still connected.
 const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(20);
+
+pub mod tfs_json;
 
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,9 @@ fn a_model_using_a_custom_op_serves_once_the_library_is_loaded() {
 
 #[test]
 fn libraries_that_cannot_load_stop_start_up_by_name() {
-    let error = tfserve::load_custom_ops("/nonexistent/ops.so").unwrap_err().to_string();
+    let error = tfserve::server::start::load_custom_ops("/nonexistent/ops.so")
+        .unwrap_err()
+        .to_string();
     assert!(
         error.contains("/nonexistent/ops.so") && error.contains("no such file"),
         "{error}"
@@ -65,7 +67,7 @@ fn libraries_that_cannot_load_stop_start_up_by_name() {
     std::fs::create_dir_all(&dir).unwrap();
     let bogus = dir.join("bogus.so");
     std::fs::write(&bogus, "not a shared object").unwrap();
-    let error = tfserve::load_custom_ops(&dir.display().to_string())
+    let error = tfserve::server::start::load_custom_ops(&dir.display().to_string())
         .unwrap_err()
         .to_string();
     assert!(

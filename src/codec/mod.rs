@@ -6,6 +6,7 @@ pub mod decode;
 pub mod encode;
 pub mod example;
 pub mod nonfinite;
+pub mod payload;
 #[cfg(test)]
 mod roundtrip_tests;
 mod shape;

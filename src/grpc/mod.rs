@@ -3,7 +3,6 @@
 //! same state (service core, registry, auth, in-flight bound, drain), plus
 //! `grpc.health.v1.Health` and server reflection (v1 and v1alpha).
 
-pub mod call;
 pub mod channel_args;
 mod health;
 
@@ -18,13 +17,14 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::dialects::kserve::grpc::InferenceApi;
 use crate::dialects::tfs_grpc::{ModelApi, PredictionApi};
-use crate::http::AppState;
+use crate::error::ApiError;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 use crate::proto::tensorflow::serving::model_service_server::ModelServiceServer;
 use crate::proto::tensorflow::serving::prediction_service_server::PredictionServiceServer;
+use crate::server::{ServerState, StartError};
 use crate::settings::Settings;
-use crate::StartError;
 use channel_args::ChannelArguments;
+use tonic::{Request, Status};
 
 /// The services health answers for by name (besides the overall "").
 const SERVICES: [&str; 3] = [
@@ -68,7 +68,7 @@ impl Drop for GrpcServer {
 }
 
 /// Binds `--port` and starts serving; the listener closes when the drain does.
-pub fn start(settings: &Settings, state: Arc<AppState>) -> Result<GrpcServer, StartError> {
+pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer, StartError> {
     let addr = format!("{}:{}", settings.http.host, settings.grpc_port());
     let bind_error = |source| StartError::Bind {
         addr: addr.clone(),
@@ -113,13 +113,11 @@ pub fn start(settings: &Settings, state: Arc<AppState>) -> Result<GrpcServer, St
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let health = health::HealthService::new();
     tokio::spawn(report_health(health.clone(), state.clone()));
-    let closing = |state: &AppState| {
+    let closing = |state: &ServerState| {
         let mut closing = state.drain.subscribe();
         async move {
             // Both the close and a dropped sender (the server is going away) end it.
-            let _ = closing
-                .wait_for(|phase| *phase == crate::http::drain::Phase::Closing)
-                .await;
+            let _ = closing.wait_for(|phase| *phase == crate::server::Phase::Closing).await;
         }
     };
     let router = |tls| -> Result<_, StartError> {
@@ -201,8 +199,12 @@ fn server_builder(
 
 /// Every service behind the auth interceptor, with TF Serving's message size
 /// limit and gzip both ways.
-fn routes(state: &Arc<AppState>, limit: usize, args: &ChannelArguments) -> Result<tonic::service::Routes, StartError> {
-    let auth = call::authenticate(state.clone());
+fn routes(
+    state: &Arc<ServerState>,
+    limit: usize,
+    args: &ChannelArguments,
+) -> Result<tonic::service::Routes, StartError> {
+    let auth = authenticate(state.clone());
     let receive = args.max_receive_message_length.unwrap_or(limit);
     let send = args.max_send_message_length.unwrap_or(limit);
     let prediction = PredictionServiceServer::new(PredictionApi { state: state.clone() })
@@ -238,7 +240,7 @@ fn routes(state: &Arc<AppState>, limit: usize, args: &ChannelArguments) -> Resul
 
 /// Keeps health in step with readiness: SERVING while every model is
 /// available and the server is not draining, NOT_SERVING otherwise.
-async fn report_health(reporter: health::HealthService, state: Arc<AppState>) {
+async fn report_health(reporter: health::HealthService, state: Arc<ServerState>) {
     let mut drain = state.drain.subscribe();
     let mut last = None;
     loop {
@@ -256,6 +258,22 @@ async fn report_health(reporter: health::HealthService, state: Arc<AppState>) {
         tokio::select! {
             changed = drain.changed() => if changed.is_err() { return },
             () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+/// The interceptor every service but health sits behind: with
+/// `--enable_auth`, calls need the basic-auth credentials in `authorization`.
+fn authenticate(state: Arc<ServerState>) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
+    move |request: Request<()>| {
+        let Some(auth) = state.auth.as_ref() else {
+            return Ok(request);
+        };
+        let header = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
+        if auth.allows_header(header) {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated(ApiError::Unauthorized.to_string()))
         }
     }
 }

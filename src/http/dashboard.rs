@@ -4,9 +4,10 @@
 use actix_web::{web, HttpResponse};
 use serde_json::{json, Value};
 
-use super::{json_response, AppState};
+use crate::call::http::json_response;
 use crate::metrics::METRICS;
-use crate::registry::VersionSelector;
+use crate::server::ServerState;
+use crate::service::VersionSelector;
 use crate::signature::TensorSpec;
 
 const PAGE: &str = include_str!("dashboard.html");
@@ -21,7 +22,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/dashboard/state", web::get().to(state_route));
 }
 
-async fn state_route(state: web::Data<AppState>) -> HttpResponse {
+async fn state_route(state: web::Data<ServerState>) -> HttpResponse {
     self::state(&state)
 }
 
@@ -50,10 +51,10 @@ pub async fn page() -> HttpResponse {
 /// `GET /dashboard/state`: every model with its versions' states, the
 /// signatures of the loaded ones and whether invocations go through its
 /// `inference.py`, and the metric totals.
-pub fn state(state: &AppState) -> HttpResponse {
-    let registry = &state.service.registry;
-    let models: Vec<Value> = registry
-        .list()
+pub fn state(state: &ServerState) -> HttpResponse {
+    let service = &state.service;
+    let models: Vec<Value> = service
+        .models()
         .into_iter()
         .map(|model| {
             let versions: Vec<Value> = model
@@ -61,8 +62,8 @@ pub fn state(state: &AppState) -> HttpResponse {
                 .iter()
                 .rev()
                 .map(|status| {
-                    let signatures: Vec<Value> = registry
-                        .resolve(&model.name, &VersionSelector::Specific(status.version))
+                    let signatures: Vec<Value> = service
+                        .servable(&model.name, &VersionSelector::Specific(status.version))
                         .map(|servable| {
                             servable
                                 .runtime

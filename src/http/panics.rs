@@ -23,7 +23,7 @@ impl ResponseError for Panicked {
     fn error_response(&self) -> HttpResponse {
         let mut response = error_response(self.status_code(), &self.to_string());
         if let Ok(id) = actix_web::http::header::HeaderValue::from_str(&self.id) {
-            response.headers_mut().insert(super::request_id::HEADER, id);
+            response.headers_mut().insert(super::middleware::REQUEST_ID, id);
         }
         response
     }
@@ -33,7 +33,7 @@ impl ResponseError for Panicked {
 /// response: the request itself cannot be kept for that, as routing needs it
 /// to itself); logs and counts the panic.
 pub fn contained(
-    id: &super::request_id::RequestId,
+    id: &crate::server::RequestId,
     method: &actix_web::http::Method,
     uri: &actix_web::http::Uri,
     panic: &(dyn std::any::Any + Send),
@@ -58,7 +58,7 @@ mod tests {
         actix_web::rt::System::new().block_on(async {
             let app = actix_test::init_service(
                 App::new()
-                    .wrap(actix_web::middleware::from_fn(crate::http::request_id::assign))
+                    .wrap(actix_web::middleware::from_fn(crate::http::middleware::assign))
                     .route(
                         "/boom",
                         web::get().to(|| async {

@@ -7,8 +7,8 @@ pub mod saved_model;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::dialects::tfs::api as tfs;
 use crate::registry::{discover_versions, VersionSelector};
+use crate::service::tfs_json as tfs;
 use crate::service::Trace;
 use crate::settings::Settings;
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
@@ -105,7 +105,13 @@ fn write_tensor(out: &mut String, map: &str, tensor: &saved_model::TensorEntry) 
 /// Runs one request body through the model exactly as the server would
 /// (decoding, batching settings, TensorFlow, encoding). `Ok` is the answer
 /// body; `Err` is the HTTP status and the error body the server would send.
-pub fn run(settings: &Settings, target: &Target, body: &str, method: Option<&str>) -> Result<String, (u16, String)> {
+pub fn run(
+    settings: &Settings,
+    loader: std::sync::Arc<dyn crate::runtime::Loader>,
+    target: &Target,
+    body: &str,
+    method: Option<&str>,
+) -> Result<String, (u16, String)> {
     let internal = |message: String| (500, error_body(&message));
     let method = match method.map(str::to_ascii_lowercase) {
         Some(m) if m == "predict" => "predict",
@@ -136,7 +142,8 @@ pub fn run(settings: &Settings, target: &Target, body: &str, method: Option<&str
         ..settings.models
     };
     let outcome = actix_web::rt::System::new().block_on(async {
-        let (service, batcher) = crate::build_service(&settings).map_err(|e| internal(e.to_string()))?;
+        let (service, batcher) =
+            crate::server::build_service(&settings, loader).map_err(|e| internal(e.to_string()))?;
         let mut trace = Trace::default();
         let (selector, body) = (VersionSelector::Latest, body.as_bytes());
         let answer = if method == "predict" {

@@ -2,11 +2,16 @@
 //! TensorFlow types never leave this module; callers see `Tensor` and
 //! `SignatureSpec`.
 
+#[cfg(feature = "tensorflow")]
 pub mod build_info;
+#[cfg(feature = "tensorflow")]
 mod bytes;
+#[cfg(feature = "tensorflow")]
 mod graph_trace;
+#[cfg(any(test, feature = "mock"))]
 pub mod mock;
 mod session_config;
+#[cfg(feature = "tensorflow")]
 mod tf;
 pub mod tf_log;
 
@@ -14,6 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use session_config::SessionConfig;
+#[cfg(feature = "tensorflow")]
 pub use tf::{load_op_library, LoadedModel, TensorFlowLoader};
 
 use crate::signature::SignatureSpec;

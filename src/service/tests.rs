@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::batcher::{BatchParams, Batcher};
-use crate::handlers::{HandlerSet, HandlerSettings};
 use crate::model_config::{ModelSource, VersionPolicy};
+use crate::python_handlers::{HandlerSet, HandlerSettings};
 use crate::registry::{BatchingPolicy, LoadOptions, SwapPolicy};
 use crate::runtime::mock::MockLoader;
 use crate::runtime::SessionConfig;
@@ -60,7 +60,7 @@ fn service_with(name: &str, batching: bool, timeout: Duration, files: &[(&str, &
         handler_path: None,
         shared_code_dir: None,
         deps_dir: root.join("deps"),
-        workers: crate::handlers::WorkerSettings {
+        workers: crate::python_handlers::WorkerSettings {
             python: "python3".into(),
             workers: 1,
             queue: 1,
@@ -80,7 +80,7 @@ fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
 }
 
 fn predict(service: &Service, selector: VersionSelector, body: &str) -> Result<Value, ApiError> {
-    let bytes = block_on(crate::dialects::tfs::api::predict(
+    let bytes = block_on(crate::service::tfs_json::predict(
         service,
         "model",
         &selector,
@@ -119,10 +119,7 @@ fn running_out_of_memory_answers_503_and_the_next_request_runs() {
     )
     .unwrap_err();
     assert_eq!(error.status().as_u16(), 503, "{error}");
-    assert_eq!(
-        crate::grpc::call::grpc_code(error.code()),
-        tonic::Code::ResourceExhausted
-    );
+    assert_eq!(crate::error::grpc_code(error.code()), tonic::Code::ResourceExhausted);
     assert!(error.to_string().contains("OOM"), "{error}");
     let rows = predict(&service, VersionSelector::Latest, r#"{"instances": [1.0, 2.0]}"#).unwrap();
     assert_eq!(rows, json!({"predictions": [3.0, 4.0]}));
@@ -134,7 +131,7 @@ fn the_trace_records_what_a_request_resolved_to() {
     let (service, root) = service("trace", true, 0, Duration::from_secs(5));
     let mut trace = Trace::default();
     let body = br#"{"instances": [1.0, 2.0, 3.0]}"#;
-    block_on(crate::dialects::tfs::api::predict(
+    block_on(crate::service::tfs_json::predict(
         &service,
         "model",
         &VersionSelector::Latest,
@@ -195,7 +192,7 @@ fn a_client_that_went_away_stops_the_wait() {
         ..Trace::default()
     };
     let body = br#"{"instances": [1.0]}"#;
-    let error = block_on(crate::dialects::tfs::api::predict(
+    let error = block_on(crate::service::tfs_json::predict(
         &service,
         "model",
         &VersionSelector::Specific(2),
@@ -219,10 +216,10 @@ fn the_default_model_is_the_configured_one_or_the_first() {
 #[test]
 fn status_and_metadata_follow_tf_serving() {
     let (service, root) = service("status", false, 0, Duration::from_secs(5));
-    let status = crate::dialects::tfs::api::model_status(&service, "model", &VersionSelector::Latest).unwrap();
+    let status = crate::service::tfs_json::model_status(&service, "model", &VersionSelector::Latest).unwrap();
     assert_eq!(status["model_version_status"].as_array().unwrap().len(), 2);
     assert_eq!(status["model_version_status"][1]["state"], "AVAILABLE");
-    let metadata = crate::dialects::tfs::api::model_metadata(&service, "model", &VersionSelector::Specific(1)).unwrap();
+    let metadata = crate::service::tfs_json::model_metadata(&service, "model", &VersionSelector::Specific(1)).unwrap();
     assert_eq!(metadata["model_spec"]["version"], "1");
     let def = &metadata["metadata"]["signature_def"]["signature_def"]["serving_default"];
     assert_eq!(def["inputs"]["x"]["dtype"], "DT_FLOAT");
@@ -234,7 +231,7 @@ fn status_and_metadata_follow_tf_serving() {
 fn classify_needs_an_examples_input() {
     let (service, root) = service("classify", false, 0, Duration::from_secs(5));
     let body = br#"{"examples": [{"x": 1.0}]}"#;
-    let error = block_on(crate::dialects::tfs::api::classify_or_regress(
+    let error = block_on(crate::service::tfs_json::classify_or_regress(
         &service,
         "model",
         &VersionSelector::Latest,
@@ -248,7 +245,7 @@ fn classify_needs_an_examples_input() {
         "{error}"
     );
     let strict = service.with_method_name_check(true);
-    let error = block_on(crate::dialects::tfs::api::classify_or_regress(
+    let error = block_on(crate::service::tfs_json::classify_or_regress(
         &strict,
         "model",
         &VersionSelector::Latest,

@@ -16,6 +16,7 @@ use crate::runtime::SessionConfig;
 mod cli;
 mod env;
 mod groups;
+mod summary;
 
 pub use cli::{Cli, Command};
 use env::{sagemaker_anywhere, sagemaker_defaults, stfs_env, tfserve_vars};
@@ -94,17 +95,17 @@ pub enum SettingsError {
 
 impl Settings {
     /// Where handlers come from and how they run.
-    pub fn handler_settings(&self) -> crate::handlers::HandlerSettings {
+    pub fn handler_settings(&self) -> crate::python_handlers::HandlerSettings {
         let options = &self.handlers;
         let cache = options.cache_dir.clone().unwrap_or_else(default_cache_dir);
-        crate::handlers::HandlerSettings {
+        crate::python_handlers::HandlerSettings {
             handler_path: options.handler_path.clone(),
             shared_code_dir: (!self.models.multi_model).then(|| self.models.models_dir.join("code")),
             deps_dir: options
                 .handler_deps_dir
                 .clone()
                 .unwrap_or_else(|| cache.join("handler-deps")),
-            workers: crate::handlers::WorkerSettings {
+            workers: crate::python_handlers::WorkerSettings {
                 python: options.python_executable.clone(),
                 workers: options.python_workers,
                 queue: options.python_workers * 64,

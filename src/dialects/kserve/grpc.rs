@@ -8,9 +8,8 @@ use futures_util::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::Input;
+use crate::call::grpc::{status_of, Call};
 use crate::error::ApiError;
-use crate::grpc::call::{status_of, Call};
-use crate::http::AppState;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
 use crate::proto::inference::infer_parameter::ParameterChoice;
 use crate::proto::inference::model_infer_request::InferInputTensor;
@@ -18,11 +17,12 @@ use crate::proto::inference::model_infer_response::InferOutputTensor;
 use crate::proto::inference::model_metadata_response::TensorMetadata;
 use crate::proto::inference::repository_index_response::ModelIndex;
 use crate::proto::inference::*;
+use crate::server::ServerState;
 use crate::service::Trace;
 use crate::tensor::{DType, Tensor, TensorData};
 
 pub struct InferenceApi {
-    pub state: Arc<AppState>,
+    pub state: Arc<ServerState>,
 }
 
 type AnswerStream = Pin<Box<dyn Stream<Item = Result<ModelStreamInferResponse, Status>> + Send + 'static>>;
@@ -176,7 +176,7 @@ impl GrpcInferenceService for InferenceApi {
 const OFFLOAD_BYTES: usize = 256 * 1024;
 
 async fn infer(
-    state: &AppState,
+    state: &ServerState,
     mut request: ModelInferRequest,
     trace: &mut Trace,
 ) -> Result<ModelInferResponse, ApiError> {

@@ -10,7 +10,7 @@ mod values;
 use std::sync::Arc;
 
 use crate::error::ApiError;
-use crate::registry::{Servable, VersionSelector, VersionState};
+use crate::service::{Servable, VersionSelector, VersionState};
 use crate::service::{Service, Trace};
 use crate::signature::{SignatureSpec, TensorSpec, DEFAULT_SIGNATURE};
 use crate::tensor::{DType, Tensor};
@@ -226,7 +226,7 @@ pub struct TensorMetadata {
 pub const PLATFORM: &str = "tensorflow_savedmodel";
 
 pub fn model_metadata(service: &Service, model: &str, version: &str) -> Result<ModelMetadata, ApiError> {
-    let servable = service.registry.resolve(model, &selector(version)?)?;
+    let servable = service.servable(model, &selector(version)?)?;
     let signature = Service::signature(&servable, Some(DEFAULT_SIGNATURE)).or_else(|_| {
         servable
             .runtime
@@ -236,8 +236,7 @@ pub fn model_metadata(service: &Service, model: &str, version: &str) -> Result<M
             .ok_or_else(|| ApiError::SignatureNotFound(DEFAULT_SIGNATURE.into()))
     })?;
     let versions = service
-        .registry
-        .status(model, &VersionSelector::Latest)
+        .versions(model, &VersionSelector::Latest)
         .map(|all| {
             all.iter()
                 .filter(|s| s.state == VersionState::Available)
@@ -265,18 +264,17 @@ pub fn model_metadata(service: &Service, model: &str, version: &str) -> Result<M
 
 /// Whether a model (version) is ready to infer.
 pub fn model_ready(service: &Service, model: &str, version: &str) -> Result<bool, ApiError> {
-    Ok(service.registry.resolve(model, &selector(version)?).is_ok())
+    Ok(service.servable(model, &selector(version)?).is_ok())
 }
 
 /// REST model readiness as KServe answers it: a model (or version) nobody
 /// serves is 404, one that is there but not ready 503 (the caller's), ready `true`.
 pub fn model_ready_or_unknown(service: &Service, model: &str, version: &str) -> Result<bool, ApiError> {
     let selector = selector(version)?;
-    let served = service.registry.model_names().iter().any(|name| name == model);
+    let served = service.is_served(model);
     let known_version = match &selector {
         VersionSelector::Specific(v) => service
-            .registry
-            .status(model, &selector)
+            .versions(model, &selector)
             .is_ok_and(|statuses| statuses.iter().any(|s| s.version == *v)),
         _ => true,
     };
@@ -287,7 +285,7 @@ pub fn model_ready_or_unknown(service: &Service, model: &str, version: &str) -> 
         };
         return Err(ApiError::NotFound(format!("Model with name {which} does not exist.")));
     }
-    Ok(service.registry.resolve(model, &selector).is_ok())
+    Ok(service.servable(model, &selector).is_ok())
 }
 
 /// A raw-binary request (`Inference-Header-Content-Length: 0`, Triton's

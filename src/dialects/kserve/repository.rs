@@ -3,11 +3,10 @@
 //! first of `--model_roots` that has it, the way Triton loads from its repository.
 
 use crate::error::ApiError;
-use crate::http::manage::{add_model, confine, remove_model};
-use crate::http::AppState;
 use crate::model_config::{ModelSource, VersionPolicy};
-use crate::registry::VersionState;
+use crate::server::{models, ServerState};
 use crate::service::Service;
+use crate::service::VersionState;
 
 pub struct IndexEntry {
     pub name: String,
@@ -19,7 +18,7 @@ pub struct IndexEntry {
 /// Every model version and its state, in v2's words (READY, LOADING, ...).
 pub fn index(service: &Service, ready_only: bool) -> Vec<IndexEntry> {
     let mut entries = Vec::new();
-    for model in service.registry.list() {
+    for model in service.models() {
         for version in &model.versions {
             let state = match version.state {
                 VersionState::Available => "READY",
@@ -42,11 +41,11 @@ pub fn index(service: &Service, ready_only: bool) -> Vec<IndexEntry> {
 }
 
 /// Loads (or keeps) a model by name from the model roots.
-pub async fn load(state: &AppState, model: &str) -> Result<(), ApiError> {
+pub async fn load(state: &ServerState, model: &str) -> Result<(), ApiError> {
     if model.is_empty() || model.contains(['/', '\\']) || model == ".." || model == "." {
         return Err(ApiError::BadRequest(format!("invalid model name '{model}'")));
     }
-    if state.service.registry.model_names().iter().any(|m| m == model) {
+    if models::is_served(state, model) {
         return Ok(());
     }
     let Some(dir) = state
@@ -59,19 +58,19 @@ pub async fn load(state: &AppState, model: &str) -> Result<(), ApiError> {
             "failed to load '{model}': no directory named so in the model repository"
         )));
     };
-    let base_path = confine(&dir.display().to_string(), &state.model_roots, model)?;
-    add_model(
+    let base_path = models::confine(state, &dir.display().to_string(), model)?;
+    models::load(
         state,
         ModelSource::with_policy(model, base_path, VersionPolicy::Latest(1)),
     )
     .await
 }
 
-pub async fn unload(state: &AppState, model: &str) -> Result<(), ApiError> {
-    if !state.service.registry.model_names().iter().any(|m| m == model) {
+pub async fn unload(state: &ServerState, model: &str) -> Result<(), ApiError> {
+    if !models::is_served(state, model) {
         return Err(ApiError::NotFound(format!(
             "failed to unload '{model}': the model is not loaded"
         )));
     }
-    remove_model(state, model.to_string()).await
+    models::unload(state, model.to_string()).await
 }

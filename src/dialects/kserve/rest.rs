@@ -12,9 +12,10 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::{values, Input};
+use crate::call::http::json as json_response;
+use crate::call::http::{answer, read_body};
 use crate::error::ApiError;
-use crate::http::manage::json as json_response;
-use crate::http::{answer, read_body, AppState};
+use crate::server::ServerState;
 use crate::service::{decode_body, Service};
 use crate::tensor::Tensor;
 #[cfg(test)]
@@ -50,7 +51,7 @@ fn segments(req: &HttpRequest) -> (String, String) {
     let get = |name: &str| {
         req.match_info()
             .get(name)
-            .map(crate::http::decode_segment)
+            .map(crate::call::http::decode_segment)
             .unwrap_or_default()
     };
     (get("model"), get("version"))
@@ -63,7 +64,7 @@ async fn server_metadata() -> HttpResponse {
     )
 }
 
-async fn metadata(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+async fn metadata(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse {
     let (model, version) = segments(&req);
     let result = super::model_metadata(&state.service, &model, &version).map(|m| {
         let tensors = |list: &[super::TensorMetadata]| -> Vec<Value> {
@@ -82,10 +83,10 @@ async fn metadata(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse 
             }),
         )
     });
-    crate::http::respond(&req, result)
+    crate::call::http::respond(&req, result)
 }
 
-async fn ready(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+async fn ready(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse {
     let (model, version) = segments(&req);
     let result = super::model_ready_or_unknown(&state.service, &model, &version).and_then(|ready| {
         if ready {
@@ -94,7 +95,7 @@ async fn ready(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
             Err(ApiError::NotReady(format!("model {model} has no available version")))
         }
     });
-    crate::http::respond(&req, result)
+    crate::call::http::respond(&req, result)
 }
 
 #[derive(Deserialize)]
@@ -210,10 +211,10 @@ fn decode(body: &[u8], header_length: Option<usize>) -> Result<Decoded, ApiError
     })
 }
 
-async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerState>) -> HttpResponse {
     let started = Instant::now();
     let (model, version) = segments(&req);
-    let mut trace = crate::http::trace(&req);
+    let mut trace = crate::call::http::trace(&req);
     let mut header_length = None;
     let result = async {
         let length = req.headers().get(HEADER_LENGTH).map(|v| {
@@ -339,7 +340,7 @@ fn write_output_head(out: &mut Vec<u8>, name: &str, tensor: &Tensor) {
 }
 
 /// `POST /v2/repository/index`: every model version and its state.
-async fn index(req: HttpRequest, body: web::Bytes, state: web::Data<AppState>) -> HttpResponse {
+async fn index(req: HttpRequest, body: web::Bytes, state: web::Data<ServerState>) -> HttpResponse {
     let ready_only = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|v| v.get("ready").and_then(Value::as_bool))
@@ -352,20 +353,20 @@ async fn index(req: HttpRequest, body: web::Bytes, state: web::Data<AppState>) -
     json_response(StatusCode::OK, Value::Array(entries))
 }
 
-async fn load(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+async fn load(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse {
     let (model, _) = segments(&req);
     let result = super::repository::load(&state, &model)
         .await
         .map(|()| json_response(StatusCode::OK, json!({})));
-    crate::http::respond(&req, result)
+    crate::call::http::respond(&req, result)
 }
 
-async fn unload(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+async fn unload(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse {
     let (model, _) = segments(&req);
     let result = super::repository::unload(&state, &model)
         .await
         .map(|()| json_response(StatusCode::OK, json!({})));
-    crate::http::respond(&req, result)
+    crate::call::http::respond(&req, result)
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! `X-Amzn-SageMaker-Custom-Attributes`, and its environment variables.
 
 pub mod models;
-pub mod payload;
 pub mod routes;
 
 pub use routes::configure;
@@ -15,16 +14,16 @@ use regex::Regex;
 
 use crate::codec::decode::{decode_csv, decode_instance_list, decode_instance_values};
 use crate::codec::nonfinite::quote_bare_tokens;
+use crate::codec::payload::{is_image, media_type, read_payload, takes_scalar_instances, Instances, Payload};
 use crate::codec::RequestFormat;
-use crate::dialects::tfs::api as tfs;
 use crate::error::ApiError;
-use crate::handlers::{Answer, CallContext};
 use crate::imaging::{self, ImageFile};
-use crate::registry::VersionSelector;
+use crate::python_handlers::{Answer, CallContext};
+use crate::service::tfs_json as tfs;
+use crate::service::VersionSelector;
 use crate::service::{decode_body, Service, Trace};
 use crate::signature::{SignatureSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::Tensor;
-use payload::{is_image, media_type, read_payload, takes_scalar_instances, Instances, Payload};
 
 pub const CUSTOM_ATTRIBUTES: &str = "x-amzn-sagemaker-custom-attributes";
 
@@ -169,7 +168,7 @@ async fn predict_payload(
     body: &[u8],
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
-    let servable = service.registry.resolve(model, selector)?;
+    let servable = service.servable(model, selector)?;
     let decode = {
         let servable = servable.clone();
         move |body: &[u8]| -> Result<Option<DecodedInstances>, ApiError> {

@@ -1,15 +1,15 @@
 //! SageMaker's multi-model endpoint: `GET/POST /models`, `GET/DELETE
-//! /models/{name}` and `POST /models/{name}/invoke`, on the shared registry.
+//! /models/{name}` and `POST /models/{name}/invoke`, on the core's model management.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
+use crate::call::http::{body_json, json, read_body, respond, versions_json};
 use crate::error::ApiError;
-use crate::http::manage::{add_model, body_json, confine, json, remove_model, versions_json};
-use crate::http::{read_body, respond, AppState};
 use crate::model_config::ModelSource;
-use crate::registry::{ModelInfo, RegistryError};
+use crate::server::{models, ServerState};
+use crate::service::{ModelInfo, RegistryError};
 
 /// The multi-model routes on actix's table; other methods fall through to the JSON 404.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -34,15 +34,12 @@ fn not_loaded(name: &str) -> ApiError {
     ApiError::NotFound(format!("Model {name} is not loaded yet."))
 }
 
-fn loaded(state: &AppState, name: &str) -> Option<ModelInfo> {
-    state.service.registry.list().into_iter().find(|m| m.name == name)
+fn loaded(state: &ServerState, name: &str) -> Option<ModelInfo> {
+    models::info(state, name)
 }
 
-async fn list(state: web::Data<AppState>) -> HttpResponse {
-    let models: Vec<Value> = state
-        .service
-        .registry
-        .list()
+async fn list(state: web::Data<ServerState>) -> HttpResponse {
+    let models: Vec<Value> = models::list(&state)
         .iter()
         .map(|m| json!({"modelName": m.name, "modelUrl": m.base_path}))
         .collect();
@@ -51,7 +48,7 @@ async fn list(state: web::Data<AppState>) -> HttpResponse {
 
 /// `{"model_name": ..., "url": ...}`: loads every version under `url`, which
 /// must lie inside the model roots.
-async fn load(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+async fn load(req: HttpRequest, payload: web::Payload, state: web::Data<ServerState>) -> HttpResponse {
     let result = async {
         let body = body_json(&read_body(&req, payload, &state).await?)?;
         let field = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
@@ -62,14 +59,14 @@ async fn load(req: HttpRequest, payload: web::Payload, state: web::Data<AppState
         if loaded(&state, &name).is_some() {
             return Err(conflict());
         }
-        let base_path = confine(&url, &state.model_roots, &name)?;
+        let base_path = models::confine(&state, &url, &name)?;
         // As the container's validate_model_dir: no numeric version directory, no model.
-        if !crate::registry::discover_versions(&base_path).is_ok_and(|v| !v.is_empty()) {
+        if !models::has_versions(&base_path) {
             return Err(ApiError::NotFound(format!(
                 "Could not find valid base path {url} for servable {name}"
             )));
         }
-        match add_model(&state, ModelSource::all_versions(name.clone(), base_path)).await {
+        match models::load(&state, ModelSource::all_versions(name.clone(), base_path)).await {
             Err(ApiError::Registry(RegistryError::AlreadyLoaded(_))) => Err(conflict()),
             Err(other) => Err(other),
             Ok(_) => Ok(json(
@@ -82,7 +79,7 @@ async fn load(req: HttpRequest, payload: web::Payload, state: web::Data<AppState
     respond(&req, result)
 }
 
-async fn describe(req: HttpRequest, name: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
+async fn describe(req: HttpRequest, name: web::Path<String>, state: web::Data<ServerState>) -> HttpResponse {
     let result = loaded(&state, &name).ok_or_else(|| not_loaded(&name)).map(|m| {
         json(
             StatusCode::OK,
@@ -92,9 +89,9 @@ async fn describe(req: HttpRequest, name: web::Path<String>, state: web::Data<Ap
     respond(&req, result)
 }
 
-async fn unload(req: HttpRequest, name: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
+async fn unload(req: HttpRequest, name: web::Path<String>, state: web::Data<ServerState>) -> HttpResponse {
     let name = name.into_inner();
-    let result = remove_model(&state, name.clone())
+    let result = models::unload(&state, name.clone())
         .await
         .map_err(|_| not_loaded(&name))
         .map(|_| {
@@ -110,7 +107,7 @@ async fn invoke(
     req: HttpRequest,
     name: web::Path<String>,
     payload: web::Payload,
-    state: web::Data<AppState>,
+    state: web::Data<ServerState>,
 ) -> HttpResponse {
     let name = name.into_inner();
     if loaded(&state, &name).is_none() {

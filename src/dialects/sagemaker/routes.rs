@@ -6,10 +6,11 @@ use std::time::Instant;
 use actix_web::http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use actix_web::{web, HttpRequest, HttpResponse};
 
+use crate::call::http::{answer, read_body};
 use crate::dialects::sagemaker::{Invocation, CUSTOM_ATTRIBUTES};
 use crate::error::{error_response, ApiError};
-use crate::http::{answer, read_body, AppState};
-use crate::registry::{VersionSelector, VersionState};
+use crate::server::ServerState;
+use crate::service::{VersionSelector, VersionState};
 
 /// `/ping`, `/invocations` and the multi-model routes under `/models`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -19,18 +20,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(super::models::configure);
 }
 
-async fn ping_route(state: web::Data<AppState>) -> HttpResponse {
+async fn ping_route(state: web::Data<ServerState>) -> HttpResponse {
     ping(&state)
 }
 
-async fn invocations_route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+async fn invocations_route(req: HttpRequest, payload: web::Payload, state: web::Data<ServerState>) -> HttpResponse {
     invocations(&req, payload, &state, None).await
 }
 
 /// 200 once the default model has an available version (always, with no
 /// models: a multi-model endpoint starts empty); 502 otherwise, as the
 /// container; 503 while the server drains.
-pub fn ping(state: &AppState) -> HttpResponse {
+pub fn ping(state: &ServerState) -> HttpResponse {
     if state.drain.is_draining() {
         let error = ApiError::NotReady("the server is shutting down".into());
         return error_response(error.status(), &error.to_string());
@@ -38,7 +39,7 @@ pub fn ping(state: &AppState) -> HttpResponse {
     let Some(model) = state.service.default_model() else {
         return HttpResponse::Ok().finish();
     };
-    match state.service.registry.status(&model, &VersionSelector::Latest) {
+    match state.service.versions(&model, &VersionSelector::Latest) {
         Ok(versions) if versions.iter().any(|v| v.state == VersionState::Available) => HttpResponse::Ok().finish(),
         _ => {
             let error = ApiError::PingFailed(model);
@@ -51,11 +52,11 @@ pub fn ping(state: &AppState) -> HttpResponse {
 pub async fn invocations(
     req: &HttpRequest,
     payload: web::Payload,
-    state: &AppState,
+    state: &ServerState,
     model: Option<String>,
 ) -> HttpResponse {
     let started = Instant::now();
-    let mut trace = crate::http::trace(req);
+    let mut trace = crate::call::http::trace(req);
     let header = |name| {
         req.headers()
             .get(name)

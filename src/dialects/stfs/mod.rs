@@ -16,7 +16,7 @@ use crate::codec::decode::{decode_base64, decode_named_inputs, Coercion};
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
 use crate::imaging::{self, ImageFile};
-use crate::registry::VersionSelector;
+use crate::service::VersionSelector;
 use crate::service::{Service, Trace};
 use crate::signature::SignatureSpec;
 use crate::tensor::{DType, Tensor, TensorData};
@@ -134,7 +134,7 @@ fn truthy(value: &Value) -> bool {
 
 /// Checks the model exists, naming the available ones otherwise.
 pub fn known_model(service: &Service, model: &str) -> Result<(), ApiError> {
-    let models = service.registry.model_names();
+    let models = service.model_names();
     if models.iter().any(|m| m == model) {
         return Ok(());
     }

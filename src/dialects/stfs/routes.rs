@@ -9,11 +9,12 @@ use futures_util::StreamExt;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{web, HttpRequest, HttpResponse};
 
+use crate::call::http::{answer, json_response, read_body};
 use crate::dialects::stfs;
 use crate::error::ApiError;
-use crate::http::{answer, json_response, read_body, AppState};
 use crate::imaging::ImageFile;
-use crate::registry::VersionSelector;
+use crate::server::ServerState;
+use crate::service::VersionSelector;
 
 /// `POST /`, `GET /health`, `GET /v1/models/{m}/gen_json` and `.../gen_client`
 /// (registered before TF Serving's `/v1/` routes, which would take them).
@@ -33,7 +34,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
-async fn infer_route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+async fn infer_route(req: HttpRequest, payload: web::Payload, state: web::Data<ServerState>) -> HttpResponse {
     infer(&req, payload, &state).await
 }
 
@@ -43,29 +44,29 @@ async fn health_route() -> HttpResponse {
 
 /// The `{model}` segment as sent, percent-decoded once.
 fn model_segment(req: &HttpRequest) -> String {
-    crate::http::decode_segment(req.match_info().query("model"))
+    crate::call::http::decode_segment(req.match_info().query("model"))
 }
 
-async fn gen_json_route(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+async fn gen_json_route(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse {
     let result = gen_json(&state, &model_segment(&req));
-    crate::http::respond(&req, result)
+    crate::call::http::respond(&req, result)
 }
 
-async fn gen_client_route(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+async fn gen_client_route(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse {
     let result = gen_client(&req, &state, &model_segment(&req));
-    crate::http::respond(&req, result)
+    crate::call::http::respond(&req, result)
 }
 
 /// `POST /` with a JSON body, or a form upload of image files.
-pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &AppState) -> HttpResponse {
+pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &ServerState) -> HttpResponse {
     let started = Instant::now();
-    let mut trace = crate::http::trace(req);
+    let mut trace = crate::call::http::trace(req);
     let content_type = req
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let media = crate::dialects::sagemaker::payload::media_type(content_type);
+    let media = crate::codec::payload::media_type(content_type);
     let result = async {
         if media == "multipart/form-data" {
             let upload = read_upload(req, payload, state.max_request_bytes).await?;
@@ -128,7 +129,7 @@ async fn read_upload(req: &HttpRequest, payload: web::Payload, limit: usize) -> 
 }
 
 /// `GET /v1/models/{model}/gen_json`: an example body for `POST /`.
-pub fn gen_json(state: &AppState, model: &str) -> Result<HttpResponse, ApiError> {
+pub fn gen_json(state: &ServerState, model: &str) -> Result<HttpResponse, ApiError> {
     stfs::known_model(&state.service, model)?;
     let (_, signature) = state.service.resolve(model, &VersionSelector::Latest, None)?;
     // STFS answers `{"data": {...}}` and nothing else.
@@ -142,7 +143,7 @@ pub fn health() -> HttpResponse {
 
 /// `GET /v1/models/{model}/gen_client?language=...` (default bash): a client
 /// that posts the `gen_json` example to this server.
-pub fn gen_client(req: &HttpRequest, state: &AppState, model: &str) -> Result<HttpResponse, ApiError> {
+pub fn gen_client(req: &HttpRequest, state: &ServerState, model: &str) -> Result<HttpResponse, ApiError> {
     stfs::known_model(&state.service, model)?;
     let language = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
         .ok()

@@ -1,17 +1,17 @@
 //! TensorFlow Serving's REST API: `/v1/models/...` predict, classify, regress,
 //! status and metadata, with TF Serving's routes matched the way it matches them.
 
-pub mod api;
-
 use std::time::Instant;
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 use percent_encoding::percent_decode_str;
 
+use crate::call::http::{answer, read_body};
 use crate::error::ApiError;
-use crate::http::{answer, read_body, AppState};
-use crate::registry::VersionSelector;
+use crate::server::ServerState;
+use crate::service::tfs_json;
+use crate::service::VersionSelector;
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
 
 #[derive(Debug, PartialEq)]
@@ -158,34 +158,36 @@ pub fn claims(path: &str) -> bool {
     path.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("/v1/")) || path.eq_ignore_ascii_case("/v1")
 }
 
-pub async fn route(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+pub async fn route(req: HttpRequest, payload: web::Payload, state: web::Data<ServerState>) -> HttpResponse {
     let result = handle(&req, payload, &state).await;
-    crate::http::respond(&req, result)
+    crate::call::http::respond(&req, result)
 }
 
-pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &AppState) -> Result<HttpResponse, ApiError> {
+pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &ServerState) -> Result<HttpResponse, ApiError> {
     let service = &state.service;
     match parse_route(req.method(), req.path())? {
         Route::Infer { model, selector, verb } => {
             let started = Instant::now();
-            let mut trace = crate::http::trace(req);
+            let mut trace = crate::call::http::trace(req);
             let result = async {
                 let body = read_body(req, payload, state).await?;
                 match verb {
-                    Verb::Predict => api::predict(service, &model, &selector, &body, &mut trace).await,
+                    Verb::Predict => tfs_json::predict(service, &model, &selector, &body, &mut trace).await,
                     Verb::Classify => {
-                        api::classify_or_regress(service, &model, &selector, &body, CLASSIFY_METHOD, &mut trace).await
+                        tfs_json::classify_or_regress(service, &model, &selector, &body, CLASSIFY_METHOD, &mut trace)
+                            .await
                     }
                     Verb::Regress => {
-                        api::classify_or_regress(service, &model, &selector, &body, REGRESS_METHOD, &mut trace).await
+                        tfs_json::classify_or_regress(service, &model, &selector, &body, REGRESS_METHOD, &mut trace)
+                            .await
                     }
                 }
             }
             .await;
             Ok(answer(result, &model, verb.api(), &trace, started))
         }
-        Route::Status { model, selector } => pretty(api::model_status(service, &model, &selector)?),
-        Route::Metadata { model, selector } => pretty(api::model_metadata(service, &model, &selector)?),
+        Route::Status { model, selector } => pretty(tfs_json::model_status(service, &model, &selector)?),
+        Route::Metadata { model, selector } => pretty(tfs_json::model_metadata(service, &model, &selector)?),
     }
 }
 
@@ -202,7 +204,7 @@ impl Verb {
 /// Status and metadata are printed with whitespace, as TF Serving prints them.
 fn pretty(value: serde_json::Value) -> Result<HttpResponse, ApiError> {
     let body = serde_json::to_vec_pretty(&value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    Ok(crate::http::json_response(body))
+    Ok(crate::call::http::json_response(body))
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 use prost::Message;
 
 use super::{answered_spec, resolve};
-use crate::dialects::tfs::api::check_examples_signature;
 use crate::error::ApiError;
 use crate::proto::tensorflow::serving::inference_result::Result as TaskResult;
 use crate::proto::tensorflow::serving::input::Kind;
@@ -14,7 +13,8 @@ use crate::proto::tensorflow::serving::{
     Input, ModelSpec, MultiInferenceRequest, MultiInferenceResponse, Regression, RegressionRequest, RegressionResponse,
     RegressionResult,
 };
-use crate::registry::Servable;
+use crate::service::tfs_json::check_examples_signature;
+use crate::service::Servable;
 use crate::service::{Service, Trace};
 use crate::signature::{SignatureSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
 use crate::tensor::{Tensor, TensorData};

@@ -11,10 +11,9 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use crate::call::grpc::Call;
 use crate::codec::tensor_proto;
 use crate::error::ApiError;
-use crate::grpc::call::Call;
-use crate::http::AppState;
 use crate::proto::tensorflow::serving::model_spec::VersionChoice;
 use crate::proto::tensorflow::serving::prediction_service_server::PredictionService;
 use crate::proto::tensorflow::serving::{
@@ -23,7 +22,8 @@ use crate::proto::tensorflow::serving::{
     RegressionResponse,
 };
 use crate::proto::tensorflow::TensorProto;
-use crate::registry::{Servable, VersionSelector};
+use crate::server::ServerState;
+use crate::service::{Servable, VersionSelector};
 use crate::service::{Service, Trace};
 use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
 use crate::tensor::Tensor;
@@ -32,7 +32,7 @@ pub use model::ModelApi;
 
 /// `tensorflow.serving.PredictionService`.
 pub struct PredictionApi {
-    pub state: Arc<AppState>,
+    pub state: Arc<ServerState>,
 }
 
 #[tonic::async_trait]
@@ -124,7 +124,7 @@ fn resolve(
     missing: fn(String) -> ApiError,
 ) -> Result<(Arc<Servable>, Arc<SignatureSpec>), ApiError> {
     let (model, selector) = named_address(spec)?;
-    let servable = service.registry.resolve(model, &selector)?;
+    let servable = service.servable(model, &selector)?;
     let name = spec
         .map(|s| s.signature_name.as_str())
         .filter(|s| !s.is_empty())

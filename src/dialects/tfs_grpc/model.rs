@@ -7,10 +7,9 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::{address, named_address};
+use crate::call::grpc::Call;
 use crate::codec::tensor_proto::shape_proto;
 use crate::error::ApiError;
-use crate::grpc::call::Call;
-use crate::http::AppState;
 use crate::model_config::{ModelSource, VersionPolicy};
 use crate::proto::tensorflow::error::Code as ErrorCode;
 use crate::proto::tensorflow::serving::file_system_storage_path_source_config::servable_version_policy::PolicyChoice;
@@ -23,8 +22,9 @@ use crate::proto::tensorflow::serving::{
     ModelSpec, ModelVersionStatus, ReloadConfigRequest, ReloadConfigResponse, SignatureDefMap, StatusProto,
 };
 use crate::proto::tensorflow::{tensor_info, SignatureDef, TensorInfo, TensorShapeProto};
-use crate::registry::VersionState;
+use crate::server::ServerState;
 use crate::service::Service;
+use crate::service::VersionState;
 use crate::signature::TensorSpec;
 
 /// The `type_url` TF Serving packs the signature map under.
@@ -41,7 +41,7 @@ pub fn metadata(service: &Service, request: &GetModelMetadataRequest) -> Result<
     if let Some(field) = request.metadata_field.iter().find(|f| *f != "signature_def") {
         return Err(ApiError::BadRequest(format!("Metadata field {field} is not supported")));
     }
-    let servable = service.registry.resolve(model, &selector)?;
+    let servable = service.servable(model, &selector)?;
     let signature_def = servable
         .runtime
         .signatures()
@@ -103,7 +103,7 @@ fn tensor_infos(specs: &[TensorSpec]) -> std::collections::BTreeMap<String, Tens
 
 /// `tensorflow.serving.ModelService`.
 pub struct ModelApi {
-    pub state: Arc<AppState>,
+    pub state: Arc<ServerState>,
 }
 
 #[tonic::async_trait]
@@ -131,7 +131,7 @@ impl ModelService for ModelApi {
 
 fn status(service: &Service, request: &GetModelStatusRequest) -> Result<GetModelStatusResponse, ApiError> {
     let (model, selector) = address(request.model_spec.as_ref())?;
-    let statuses = service.registry.status(model, &selector)?;
+    let statuses = service.versions(model, &selector)?;
     let model_version_status = statuses
         .iter()
         .map(|s| ModelVersionStatus {
@@ -162,7 +162,7 @@ fn state_of(state: VersionState) -> State {
 
 /// Serves exactly the models the new config lists (as TF Serving does),
 /// each base path confined to `--model_roots` like every load over the network.
-async fn reload(state: &AppState, request: ReloadConfigRequest) -> Result<ReloadConfigResponse, ApiError> {
+async fn reload(state: &ServerState, request: ReloadConfigRequest) -> Result<ReloadConfigResponse, ApiError> {
     let configs = match request.config.and_then(|c| c.config) {
         Some(Config::ModelConfigList(list)) => list.config,
         None => {
@@ -174,17 +174,11 @@ async fn reload(state: &AppState, request: ReloadConfigRequest) -> Result<Reload
     let mut sources = Vec::with_capacity(configs.len());
     for config in configs {
         let mut source = source_of(config)?;
-        source.base_path = crate::http::manage::confine(
-            &source.base_path.display().to_string(),
-            &state.model_roots,
-            &source.name,
-        )?;
+        source.base_path =
+            crate::server::models::confine(state, &source.base_path.display().to_string(), &source.name)?;
         sources.push(source);
     }
-    let registry = state.service.registry.clone();
-    tokio::task::spawn_blocking(move || registry.sync(&sources))
-        .await
-        .map_err(|e| ApiError::Internal(format!("the reload failed: {e}")))?;
+    crate::server::models::replace_all(state, sources).await?;
     Ok(ReloadConfigResponse {
         status: Some(StatusProto {
             error_code: ErrorCode::Ok as i32,

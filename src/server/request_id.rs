@@ -1,19 +1,13 @@
-//! Request ids: the client's `X-Request-Id` when it sends a usable one, a
-//! generated one otherwise; echoed on the response and carried into every log
-//! line about the request, batch threads included. Its middleware is the
-//! outermost layer, which also contains panics and marks draining responses.
+//! Request ids: the client's `X-Request-Id` (HTTP header or gRPC metadata)
+//! when it sends a usable one, a generated one otherwise; echoed on the
+//! response and carried into every log line about the request, batch threads
+//! included.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::middleware::Next;
-use actix_web::HttpMessage;
-use futures_util::FutureExt;
-
-pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
+/// The header (and gRPC metadata key) the id travels in.
+pub const HEADER: &str = "x-request-id";
 
 /// Longest client id kept; a longer or non-printable one is replaced.
 const MAX_LEN: usize = 128;
@@ -23,9 +17,8 @@ pub struct RequestId(pub Arc<str>);
 
 impl RequestId {
     /// The client's id if usable, else a new one.
-    pub fn from_header(value: Option<&HeaderValue>) -> RequestId {
+    pub fn from_header(value: Option<&str>) -> RequestId {
         let given = value
-            .and_then(|v| v.to_str().ok())
             .map(str::trim)
             .filter(|v| !v.is_empty() && v.len() <= MAX_LEN && v.bytes().all(|b| b.is_ascii_graphic()));
         match given {
@@ -64,46 +57,16 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The outermost middleware (`middleware::from_fn`), the one place that
-/// wraps every request: gives it its id and the response the header; turns a
-/// panic while handling it into its 500 ([`super::panics`]); and while the
-/// server drains, asks the client to close the connection ([`super::drain`]).
-/// One layer rather than three: each `from_fn` layer costs a boxed future.
-pub async fn assign(
-    req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let id = RequestId::from_header(req.headers().get(&HEADER));
-    req.extensions_mut().insert(id.clone());
-    let state = req.app_data::<actix_web::web::Data<super::AppState>>().cloned();
-    // Kept for the log line should the request panic (the request itself is
-    // consumed by routing); both are cheap reference-counted clones.
-    let (method, uri) = (req.method().clone(), req.uri().clone());
-    let mut response = match std::panic::AssertUnwindSafe(next.call(req)).catch_unwind().await {
-        Ok(result) => result?,
-        Err(panic) => return Err(super::panics::contained(&id, &method, &uri, panic.as_ref())),
-    };
-    if let Ok(value) = HeaderValue::from_str(&id.0) {
-        response.headers_mut().insert(HEADER, value);
-    }
-    if state.is_some_and(|s| s.drain.is_draining()) {
-        super::drain::close_after(&mut response);
-    }
-    Ok(response)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn keeps_usable_client_ids_and_replaces_the_rest() {
-        let given = HeaderValue::from_static("client-42");
-        assert_eq!(RequestId::from_header(Some(&given)).0.as_ref(), "client-42");
-        let long = HeaderValue::from_str(&"x".repeat(MAX_LEN + 1)).unwrap();
+        assert_eq!(RequestId::from_header(Some("client-42")).0.as_ref(), "client-42");
+        let long = "x".repeat(MAX_LEN + 1);
         assert_eq!(RequestId::from_header(Some(&long)).0.len(), 16);
-        let spaced = HeaderValue::from_static("a b");
-        assert_ne!(RequestId::from_header(Some(&spaced)).0.as_ref(), "a b");
+        assert_ne!(RequestId::from_header(Some("a b")).0.as_ref(), "a b");
         assert_eq!(RequestId::from_header(None).0.len(), 16);
         let id = RequestId::generate();
         assert!(

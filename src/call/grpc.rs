@@ -1,17 +1,15 @@
-//! What every gRPC call shares: its request id (`x-request-id` metadata, given
+//! What every gRPC call of a dialect shares: its request id (`x-request-id` metadata, given
 //! or generated), the in-flight bound, the client's deadline, error statuses
 //! with TF Serving's codes, and the request metrics.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
 
-use crate::error::{ApiError, Code};
-use crate::http::request_id::RequestId;
-use crate::http::{Admitted, AppState};
+use crate::error::{grpc_code, ApiError, Code};
 use crate::metrics::{RequestLabels, METRICS};
+use crate::server::{Admitted, RequestId, ServerState};
 use crate::service::Trace;
 
 /// One gRPC call in progress.
@@ -24,7 +22,7 @@ pub struct Call<'a> {
 
 impl<'a> Call<'a> {
     /// Admits a call under `--max_in_flight_requests`, as REST's POSTs are.
-    pub fn begin<T>(state: &'a AppState, request: &Request<T>, api: &'static str) -> Result<Call<'a>, Status> {
+    pub fn begin<T>(state: &'a ServerState, request: &Request<T>, api: &'static str) -> Result<Call<'a>, Status> {
         let request_id = request_id(request.metadata());
         let admitted = state.in_flight.admit().map_err(|error| {
             let mut status = status_of(&error);
@@ -89,11 +87,7 @@ impl<'a> Call<'a> {
 
 /// The client's id when usable, else a new one.
 pub fn request_id(metadata: &MetadataMap) -> RequestId {
-    let given = metadata
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| actix_web::http::header::HeaderValue::from_str(v).ok());
-    RequestId::from_header(given.as_ref())
+    RequestId::from_header(metadata.get("x-request-id").and_then(|v| v.to_str().ok()))
 }
 
 fn set_request_id(metadata: &mut MetadataMap, id: &RequestId) {
@@ -124,29 +118,6 @@ pub fn status_of(error: &ApiError) -> Status {
     Status::new(grpc_code(error.code()), error.to_string())
 }
 
-pub fn grpc_code(code: Code) -> tonic::Code {
-    use tonic::Code as G;
-    match code {
-        Code::Cancelled => G::Cancelled,
-        Code::RequestTimeout => G::DeadlineExceeded,
-        Code::InvalidArgument | Code::UnsupportedMediaType => G::InvalidArgument,
-        Code::DeadlineExceeded => G::DeadlineExceeded,
-        Code::NotFound => G::NotFound,
-        Code::AlreadyExists => G::AlreadyExists,
-        Code::PermissionDenied => G::PermissionDenied,
-        Code::ResourceExhausted | Code::PayloadTooLarge | Code::InsufficientStorage | Code::OutOfMemory => {
-            G::ResourceExhausted
-        }
-        Code::FailedPrecondition => G::FailedPrecondition,
-        Code::Aborted => G::Aborted,
-        Code::OutOfRange => G::OutOfRange,
-        Code::Unimplemented => G::Unimplemented,
-        Code::Internal | Code::Handler(_) => G::Internal,
-        Code::Unavailable | Code::BadGateway => G::Unavailable,
-        Code::Unauthenticated => G::Unauthenticated,
-    }
-}
-
 /// The code's name as gRPC spells it (`INVALID_ARGUMENT`), for metric labels.
 pub fn code_name(code: tonic::Code) -> &'static str {
     use tonic::Code as G;
@@ -168,22 +139,6 @@ pub fn code_name(code: tonic::Code) -> &'static str {
         G::Unavailable => "UNAVAILABLE",
         G::DataLoss => "DATA_LOSS",
         G::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
-/// The interceptor every service but health sits behind: with
-/// `--enable_auth`, calls need the basic-auth credentials in `authorization`.
-pub fn authenticate(state: Arc<AppState>) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
-    move |request: Request<()>| {
-        let Some(auth) = state.auth.as_ref() else {
-            return Ok(request);
-        };
-        let header = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
-        if auth.allows_header(header) {
-            Ok(request)
-        } else {
-            Err(Status::unauthenticated(ApiError::Unauthorized.to_string()))
-        }
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
 use crate::codec::{PredictEnvelope, RequestFormat};
 use crate::error::ApiError;
-use crate::registry::VersionSelector;
+use crate::service::VersionSelector;
 use crate::service::{decode_body, Service, Trace};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::{DType, Tensor};
@@ -23,7 +23,7 @@ pub async fn predict(
     body: &[u8],
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
-    let servable = service.registry.resolve(model, selector)?;
+    let servable = service.servable(model, selector)?;
     let decode = {
         let servable = servable.clone();
         move |body: &[u8]| -> Result<(Arc<SignatureSpec>, RequestFormat, Vec<Tensor>), ApiError> {
@@ -51,7 +51,7 @@ pub async fn classify_or_regress(
     method: &str,
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
-    let servable = service.registry.resolve(model, selector)?;
+    let servable = service.servable(model, selector)?;
     let body = crate::codec::nonfinite::quote_bare_tokens(body);
     let request = ExamplesRequest::parse(&body)?;
     let signature = Service::signature(&servable, request.signature_name.as_deref()).map_err(|error| match error {
@@ -133,7 +133,7 @@ pub(crate) fn check_examples_signature(
 
 /// `GET /v1/models/{m}[/versions/{v}]`: TF Serving's GetModelStatusResponse.
 pub fn model_status(service: &Service, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
-    let statuses = service.registry.status(model, selector)?;
+    let statuses = service.versions(model, selector)?;
     let entries: Vec<Value> = statuses
         .iter()
         .map(|s| {
@@ -152,7 +152,7 @@ pub fn model_status(service: &Service, model: &str, selector: &VersionSelector) 
 
 /// `GET /v1/models/{m}[/versions/{v}]/metadata`: the signature defs.
 pub fn model_metadata(service: &Service, model: &str, selector: &VersionSelector) -> Result<Value, ApiError> {
-    let servable = service.registry.resolve(model, selector)?;
+    let servable = service.servable(model, selector)?;
     let mut defs = Map::new();
     for signature in servable.runtime.signatures().iter() {
         defs.insert(

@@ -1,0 +1,270 @@
+//! What an HTTP dialect's handler needs to answer a request: its trace (id,
+//! client-gone check), the body read under the limits, and the answer with
+//! its timing headers and metrics, errors in the status table's words.
+
+use std::mem::ManuallyDrop;
+use std::os::fd::{FromRawFd, RawFd};
+use std::time::Instant;
+
+use actix_web::dev::Decompress;
+use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+use actix_web::http::StatusCode;
+use actix_web::web::{self, Bytes, BytesMut};
+use actix_web::{HttpRequest, HttpResponse};
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use crate::error::{error_response, ApiError};
+use crate::metrics::METRICS;
+use crate::server::{BytesHeld, RequestId, ServerState};
+use crate::service::ModelInfo;
+use crate::service::Trace;
+
+/// A URL path segment, percent-decoded.
+pub fn decode_segment(segment: &str) -> String {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// The connection's socket, recorded when it is accepted, so a request can
+/// tell whether its client is still there.
+#[derive(Clone, Copy)]
+pub struct PeerSocket(RawFd);
+
+impl PeerSocket {
+    pub fn new(descriptor: RawFd) -> PeerSocket {
+        PeerSocket(descriptor)
+    }
+
+    /// Whether the client closed or reset the connection. Called only while
+    /// the request's handler runs, so the connection (and the descriptor) is open.
+    pub fn closed(self) -> bool {
+        // SAFETY: the descriptor stays owned by the connection; ManuallyDrop
+        // keeps this borrowed view from closing it. The socket is non-blocking.
+        let stream = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(self.0) });
+        match stream.peek(&mut [0u8; 1]) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ),
+        }
+    }
+}
+
+/// The id the request-id middleware gave the request.
+pub fn request_id(req: &HttpRequest) -> Option<RequestId> {
+    use actix_web::HttpMessage;
+    req.extensions().get::<RequestId>().cloned()
+}
+
+/// A fresh trace for an inference request: its id and a way to tell its client left.
+pub fn trace(req: &HttpRequest) -> Trace {
+    Trace {
+        client_gone: client_gone(req),
+        request_id: request_id(req).map(|id| id.0),
+        ..Trace::default()
+    }
+}
+
+/// A check for the request's client having gone, when the connection is known.
+pub fn client_gone(req: &HttpRequest) -> Option<Box<dyn Fn() -> bool + Send + Sync>> {
+    let peer = req.conn_data::<PeerSocket>().copied()?;
+    Some(Box::new(move || peer.closed()))
+}
+
+/// A handler's result as a response; server-side failures are logged with the request id.
+pub fn respond(req: &HttpRequest, result: Result<HttpResponse, ApiError>) -> HttpResponse {
+    result.unwrap_or_else(|err| {
+        if err.status().is_server_error() {
+            let id = request_id(req).map(|id| id.0).unwrap_or_default();
+            log::warn!("[{id}] {} {}: {err}", req.method(), req.path());
+        }
+        error_response(err.status(), &err.to_string())
+    })
+}
+
+/// Reads the whole body (gzip already undone by actix), refusing bodies over
+/// `max_request_bytes` and bodies that take longer than `--client_body_timeout_ms`
+/// to arrive (a client trickling its body would hold an in-flight slot).
+pub async fn read_body(req: &HttpRequest, payload: web::Payload, state: &ServerState) -> Result<Bytes, ApiError> {
+    let limit = state.max_request_bytes;
+    let mut held = state.body_budget.start();
+    let body = {
+        let mut read = std::pin::pin!(read_limited(req, payload, limit, &mut held));
+        // A body already in the connection's buffer (most small ones) needs no
+        // timer: only one still arriving is raced against the timeout.
+        let first =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(std::future::Future::poll(read.as_mut(), cx))).await;
+        match first {
+            std::task::Poll::Ready(body) => body?,
+            std::task::Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
+                Ok(body) => body?,
+                Err(_) => return Err(ApiError::BodyTimeout(state.body_timeout.as_millis() as u64)),
+            },
+        }
+    };
+    // Held until the request is done (its extensions drop with it).
+    actix_web::HttpMessage::extensions_mut(req).insert(held);
+    Ok(body)
+}
+
+async fn read_limited(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+    held: &mut BytesHeld,
+) -> Result<Bytes, ApiError> {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if let Some(length) = declared.filter(|&l| l > limit) {
+        return Err(ApiError::PayloadTooLarge {
+            limit,
+            got: Some(length),
+        });
+    }
+    // A declared length is held before reading: a refusal costs no memory.
+    held.grow(declared.unwrap_or(0))?;
+    // The limit applies to the decoded bytes, so a small gzip body cannot expand past it.
+    let mut decoded = Decompress::from_headers(payload.into_inner(), req.headers());
+    let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(limit));
+    while let Some(chunk) = decoded.next().await {
+        let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("failed to read the request body: {e}")))?;
+        if body.len() + chunk.len() > limit {
+            return Err(ApiError::PayloadTooLarge { limit, got: None });
+        }
+        // Decompressed or undeclared bodies hold what they grow to.
+        if body.len() + chunk.len() > held.bytes() {
+            held.grow(body.len() + chunk.len() - held.bytes())?;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+pub fn json_response(body: Vec<u8>) -> HttpResponse {
+    HttpResponse::build(StatusCode::OK)
+        .content_type("application/json")
+        .body(body)
+}
+
+/// The response to an inference request, with timing headers, recorded in the
+/// request metrics.
+pub fn answer(
+    result: Result<Vec<u8>, ApiError>,
+    model: &str,
+    api: &str,
+    trace: &Trace,
+    started: Instant,
+) -> HttpResponse {
+    let mut response = match result {
+        Ok(body) => json_response(body),
+        Err(err) => {
+            if err.status().is_server_error() {
+                let id = trace.request_id.as_deref().unwrap_or_default();
+                log::warn!("[{id}] {api} on model {model}: {err}");
+            }
+            error_response(err.status(), &err.to_string())
+        }
+    };
+    let headers = response.headers_mut();
+    if let Some(queue) = trace.queue_time {
+        headers.insert(HeaderName::from_static("x-queue-time-ms"), millis_value(queue));
+    }
+    if let Some(run) = trace.run_time {
+        headers.insert(HeaderName::from_static("x-inference-time-ms"), millis_value(run));
+    }
+    if let Some(rows) = trace.batch_rows {
+        let mut digits = itoa::Buffer::new();
+        headers.insert(
+            HeaderName::from_static("x-batch-size"),
+            header_value(digits.format(rows)),
+        );
+    }
+    // Unresolved names are user input: keep them out of metric labels.
+    let mut digits = itoa::Buffer::new();
+    let (model, version) = match trace.version {
+        Some(v) => (trace.model.as_deref().unwrap_or(model), digits.format(v)),
+        None => ("", ""),
+    };
+    let signature = trace.signature.as_deref().unwrap_or("");
+    let status = response.status();
+    let status = status.as_str();
+    log::debug!(
+        "[{}] {api} {model} {version} {signature}: {status} in {:.3} ms",
+        trace.request_id.as_deref().unwrap_or_default(),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    METRICS.record_request(
+        &crate::metrics::RequestLabels {
+            protocol: "rest",
+            model,
+            version,
+            signature,
+            api,
+            status,
+        },
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+fn header_value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("0"))
+}
+
+/// A duration as milliseconds with three decimals (`12.345`), written
+/// without float formatting: it goes on every inference response.
+fn millis_value(duration: std::time::Duration) -> HeaderValue {
+    let micros = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+    let mut whole = itoa::Buffer::new();
+    let whole = whole.format(micros / 1000).as_bytes();
+    let fraction = micros % 1000;
+    let mut text = [0u8; 24];
+    text[..whole.len()].copy_from_slice(whole);
+    let digits = [
+        b'.',
+        b'0' + (fraction / 100) as u8,
+        b'0' + (fraction / 10 % 10) as u8,
+        b'0' + (fraction % 10) as u8,
+    ];
+    text[whole.len()..whole.len() + 4].copy_from_slice(&digits);
+    HeaderValue::from_bytes(&text[..whole.len() + 4]).unwrap_or_else(|_| HeaderValue::from_static("0"))
+}
+
+pub fn json(status: StatusCode, value: Value) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .body(value.to_string())
+}
+
+/// A JSON body, or TF Serving's parse error.
+pub fn body_json(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("JSON Parse error: {e}")))
+}
+
+/// A model's versions and their states, as the management APIs list them.
+pub fn versions_json(info: &ModelInfo) -> Value {
+    info.versions
+        .iter()
+        .map(|v| json!({"version": v.version.to_string(), "state": v.state.as_str(), "error": v.error.clone().unwrap_or_default()}))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_print_as_milliseconds_with_three_decimals() {
+        use std::time::Duration;
+        assert_eq!(millis_value(Duration::from_micros(12_345)), "12.345");
+        assert_eq!(millis_value(Duration::from_nanos(7_999)), "0.007");
+        assert_eq!(millis_value(Duration::from_secs(3)), "3000.000");
+    }
+}

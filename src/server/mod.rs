@@ -1,0 +1,52 @@
+//! The transport-neutral server core: the state both transports share
+//! ([`ServerState`]: the service, limits, auth, the drain), admission, auth,
+//! request ids, the drain, model management, and start-up. `http/` and
+//! `grpc/` sit on it; nothing here knows either.
+
+pub mod admission;
+pub mod auth;
+pub mod drain;
+pub mod models;
+pub mod request_id;
+pub mod start;
+
+pub use admission::{Admitted, ByteBudget, BytesHeld, InFlight};
+pub use auth::BasicAuth;
+pub use drain::{Drain, Phase};
+pub use request_id::RequestId;
+pub use start::{build_service, model_sources, StartError};
+
+use crate::service::Service;
+
+pub struct ServerState {
+    pub service: Service,
+    pub max_request_bytes: usize,
+    /// The bound on POST requests being handled at once.
+    pub in_flight: InFlight,
+    /// The model config file, for reloads over HTTP.
+    pub config_file: Option<std::path::PathBuf>,
+    /// Directories models loaded over HTTP must live in.
+    pub model_roots: Vec<std::path::PathBuf>,
+    /// Most models loaded at once (0: no limit).
+    pub max_models: usize,
+    /// Basic-auth credentials every route but liveness requires, when set.
+    pub auth: Option<BasicAuth>,
+    /// Set on SIGTERM: readiness fails and connections close after their response.
+    pub drain: Drain,
+    /// How long a request body may take to arrive (`--client_body_timeout_ms`).
+    pub body_timeout: std::time::Duration,
+    /// The bound on request-body bytes held at once (`--max_in_flight_bytes`).
+    pub body_budget: ByteBudget,
+    /// Another path the metrics answer on (`--monitoring_config_file`).
+    pub metrics_path: Option<String>,
+}
+
+impl ServerState {
+    /// Ready for traffic: every model loaded and the server not draining.
+    pub fn ready(&self) -> Result<(), String> {
+        if self.drain.is_draining() {
+            return Err("the server is shutting down".into());
+        }
+        self.service.registry.ready()
+    }
+}

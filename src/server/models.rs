@@ -1,0 +1,151 @@
+//! Model management, the one place every API that loads or unloads goes
+//! through: tfserve's management API, SageMaker's multi-model routes,
+//! KServe's repository extension and TF Serving's `HandleReloadConfigRequest`.
+//! Paths from the network are confined to `--model_roots`; `--max_models`
+//! bounds the count; loads run off the transport threads.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::ServerState;
+use crate::error::ApiError;
+use crate::model_config::{self, ModelSource};
+use crate::registry::ModelInfo;
+
+/// Every model served, with its versions' states.
+pub fn list(state: &ServerState) -> Vec<ModelInfo> {
+    state.service.registry.list()
+}
+
+/// One model's versions and states, when it is served.
+pub fn info(state: &ServerState, name: &str) -> Option<ModelInfo> {
+    list(state).into_iter().find(|m| m.name == name)
+}
+
+pub fn is_served(state: &ServerState, name: &str) -> bool {
+    state.service.registry.model_names().iter().any(|m| m == name)
+}
+
+/// Whether a directory holds numbered version directories (a servable base path).
+pub fn has_versions(base_path: &Path) -> bool {
+    crate::registry::discover_versions(base_path).is_ok_and(|v| !v.is_empty())
+}
+
+/// Resolves a path given over the network inside the configured model
+/// roots: no `..`, and after following symlinks still under a root.
+pub fn confine(state: &ServerState, path: &str, model: &str) -> Result<PathBuf, ApiError> {
+    confine_to(path, &state.model_roots, model)
+}
+
+fn confine_to(path: &str, roots: &[PathBuf], model: &str) -> Result<PathBuf, ApiError> {
+    let requested = Path::new(path);
+    if requested.components().any(|c| c == Component::ParentDir) {
+        return Err(ApiError::Forbidden(format!("path {path} may not contain '..'")));
+    }
+    let real = requested
+        .canonicalize()
+        .map_err(|_| ApiError::NotFound(format!("Could not find valid base path {path} for servable {model}")))?;
+    if roots
+        .iter()
+        .filter_map(|r| r.canonicalize().ok())
+        .any(|root| real.starts_with(root))
+    {
+        return Ok(real);
+    }
+    let roots: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    Err(ApiError::Forbidden(format!(
+        "path {path} is outside the model roots ({}; model_roots)",
+        roots.join(", ")
+    )))
+}
+
+/// Loads a model (or its new versions, when already served): its Python
+/// handler first (pip may run), so a model whose `inference.py` cannot load
+/// is not added.
+pub async fn load(state: &ServerState, source: ModelSource) -> Result<(), ApiError> {
+    let served = state.service.registry.model_names().len();
+    if state.max_models > 0 && served >= state.max_models {
+        return Err(ApiError::InsufficientStorage(format!(
+            "cannot load model {}: {served} models are loaded, the limit (max_models) is {}",
+            source.name, state.max_models
+        )));
+    }
+    let registry = state.service.registry.clone();
+    let handlers = state.service.handlers.clone();
+    off_transport(move || -> Result<(), ApiError> {
+        if registry.model_names().contains(&source.name) {
+            return Ok(registry.add_model(source)?);
+        }
+        handlers.prepare(&source.name, &source.base_path)?;
+        registry
+            .add_model(source.clone())
+            .inspect_err(|_| handlers.remove(&source.name))?;
+        Ok(())
+    })
+    .await?
+}
+
+/// Unloads every version of a model and its Python handler.
+pub async fn unload(state: &ServerState, name: String) -> Result<(), ApiError> {
+    let registry = state.service.registry.clone();
+    let handlers = state.service.handlers.clone();
+    off_transport(move || -> Result<(), ApiError> {
+        registry.remove_model(&name)?;
+        handlers.remove(&name);
+        Ok(())
+    })
+    .await?
+}
+
+/// Serves exactly these models (as a new model config does): new ones load,
+/// missing ones unload. Returns the models served after.
+pub async fn replace_all(state: &ServerState, sources: Vec<ModelSource>) -> Result<Vec<String>, ApiError> {
+    let registry = state.service.registry.clone();
+    off_transport(move || registry.sync(&sources)).await?;
+    Ok(state.service.registry.model_names())
+}
+
+/// Reads `--model_config_file` again and serves what it lists now.
+pub async fn reload_config_file(state: &ServerState) -> Result<Vec<String>, ApiError> {
+    let file = state
+        .config_file
+        .clone()
+        .ok_or_else(|| ApiError::BadRequest("no --model_config_file to reload".into()))?;
+    let sources = model_config::load(&file).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    replace_all(state, sources).await
+}
+
+/// Loading and warm-up take seconds: never on a transport's event loop.
+async fn off_transport<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("the model load failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_stay_inside_the_roots() {
+        let root = std::env::temp_dir().join(format!("tfserve-confine-{}", std::process::id()));
+        let inside = root.join("model");
+        std::fs::create_dir_all(&inside).unwrap();
+        let roots = vec![root.clone()];
+        assert_eq!(
+            confine_to(inside.to_str().unwrap(), &roots, "m").unwrap(),
+            inside.canonicalize().unwrap()
+        );
+        let dotted = format!("{}/../model", inside.display());
+        assert!(matches!(confine_to(&dotted, &roots, "m"), Err(ApiError::Forbidden(_))));
+        let outside = std::env::temp_dir();
+        assert!(matches!(
+            confine_to(outside.to_str().unwrap(), &roots, "m"),
+            Err(ApiError::Forbidden(_))
+        ));
+        assert!(matches!(
+            confine_to("/no/such/dir", &roots, "m"),
+            Err(ApiError::NotFound(_))
+        ));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,205 @@
+//! Start-up of the core: the models the settings name, the runtime, the
+//! registry, the batch threads and the service over them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::batcher::Batcher;
+use crate::python_handlers::{self, HandlerSet};
+use crate::registry::{self, discover_models, BatchingPolicy, LoadOptions, ModelSource, Registry};
+#[cfg(feature = "tensorflow")]
+use crate::runtime;
+use crate::runtime::Loader;
+use crate::service::Service;
+use crate::settings::{Settings, SettingsError};
+use crate::{model_config, tls};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Registry(#[from] registry::RegistryError),
+    #[error(transparent)]
+    ConfigFile(#[from] model_config::ConfigFileError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("cannot start batch threads: {0}")]
+    Threads(std::io::Error),
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    Handler(#[from] python_handlers::HandlerError),
+    #[error("custom op library {path}: {message}")]
+    CustomOp { path: String, message: String },
+    #[error("gRPC: {0}")]
+    Grpc(String),
+    #[error("--gpu: TensorFlow sees no GPU ({0})")]
+    NoGpu(String),
+}
+
+/// The models the settings name: none in multi-model mode, a
+/// `--model_config_file`, one `--model_base_path` (every version), or the
+/// models under `models_dir`.
+pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError> {
+    if let Some(path) = &settings.models.model_config_file {
+        return Ok(model_config::load(path)?);
+    }
+    if settings.models.multi_model {
+        return Ok(Vec::new());
+    }
+    if let Some(base_path) = &settings.models.model_base_path {
+        return Ok(vec![ModelSource::with_policy(
+            settings.models.model_name.clone(),
+            base_path.clone(),
+            settings.models.model_version_policy.policy(),
+        )]);
+    }
+    // Version directories straight inside the models directory (a SageMaker
+    // model archive) make one model, named by $SAGEMAKER_TFS_DEFAULT_MODEL_NAME or the directory.
+    if !registry::discover_versions(&settings.models.models_dir)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        let name = settings
+            .models
+            .default_model_name
+            .clone()
+            .or_else(|| {
+                settings
+                    .models
+                    .models_dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| settings.models.model_name.clone());
+        let policy = settings.models.model_version_policy.policy();
+        return Ok(vec![ModelSource::with_policy(
+            name,
+            settings.models.models_dir.clone(),
+            policy,
+        )]);
+    }
+    Ok(discover_models(
+        &settings.models.models_dir,
+        &settings.models.model_version_policy.policy(),
+    )?)
+}
+
+/// Loads every custom op library a `--custom_op_paths` list names (files, or
+/// directories whose `*.so` files load in name order), before any model.
+#[cfg(feature = "tensorflow")]
+pub fn load_custom_ops(paths: &str) -> Result<(), StartError> {
+    let failure = |path: &std::path::Path, message: String| StartError::CustomOp {
+        path: path.display().to_string(),
+        message,
+    };
+    for entry in paths.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        // Canonical, so the loader never searches LD_LIBRARY_PATH for a bare name.
+        let entry = std::path::Path::new(entry);
+        let entry = &entry
+            .canonicalize()
+            .map_err(|e| failure(entry, format!("no such file or directory ({e})")))?;
+        let libraries = if entry.is_dir() {
+            let mut found: Vec<_> = std::fs::read_dir(entry)
+                .map_err(|e| failure(entry, e.to_string()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "so"))
+                .collect();
+            found.sort();
+            found
+        } else {
+            vec![entry.to_path_buf()]
+        };
+        for library in libraries {
+            runtime::load_op_library(&library).map_err(|e| failure(&library, e.to_string()))?;
+            log::info!("loaded custom op library {}", library.display());
+        }
+    }
+    Ok(())
+}
+
+/// Loads the models and starts the batch threads: everything but the
+/// transports. `loader` is the runtime (TensorFlow's, or the mock in tests).
+pub fn build_service(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(Service, Arc<Batcher>), StartError> {
+    let (options, batcher) = load_options(settings, loader)?;
+    let registry = Arc::new(Registry::new(options));
+    let sources = model_sources(settings)?;
+    registry.sync(&sources);
+    registry.check_labels()?;
+    let handlers = Arc::new(HandlerSet::new(settings.handler_settings()));
+    for source in &sources {
+        handlers.prepare(&source.name, &source.base_path)?;
+    }
+    let synced = handlers.clone();
+    registry.on_sync(move |sources| synced.sync(sources));
+    let models = &settings.models;
+    let fs_poll = u64::try_from(models.file_system_poll_wait_seconds)
+        .ok()
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs);
+    let config_poll = models
+        .model_config_file
+        .clone()
+        .filter(|_| models.model_config_file_poll_wait_seconds > 0)
+        .map(|path| (path, Duration::from_secs(models.model_config_file_poll_wait_seconds)));
+    registry::spawn_poller(registry.clone(), fs_poll, config_poll).map_err(StartError::Threads)?;
+    let service = Service::new(
+        registry.clone(),
+        handlers,
+        Duration::from_millis(settings.http.rest_api_timeout_in_ms),
+    )
+    .with_method_name_check(models.enable_signature_method_name_check)
+    .with_default_model(models.default_model_name.clone());
+    Ok((service, batcher))
+}
+
+/// How every model loads and batches, and the batch threads that run them.
+fn load_options(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(LoadOptions, Arc<Batcher>), StartError> {
+    let (batching, params, threads) = settings.batch_plan()?;
+    let inline_limit = Duration::from_micros(settings.batching.inline_run_max_micros);
+    let batcher = Batcher::with_inline_limit(threads, inline_limit).map_err(StartError::Threads)?;
+    let session = settings.session(threads)?;
+    log::info!(
+        "{threads} batch thread(s), TensorFlow intra-op {} / inter-op {} threads; batching {}",
+        session.intra_op_parallelism,
+        session.inter_op_parallelism,
+        if batching {
+            format!("on: {params:?}")
+        } else {
+            "off".to_string()
+        }
+    );
+    let options = LoadOptions {
+        loader,
+        tags: settings.tags(),
+        session,
+        batcher: batcher.clone(),
+        batching: BatchingPolicy {
+            enabled: batching,
+            params,
+            overrides: settings.batching.model_batching.clone(),
+            unbatched_queue: settings.batching.max_queued_runs,
+        },
+        swap: settings.models.swap_policy,
+        load_timeout: match settings.models.model_load_timeout_seconds {
+            0 => None,
+            seconds => Some(Duration::from_secs(seconds)),
+        },
+    };
+    Ok((options, batcher))
+}
+
+/// The TensorFlow runtime, after the checks and libraries it needs first:
+/// `--gpu` fails when TensorFlow sees no GPU; `--custom_op_paths` load.
+#[cfg(feature = "tensorflow")]
+pub fn tensorflow_loader(settings: &Settings) -> Result<Arc<dyn Loader>, StartError> {
+    if settings.tensorflow.gpu {
+        let gpus = runtime::build_info::gpus().map_err(StartError::NoGpu)?;
+        log::info!("GPUs: {}", gpus.join(", "));
+    }
+    if let Some(paths) = &settings.tensorflow.custom_op_paths {
+        load_custom_ops(paths)?;
+    }
+    Ok(Arc::new(runtime::TensorFlowLoader))
+}
