@@ -16,6 +16,10 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
   echo "clippy is not installed; skipping lints (rustup component add clippy)" >&2
 fi
+# The library without TensorFlow: the batcher, registry, service, core and
+# every dialect on the mock runtime (no libtensorflow linked).
+cargo clippy --lib --no-default-features -- -D warnings
+cargo test --lib --no-default-features
 # Dependencies' licenses, bans and sources (deny.toml), when cargo-deny is installed.
 if cargo deny --version >/dev/null 2>&1; then
   cargo deny --offline --log-level error check licenses bans sources

@@ -16,7 +16,7 @@
 //! Beside them: [`codec`] (JSON, CSV, protobuf ⇄ typed tensors), [`tensor`] and
 //! [`signature`] (TensorFlow-free types), [`error`] (one error type, one status
 //! table), [`settings`], [`metrics`] and [`gpu_metrics`], [`warmup`],
-//! [`model_config`] and [`textproto`], [`tls`], [`imaging`], [`proto`]; and the
+//! [`model_config`] and [`textproto`], [`tls`], [`imaging`], [`proto`], [`logging`]; and the
 //! subcommands [`inspect`] and [`transform`] (batch transform).
 
 pub mod batcher;
@@ -29,6 +29,7 @@ pub mod grpc;
 pub mod http;
 pub mod imaging;
 pub mod inspect;
+pub mod logging;
 pub mod metrics;
 pub mod model_config;
 pub mod proto;

@@ -22,7 +22,9 @@ fn main() -> std::process::ExitCode {
     let start_up_output = tf_log::restore_stderr();
     let filter = tf_log::server_log_filter();
     tf_log::follow_server_level(&filter);
-    env_logger::Builder::new().parse_filters(&filter).init();
+    if let Err(error) = tfserve::logging::init(&filter) {
+        eprintln!("tfserve: cannot install the logger: {error}");
+    }
     for line in start_up_output.lines().filter(|l| !l.trim().is_empty()) {
         log::debug!(target: "tensorflow", "{line}");
     }

@@ -141,6 +141,7 @@ pub fn cors() -> actix_cors::Cors {
 pub async fn stop(server: ServerHandle, listeners: &[std::net::TcpListener], state: &ServerState) {
     server.pause().await;
     state.drain.close();
+    crate::logging::listeners_shut();
     refuse_connections(listeners);
     crate::server::drain::settle(&state.in_flight).await;
     log::info!("closing the listener; requests in flight finish");

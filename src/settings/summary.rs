@@ -1,4 +1,5 @@
-//! The effective settings as start-up logs them: one line per group, each
+//! The effective settings as start-up logs them: one line per group (the
+//! logger indents them under its `effective settings:` line), each
 //! `key=value` as the flag is spelled, unset ones left out, secrets masked.
 
 use serde::Serialize;
@@ -20,7 +21,7 @@ impl Settings {
         ];
         let lines: Vec<String> = groups
             .iter()
-            .map(|(name, value)| format!("  {name}: {}", line(value)))
+            .map(|(name, value)| format!("{name}: {}", line(value)))
             .collect();
         lines.join("\n")
     }
@@ -62,7 +63,10 @@ mod tests {
         settings.security.auth_password = Some(super::super::Secret("hunter2".into()));
         let summary = settings.summary();
         assert_eq!(summary.lines().count(), 7, "{summary}");
-        assert!(summary.lines().all(|l| l.starts_with("  ")), "{summary}");
+        assert!(
+            summary.lines().next().is_some_and(|l| l.starts_with("http: ")),
+            "{summary}"
+        );
         assert!(summary.contains("auth_password=***"), "{summary}");
         assert!(!summary.contains("hunter2"), "{summary}");
         assert!(summary.contains("rest_api_timeout_in_ms="), "{summary}");
