@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 use tfserve::codec::decode::{decode_csv, decode_instance_list, decode_instance_values};
-use tfserve::dialects::sagemaker::payload::{read_payload, takes_scalar_instances, Instances, Payload};
+use tfserve::codec::payload::{read_payload, takes_scalar_instances, Instances, Payload};
 use tfserve::dialects::sagemaker::CustomAttributes;
 use tfserve::signature::SignatureSpec;
 
