@@ -4,13 +4,13 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use actix_web::web;
 
 use crate::batcher::Batcher;
 use crate::runtime::Loader;
-use crate::server::{build_service, BasicAuth, ByteBudget, Drain, InFlight, ServerState, StartError};
+use crate::server::{build_service, ServerState, StartError};
 use crate::settings::Settings;
 use crate::{grpc, http};
 
@@ -56,19 +56,7 @@ pub fn start_with(settings: &Settings, loader: Arc<dyn Loader>) -> Result<Runnin
         (true, Some(user), Some(password)) => Some((user.as_str(), password.0.as_str())),
         _ => None,
     };
-    let state = web::Data::new(ServerState {
-        service,
-        max_request_bytes: settings.http.max_request_bytes,
-        in_flight: InFlight::new(settings.http.max_in_flight_requests),
-        config_file: settings.models.model_config_file.clone(),
-        model_roots: settings.roots(),
-        max_models: settings.models.max_models,
-        auth: credentials.map(|(user, password)| BasicAuth::new(user, password)),
-        drain: Drain::default(),
-        body_timeout: Duration::from_millis(settings.http.client_body_timeout_ms),
-        body_budget: ByteBudget::new(settings.http.max_in_flight_bytes),
-        metrics_path: settings.metrics_path()?,
-    });
+    let state = web::Data::new(ServerState::new(settings, service)?);
     let grpc = grpc::start(settings, state.clone().into_inner())?;
     handlers.set_grpc_address(grpc.addr);
     let (server, scheme, public, listeners) = http::serve(settings, state.clone(), |rest| {
@@ -109,7 +97,7 @@ pub fn run(settings: &Settings) -> Result<(), StartError> {
         let mut running = start(settings)?;
         grpc = running.grpc.take();
         batcher = Some(running.batcher.clone());
-        let drain_timeout = Duration::from_secs_f64(settings.http.drain_timeout);
+        let drain_timeout = std::time::Duration::from_secs_f64(settings.http.drain_timeout);
         let listeners = std::mem::take(&mut running.listeners);
         let handle = running.server.handle();
         let state = running.state.clone();

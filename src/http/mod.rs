@@ -41,3 +41,6 @@ async fn fallback(req: HttpRequest, payload: web::Payload, state: web::Data<Serv
     let error = ApiError::NotFound(format!("Not found: {} {}", req.method(), req.path()));
     error_response(error.status(), &error.to_string())
 }
+
+#[cfg(test)]
+mod tests;

@@ -16,7 +16,10 @@ pub use drain::{Drain, Phase};
 pub use request_id::RequestId;
 pub use start::{build_service, model_sources, StartError};
 
+use std::time::Duration;
+
 use crate::service::Service;
+use crate::settings::Settings;
 
 pub struct ServerState {
     pub service: Service,
@@ -42,6 +45,28 @@ pub struct ServerState {
 }
 
 impl ServerState {
+    /// The state over a service, with the limits, auth and paths the settings give.
+    pub fn new(settings: &Settings, service: Service) -> Result<ServerState, StartError> {
+        let security = &settings.security;
+        let auth = match (security.enable_auth, &security.auth_username, &security.auth_password) {
+            (true, Some(user), Some(password)) => Some(BasicAuth::new(user, &password.0)),
+            _ => None,
+        };
+        Ok(ServerState {
+            service,
+            max_request_bytes: settings.http.max_request_bytes,
+            in_flight: InFlight::new(settings.http.max_in_flight_requests),
+            config_file: settings.models.model_config_file.clone(),
+            model_roots: settings.roots(),
+            max_models: settings.models.max_models,
+            auth,
+            drain: Drain::default(),
+            body_timeout: Duration::from_millis(settings.http.client_body_timeout_ms),
+            body_budget: ByteBudget::new(settings.http.max_in_flight_bytes),
+            metrics_path: settings.metrics_path()?,
+        })
+    }
+
     /// Ready for traffic: every model loaded and the server not draining.
     pub fn ready(&self) -> Result<(), String> {
         if self.drain.is_draining() {
