@@ -7,6 +7,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::signature::{SignatureSpec, TensorSpec};
+use crate::status::{Code, HasCode};
 use crate::tensor::{DType, Tensor, TensorData};
 
 /// What a string image input takes: the encoded file as it is, or as URL-safe
@@ -53,6 +54,12 @@ pub enum ImageError {
     /// One file could not be used.
     #[error("image '{file}': {message}")]
     File { file: String, message: String },
+}
+
+impl HasCode for ImageError {
+    fn code(&self) -> Code {
+        Code::InvalidArgument
+    }
 }
 
 /// How files become the input tensor.

@@ -14,8 +14,8 @@
 //! | runtime | [`runtime`]: TensorFlow behind the `Loader`/`Model` traits (the mock in tests) |
 //!
 //! Beside them: [`codec`] (JSON, CSV, protobuf ⇄ typed tensors), [`tensor`] and
-//! [`signature`] (TensorFlow-free types), [`error`] (one error type, one status
-//! table), [`settings`], [`metrics`] and [`gpu_metrics`], [`warmup`],
+//! [`signature`] (TensorFlow-free types), [`status`] (the one code enum and
+//! its HTTP and gRPC table), [`error`] (the request-level error), [`settings`], [`metrics`] and [`gpu_metrics`], [`warmup`],
 //! [`model_config`] and [`textproto`], [`tls`], [`imaging`], [`proto`], [`logging`]; and the
 //! subcommands [`inspect`] and [`transform`] (batch transform).
 
@@ -41,6 +41,7 @@ pub mod server;
 pub mod service;
 pub mod settings;
 pub mod signature;
+pub mod status;
 pub mod tensor;
 pub mod textproto;
 pub mod tls;

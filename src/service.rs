@@ -285,7 +285,10 @@ pub(crate) async fn off_worker<T: Send + 'static>(
 /// How often a waiting request checks that its client is still connected.
 const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
+mod tfs_error;
 pub mod tfs_json;
+
+pub use tfs_error::TfsError;
 
 #[cfg(test)]
 mod tests;

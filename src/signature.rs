@@ -50,6 +50,14 @@ impl SignatureSpec {
         self.inputs.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(",")
     }
 
+    pub fn output_names(&self) -> String {
+        self.outputs
+            .iter()
+            .map(|s| s.key.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     pub fn sort(&mut self) {
         self.inputs.sort_by(|a, b| a.key.cmp(&b.key));
         self.outputs.sort_by(|a, b| a.key.cmp(&b.key));

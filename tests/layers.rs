@@ -98,3 +98,20 @@ fn the_check_sees_imports_and_skips_comments() {
         .collect();
     assert_eq!(found, expected);
 }
+
+/// Every layer uses the code table, so it may use nothing of theirs; and the
+/// request error wraps the layers' errors but no dialect's or transport's
+/// (dialects bring their own through `RequestError`).
+#[test]
+fn the_status_table_stands_alone_and_the_error_type_names_no_dialect() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let status = std::fs::read_to_string(root.join("status.rs")).unwrap();
+    assert_eq!(imports(&status), BTreeSet::new(), "status.rs imports from the crate");
+    let error = std::fs::read_to_string(root.join("error.rs")).unwrap();
+    let named: Vec<String> = imports(&error)
+        .into_iter()
+        .map(|(module, _)| module)
+        .filter(|module| ["dialects", "http", "grpc", "call", "server", "serve"].contains(&module.as_str()))
+        .collect();
+    assert!(named.is_empty(), "error.rs names {named:?}");
+}

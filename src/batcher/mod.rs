@@ -27,6 +27,7 @@ use reply::{Gather, GatherState, Reply};
 
 use crate::metrics::QueueMetrics;
 use crate::runtime::RuntimeError;
+use crate::status::{Code, HasCode};
 use crate::tensor::Tensor;
 
 /// Runs one assembled batch; implemented over a loaded model's signature.
@@ -60,6 +61,17 @@ pub enum BatchError {
     Split(String),
     #[error("server is shutting down")]
     ShuttingDown,
+}
+
+impl HasCode for BatchError {
+    fn code(&self) -> Code {
+        match self {
+            BatchError::QueueFull { .. } | BatchError::ShuttingDown => Code::Unavailable,
+            BatchError::TooLarge { .. } | BatchError::Inputs(_) => Code::InvalidArgument,
+            BatchError::Run(error) => error.code(),
+            BatchError::Split(_) => Code::Internal,
+        }
+    }
 }
 
 type ReplyResult = Result<BatchOutput, BatchError>;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::runtime::StatusCode;
+use crate::status::Code;
 use crate::tensor::TensorData;
 
 /// Adds 1 to every float it gets and records the input shapes of every run.
@@ -42,7 +42,7 @@ impl Runner for Recorder {
         std::thread::sleep(self.delay);
         if *self.fail.lock().unwrap() {
             return Err(RuntimeError::Run {
-                code: StatusCode::InvalidArgument,
+                code: Code::InvalidArgument,
                 message: "scripted failure".into(),
             });
         }

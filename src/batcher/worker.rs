@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use super::queue::{self, Task};
 use super::reply::Reply;
 use super::{assemble, BatchError, BatchOutput, BatchParams, ReplyResult, Runner, Shared, Work};
-use crate::error::panic_message;
 use crate::runtime::RuntimeError;
+use crate::status::{panic_message, Code};
 use crate::tensor::Tensor;
 
 pub(super) fn worker(shared: &Shared) {
@@ -122,7 +122,7 @@ fn run_guarded(runner: &dyn Runner, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, 
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run(inputs))).unwrap_or_else(|panic| {
         crate::metrics::METRICS.panics.with_label_values(&["batch"]).inc();
         Err(RuntimeError::Run {
-            code: crate::runtime::StatusCode::Internal,
+            code: Code::Internal,
             message: format!("the model's run panicked: {}", panic_message(panic.as_ref())),
         })
     })

@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
 
-use crate::error::{grpc_code, ApiError, Code};
+use crate::error::ApiError;
 use crate::metrics::{RequestLabels, METRICS};
 use crate::server::{Admitted, RequestId, ServerState};
 use crate::service::Trace;
+use crate::status::{grpc_code, Code};
 
 /// One gRPC call in progress.
 pub struct Call<'a> {

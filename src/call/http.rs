@@ -245,7 +245,7 @@ pub fn json(status: StatusCode, value: Value) -> HttpResponse {
 
 /// A JSON body, or TF Serving's parse error.
 pub fn body_json(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("JSON Parse error: {e}")))
+    serde_json::from_slice(body).map_err(ApiError::JsonParse)
 }
 
 /// A model's versions and their states, as the management APIs list them.

@@ -14,6 +14,8 @@ pub mod tensor_proto;
 
 pub use decode::{PredictEnvelope, RequestFormat};
 
+use crate::status::{Code, HasCode};
+
 /// A request body that cannot become tensors, or outputs that cannot become JSON.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum CodecError {
@@ -26,6 +28,15 @@ pub enum CodecError {
     /// A dtype JSON cannot carry (half, bfloat16, complex, ...).
     #[error("{0}")]
     Unimplemented(String),
+}
+
+impl HasCode for CodecError {
+    fn code(&self) -> Code {
+        match self {
+            CodecError::JsonParse(_) | CodecError::Invalid(_) => Code::InvalidArgument,
+            CodecError::Unimplemented(_) => Code::Unimplemented,
+        }
+    }
 }
 
 impl CodecError {

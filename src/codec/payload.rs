@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use crate::signature::SignatureSpec;
+use crate::status::{Code, HasCode};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConvertError {
@@ -15,6 +16,15 @@ pub enum ConvertError {
     UnsupportedMediaType(String),
     #[error("{0}")]
     Invalid(String),
+}
+
+impl HasCode for ConvertError {
+    fn code(&self) -> Code {
+        match self {
+            ConvertError::UnsupportedMediaType(_) => Code::UnsupportedMediaType,
+            ConvertError::Invalid(_) => Code::InvalidArgument,
+        }
+    }
 }
 
 /// The media type without parameters (`text/csv; charset=utf-8` → `text/csv`).

@@ -38,7 +38,10 @@ async fn fallback(req: HttpRequest, payload: web::Payload, state: web::Data<Serv
     if req.method() == actix_web::http::Method::GET && state.metrics_path.as_deref() == Some(req.path()) {
         return routes::metrics(state).await;
     }
-    let error = ApiError::NotFound(format!("Not found: {} {}", req.method(), req.path()));
+    let error = ApiError::RouteNotFound {
+        method: req.method().to_string(),
+        path: req.path().to_string(),
+    };
     error_response(error.status(), &error.to_string())
 }
 

@@ -5,7 +5,8 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 
-use crate::error::{error_response, panic_message};
+use crate::error::error_response;
+use crate::status::panic_message;
 
 /// A request whose handling panicked; actix answers it with this error's response.
 #[derive(Debug, thiserror::Error)]

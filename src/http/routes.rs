@@ -102,5 +102,8 @@ pub async fn tfserve_api(
         let names = models::reload_config_file(state).await?;
         return Ok(json(StatusCode::OK, json!({"models": names})));
     }
-    Err(ApiError::NotFound(format!("Not found: {method} {path}")))
+    Err(ApiError::RouteNotFound {
+        method: method.to_string(),
+        path: path.to_string(),
+    })
 }

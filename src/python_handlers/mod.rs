@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
+use crate::status::{Code, HasCode};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
 /// Where handlers come from and how the Python workers run them.
@@ -68,6 +69,17 @@ pub enum HandlerError {
     Stopped,
     #[error("request timed out after {0} ms (rest_api_timeout_in_ms)")]
     Timeout(u64),
+}
+
+impl HasCode for HandlerError {
+    fn code(&self) -> Code {
+        match self {
+            HandlerError::Raised { status, .. } => Code::Handler(*status),
+            HandlerError::Load { .. } => Code::Internal,
+            HandlerError::QueueFull(_) | HandlerError::Stopped => Code::Unavailable,
+            HandlerError::Timeout(_) => Code::DeadlineExceeded,
+        }
+    }
 }
 
 /// The error of a handler chain's model step: the caller's own type, so this

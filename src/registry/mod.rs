@@ -6,6 +6,7 @@
 mod discover;
 mod servable;
 
+use crate::status::{Code, HasCode};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -95,6 +96,18 @@ pub enum RegistryError {
         path: String,
         message: String,
     },
+}
+
+impl HasCode for RegistryError {
+    fn code(&self) -> Code {
+        match self {
+            RegistryError::NotFound(_) | RegistryError::UnknownModel(_) => Code::NotFound,
+            // TF Serving's InvalidArgument: a label is checked like the rest of the request.
+            RegistryError::UnknownLabel(_) | RegistryError::LoadFailed { .. } => Code::InvalidArgument,
+            RegistryError::BadBasePath { .. } | RegistryError::LabelTarget { .. } => Code::Internal,
+            RegistryError::AlreadyLoaded(_) => Code::AlreadyExists,
+        }
+    }
 }
 
 /// How long an unloading version waits for its in-flight requests.

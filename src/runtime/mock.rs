@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Loader, Model, RuntimeError, SessionConfig, StatusCode};
+use super::{Loader, Model, RuntimeError, SessionConfig};
 use crate::signature::{SignatureSpec, TensorSpec, DEFAULT_SIGNATURE, PREDICT_METHOD};
+use crate::status::Code;
 use crate::tensor::{DType, Tensor, TensorData};
 
 type RunFn = dyn Fn(&str, Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> + Send + Sync;
@@ -111,7 +112,7 @@ pub fn float_signature(name: &str, inputs: &[&str], outputs: &[&str]) -> Signatu
 
 pub fn invalid(message: &str) -> RuntimeError {
     RuntimeError::Run {
-        code: StatusCode::InvalidArgument,
+        code: Code::InvalidArgument,
         message: message.to_string(),
     }
 }
@@ -169,7 +170,7 @@ impl Loader for MockLoader {
                     let mut x = inputs.into_iter().next().ok_or_else(|| invalid("no input"))?;
                     if x.shape.first().is_some_and(|&rows| rows > limit) {
                         return Err(RuntimeError::Run {
-                            code: StatusCode::ResourceExhausted,
+                            code: Code::ResourceExhausted,
                             message: format!(
                                 "OOM when allocating tensor with shape[{},1000] on /job:localhost/replica:0/task:0/device:GPU:0",
                                 x.shape[0]

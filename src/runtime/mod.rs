@@ -23,6 +23,7 @@ pub use session_config::SessionConfig;
 pub use tf::{load_op_library, LoadedModel, TensorFlowLoader};
 
 use crate::signature::SignatureSpec;
+use crate::status::{Code, HasCode};
 use crate::tensor::Tensor;
 
 /// A loaded model whose signatures can run: a TensorFlow session in the
@@ -52,31 +53,26 @@ pub trait Loader: Send + Sync {
     fn load(&self, dir: &Path, tags: &[String], session: &SessionConfig) -> Result<Arc<dyn Model>, RuntimeError>;
 }
 
-/// TensorFlow's status codes, as far as callers need to tell them apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StatusCode {
-    Cancelled,
-    InvalidArgument,
-    DeadlineExceeded,
-    NotFound,
-    AlreadyExists,
-    PermissionDenied,
-    ResourceExhausted,
-    FailedPrecondition,
-    Aborted,
-    OutOfRange,
-    Unimplemented,
-    Unavailable,
-    Unauthenticated,
-    Internal,
-}
-
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("failed to load SavedModel from {path}: {message}")]
     Load { path: String, message: String },
     #[error("{message}")]
-    Run { code: StatusCode, message: String },
+    Run { code: Code, message: String },
     #[error("signature '{0}' is not loaded")]
     UnknownSignature(String),
+}
+
+impl HasCode for RuntimeError {
+    fn code(&self) -> Code {
+        match self {
+            RuntimeError::Run {
+                code: Code::ResourceExhausted,
+                ..
+            } => Code::OutOfMemory,
+            RuntimeError::Run { code, .. } => *code,
+            RuntimeError::UnknownSignature(_) => Code::NotFound,
+            RuntimeError::Load { .. } => Code::Internal,
+        }
+    }
 }

@@ -5,11 +5,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tensorflow as tfr;
-use tensorflow::{Code, DataType, Graph, Operation, SavedModelBundle, Session, SessionOptions, SessionRunArgs};
+use tensorflow::{
+    Code as TfCode, DataType, Graph, Operation, SavedModelBundle, Session, SessionOptions, SessionRunArgs,
+};
 
 use super::bytes::ByteString;
-use super::{Loader, Model, RuntimeError, SessionConfig, StatusCode};
+use super::{Loader, Model, RuntimeError, SessionConfig};
 use crate::signature::{split_tensor_name, SignatureSpec, TensorSpec, INIT_OP_SIGNATURE};
+use crate::status::Code;
 use crate::tensor::{DType, Tensor, TensorData};
 
 /// A signature with its graph endpoints resolved once at load time.
@@ -235,20 +238,20 @@ fn dtype_of(dtype: DataType) -> DType {
 
 fn run_error(status: tfr::Status) -> RuntimeError {
     let code = match status.code() {
-        Code::Cancelled => StatusCode::Cancelled,
-        Code::InvalidArgument => StatusCode::InvalidArgument,
-        Code::DeadlineExceeded => StatusCode::DeadlineExceeded,
-        Code::NotFound => StatusCode::NotFound,
-        Code::AlreadyExists => StatusCode::AlreadyExists,
-        Code::PermissionDenied => StatusCode::PermissionDenied,
-        Code::ResourceExhausted => StatusCode::ResourceExhausted,
-        Code::FailedPrecondition => StatusCode::FailedPrecondition,
-        Code::Aborted => StatusCode::Aborted,
-        Code::OutOfRange => StatusCode::OutOfRange,
-        Code::Unimplemented => StatusCode::Unimplemented,
-        Code::Unavailable => StatusCode::Unavailable,
-        Code::Unauthenticated => StatusCode::Unauthenticated,
-        _ => StatusCode::Internal,
+        TfCode::Cancelled => Code::Cancelled,
+        TfCode::InvalidArgument => Code::InvalidArgument,
+        TfCode::DeadlineExceeded => Code::DeadlineExceeded,
+        TfCode::NotFound => Code::NotFound,
+        TfCode::AlreadyExists => Code::AlreadyExists,
+        TfCode::PermissionDenied => Code::PermissionDenied,
+        TfCode::ResourceExhausted => Code::ResourceExhausted,
+        TfCode::FailedPrecondition => Code::FailedPrecondition,
+        TfCode::Aborted => Code::Aborted,
+        TfCode::OutOfRange => Code::OutOfRange,
+        TfCode::Unimplemented => Code::Unimplemented,
+        TfCode::Unavailable => Code::Unavailable,
+        TfCode::Unauthenticated => Code::Unauthenticated,
+        _ => Code::Internal,
     };
     let message = status_message(&status);
     RuntimeError::Run { code, message }
@@ -263,7 +266,7 @@ fn status_message(status: &tfr::Status) -> String {
 
 fn internal(message: String) -> RuntimeError {
     RuntimeError::Run {
-        code: StatusCode::Internal,
+        code: Code::Internal,
         message,
     }
 }
@@ -373,7 +376,7 @@ fn fetch(
         }
         other => {
             return Err(RuntimeError::Run {
-                code: StatusCode::Unimplemented,
+                code: Code::Unimplemented,
                 message: format!("output '{key}' has dtype {other}, which JSON responses cannot carry"),
             })
         }

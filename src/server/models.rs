@@ -10,6 +10,43 @@ use super::ServerState;
 use crate::error::ApiError;
 use crate::model_config::{self, ModelSource};
 use crate::registry::ModelInfo;
+use crate::status::{Code, HasCode};
+
+/// Why a model could not be loaded, unloaded or found, in the words TF
+/// Serving and the SageMaker container use where they have them.
+#[derive(Debug, thiserror::Error)]
+pub enum ManageError {
+    #[error("path {0} may not contain '..'")]
+    ParentInPath(String),
+    #[error("Could not find valid base path {path} for servable {model}")]
+    NoBasePath { path: String, model: String },
+    #[error("path {path} is outside the model roots ({roots}; model_roots)")]
+    OutsideRoots { path: String, roots: String },
+    #[error("cannot load model {model}: {served} models are loaded, the limit (max_models) is {limit}")]
+    TooManyModels { model: String, served: usize, limit: usize },
+    #[error("no --model_config_file to reload")]
+    NoConfigFile,
+    #[error("the model load failed: {0}")]
+    TaskFailed(String),
+}
+
+impl HasCode for ManageError {
+    fn code(&self) -> Code {
+        match self {
+            ManageError::ParentInPath(_) | ManageError::OutsideRoots { .. } => Code::PermissionDenied,
+            ManageError::NoBasePath { .. } => Code::NotFound,
+            ManageError::TooManyModels { .. } => Code::InsufficientStorage,
+            ManageError::NoConfigFile => Code::InvalidArgument,
+            ManageError::TaskFailed(_) => Code::Internal,
+        }
+    }
+}
+
+impl From<ManageError> for ApiError {
+    fn from(error: ManageError) -> ApiError {
+        ApiError::Request(Box::new(error))
+    }
+}
 
 /// Every model served, with its versions' states.
 pub fn list(state: &ServerState) -> Vec<ModelInfo> {
@@ -33,17 +70,18 @@ pub fn has_versions(base_path: &Path) -> bool {
 /// Resolves a path given over the network inside the configured model
 /// roots: no `..`, and after following symlinks still under a root.
 pub fn confine(state: &ServerState, path: &str, model: &str) -> Result<PathBuf, ApiError> {
-    confine_to(path, &state.model_roots, model)
+    Ok(confine_to(path, &state.model_roots, model)?)
 }
 
-fn confine_to(path: &str, roots: &[PathBuf], model: &str) -> Result<PathBuf, ApiError> {
+fn confine_to(path: &str, roots: &[PathBuf], model: &str) -> Result<PathBuf, ManageError> {
     let requested = Path::new(path);
     if requested.components().any(|c| c == Component::ParentDir) {
-        return Err(ApiError::Forbidden(format!("path {path} may not contain '..'")));
+        return Err(ManageError::ParentInPath(path.to_string()));
     }
-    let real = requested
-        .canonicalize()
-        .map_err(|_| ApiError::NotFound(format!("Could not find valid base path {path} for servable {model}")))?;
+    let real = requested.canonicalize().map_err(|_| ManageError::NoBasePath {
+        path: path.to_string(),
+        model: model.to_string(),
+    })?;
     if roots
         .iter()
         .filter_map(|r| r.canonicalize().ok())
@@ -52,10 +90,10 @@ fn confine_to(path: &str, roots: &[PathBuf], model: &str) -> Result<PathBuf, Api
         return Ok(real);
     }
     let roots: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
-    Err(ApiError::Forbidden(format!(
-        "path {path} is outside the model roots ({}; model_roots)",
-        roots.join(", ")
-    )))
+    Err(ManageError::OutsideRoots {
+        path: path.to_string(),
+        roots: roots.join(", "),
+    })
 }
 
 /// Loads a model (or its new versions, when already served): its Python
@@ -64,10 +102,12 @@ fn confine_to(path: &str, roots: &[PathBuf], model: &str) -> Result<PathBuf, Api
 pub async fn load(state: &ServerState, source: ModelSource) -> Result<(), ApiError> {
     let served = state.service.registry.model_names().len();
     if state.max_models > 0 && served >= state.max_models {
-        return Err(ApiError::InsufficientStorage(format!(
-            "cannot load model {}: {served} models are loaded, the limit (max_models) is {}",
-            source.name, state.max_models
-        )));
+        return Err(ManageError::TooManyModels {
+            model: source.name,
+            served,
+            limit: state.max_models,
+        }
+        .into());
     }
     let registry = state.service.registry.clone();
     let handlers = state.service.handlers.clone();
@@ -106,10 +146,7 @@ pub async fn replace_all(state: &ServerState, sources: Vec<ModelSource>) -> Resu
 
 /// Reads `--model_config_file` again and serves what it lists now.
 pub async fn reload_config_file(state: &ServerState) -> Result<Vec<String>, ApiError> {
-    let file = state
-        .config_file
-        .clone()
-        .ok_or_else(|| ApiError::BadRequest("no --model_config_file to reload".into()))?;
+    let file = state.config_file.clone().ok_or(ManageError::NoConfigFile)?;
     let sources = model_config::load(&file).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     replace_all(state, sources).await
 }
@@ -118,7 +155,7 @@ pub async fn reload_config_file(state: &ServerState) -> Result<Vec<String>, ApiE
 async fn off_transport<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| ApiError::Internal(format!("the model load failed: {e}")))
+        .map_err(|e| ManageError::TaskFailed(e.to_string()).into())
 }
 
 #[cfg(test)]
@@ -136,15 +173,18 @@ mod tests {
             inside.canonicalize().unwrap()
         );
         let dotted = format!("{}/../model", inside.display());
-        assert!(matches!(confine_to(&dotted, &roots, "m"), Err(ApiError::Forbidden(_))));
+        assert!(matches!(
+            confine_to(&dotted, &roots, "m"),
+            Err(ManageError::ParentInPath(_))
+        ));
         let outside = std::env::temp_dir();
         assert!(matches!(
             confine_to(outside.to_str().unwrap(), &roots, "m"),
-            Err(ApiError::Forbidden(_))
+            Err(ManageError::OutsideRoots { .. })
         ));
         assert!(matches!(
             confine_to("/no/such/dir", &roots, "m"),
-            Err(ApiError::NotFound(_))
+            Err(ManageError::NoBasePath { .. })
         ));
         std::fs::remove_dir_all(&root).unwrap();
     }

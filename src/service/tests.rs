@@ -119,7 +119,7 @@ fn running_out_of_memory_answers_503_and_the_next_request_runs() {
     )
     .unwrap_err();
     assert_eq!(error.status().as_u16(), 503, "{error}");
-    assert_eq!(crate::error::grpc_code(error.code()), tonic::Code::ResourceExhausted);
+    assert_eq!(crate::status::grpc_code(error.code()), tonic::Code::ResourceExhausted);
     assert!(error.to_string().contains("OOM"), "{error}");
     let rows = predict(&service, VersionSelector::Latest, r#"{"instances": [1.0, 2.0]}"#).unwrap();
     assert_eq!(rows, json!({"predictions": [3.0, 4.0]}));

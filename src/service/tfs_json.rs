@@ -10,8 +10,8 @@ use serde_json::{json, Map, Value};
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
 use crate::codec::{PredictEnvelope, RequestFormat};
 use crate::error::ApiError;
-use crate::service::VersionSelector;
 use crate::service::{decode_body, Service, Trace};
+use crate::service::{TfsError, VersionSelector};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::{DType, Tensor};
 
@@ -56,9 +56,7 @@ pub async fn classify_or_regress(
     let request = ExamplesRequest::parse(&body)?;
     let signature = Service::signature(&servable, request.signature_name.as_deref()).map_err(|error| match error {
         // The classifier's and regressor's wording (GetClassificationSignatureDef).
-        ApiError::SignatureNotFound(name) => {
-            ApiError::BadRequest(format!("No signature was found with the name: {name}"))
-        }
+        ApiError::SignatureNotFound(name) => TfsError::NoSignatureNamed(name).into(),
         other => other,
     })?;
     trace.resolved(&servable, &signature);
@@ -69,12 +67,11 @@ pub async fn classify_or_regress(
     if method == CLASSIFY_METHOD {
         let (classes, scores) = (find("classes"), find("scores"));
         if classes.is_none() && scores.is_none() {
-            return Err(ApiError::BadRequest(format!(
-                "Expected classification signature outputs to contain at least one of \"classes\" or \"scores\". \
-                 Signature '{}' has outputs: {}",
-                signature.name,
-                output_names(&signature)
-            )));
+            return Err(TfsError::NoClassifyOutputs {
+                signature: signature.name.clone(),
+                outputs: signature.output_names(),
+            }
+            .into());
         }
         return Ok(classify_response(classes, scores)?);
     }
@@ -84,11 +81,10 @@ pub async fn classify_or_regress(
         _ => None,
     });
     let values = values.ok_or_else(|| {
-        ApiError::BadRequest(format!(
-            "No regression outputs found in SignatureDef '{}': expected an output named 'outputs', found: {}",
-            signature.name,
-            output_names(&signature)
-        ))
+        ApiError::from(TfsError::NoRegressOutputs {
+            signature: signature.name.clone(),
+            outputs: signature.output_names(),
+        })
     })?;
     Ok(regress_response(values)?)
 }
@@ -108,25 +104,30 @@ pub(crate) fn check_examples_signature(
         "regression"
     };
     if check_method && signature.method_name != method {
-        return Err(ApiError::BadRequest(format!(
-            "Expected {kind} signature method_name to be {method}. Was: {}",
-            signature.method_name
-        )));
+        return Err(TfsError::MethodName {
+            kind,
+            method: method.to_string(),
+            was: signature.method_name.clone(),
+        }
+        .into());
     }
     let [examples_input] = signature.inputs.as_slice() else {
-        return Err(ApiError::BadRequest(format!(
-            "Expected one input Tensor. Signature '{}' of the {kind} request has inputs: {}",
-            signature.name,
-            signature.input_names()
-        )));
+        return Err(TfsError::NotOneInput {
+            signature: signature.name.clone(),
+            kind,
+            inputs: signature.input_names(),
+        }
+        .into());
     };
     // A lone string input under another key can only mean serialized examples.
     if examples_input.key != "inputs" && examples_input.dtype != DType::String {
-        return Err(ApiError::BadRequest(format!(
-            "No {kind} inputs found in SignatureDef '{}': classify and regress feed serialized tf.Examples \
-             to one string input keyed 'inputs', and its input is '{}' ({})",
-            signature.name, examples_input.key, examples_input.dtype
-        )));
+        return Err(TfsError::NoExamplesInput {
+            kind,
+            signature: signature.name.clone(),
+            input: examples_input.key.clone(),
+            dtype: examples_input.dtype.to_string(),
+        }
+        .into());
     }
     Ok(())
 }
@@ -169,15 +170,6 @@ pub fn model_metadata(service: &Service, model: &str, selector: &VersionSelector
         "model_spec": { "name": model, "signature_name": "", "version": servable.version.to_string() },
         "metadata": { "signature_def": { "signature_def": defs } }
     }))
-}
-
-fn output_names(signature: &SignatureSpec) -> String {
-    signature
-        .outputs
-        .iter()
-        .map(|s| s.key.as_str())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 fn tensor_map(specs: &[TensorSpec]) -> Value {

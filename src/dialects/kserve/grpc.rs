@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures_util::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::Input;
+use super::{Input, OipError};
 use crate::call::grpc::{status_of, Call};
 use crate::error::ApiError;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceService;
@@ -233,22 +233,22 @@ pub fn decode_inputs(
     model: &str,
 ) -> Result<Vec<Input>, ApiError> {
     if !raw.is_empty() && raw.len() != tensors.len() {
-        return Err(ApiError::BadRequest(format!(
-            "expected {} raw_input_contents, one per input, got {}",
-            tensors.len(),
-            raw.len()
-        )));
+        return Err(OipError::RawContentsCount {
+            inputs: tensors.len(),
+            got: raw.len(),
+        }
+        .into());
     }
     tensors
         .into_iter()
         .enumerate()
         .map(|(i, input)| {
             if !raw.is_empty() && input.contents.is_some() {
-                // Triton's words (infer_handler.cc); KServe refuses the same request.
-                return Err(ApiError::BadRequest(format!(
-                    "contents field must not be specified when using raw_input_contents for '{}' for model '{model}'",
-                    input.name
-                )));
+                return Err(OipError::ContentsBesideRaw {
+                    input: input.name,
+                    model: model.to_string(),
+                }
+                .into());
             }
             let tensor = match raw.get(i) {
                 Some(bytes) => super::from_raw(&input.name, &input.datatype, &input.shape, bytes)?,
@@ -267,10 +267,11 @@ fn from_contents(input: &InferInputTensor) -> Result<Tensor, ApiError> {
     let dtype = super::known_dtype(&input.name, &input.datatype)?;
     let contents = input.contents.clone().unwrap_or_default();
     let out_of_range = |v: &dyn std::fmt::Display| {
-        ApiError::BadRequest(format!(
-            "input '{}': {v} is out of range for {}",
-            input.name, input.datatype
-        ))
+        ApiError::from(OipError::OutOfRange {
+            input: input.name.clone(),
+            value: v.to_string(),
+            datatype: input.datatype.clone(),
+        })
     };
     macro_rules! convert {
         ($variant:ident, $t:ty, $field:ident) => {
@@ -297,11 +298,11 @@ fn from_contents(input: &InferInputTensor) -> Result<Tensor, ApiError> {
         DType::Double => TensorData::Double(contents.fp64_contents),
         DType::String => TensorData::String(contents.bytes_contents),
         other => {
-            return Err(ApiError::BadRequest(format!(
-                "input '{}': datatype {} is not supported",
-                input.name,
-                super::datatype(other)
-            )))
+            return Err(OipError::UnsupportedDatatype {
+                input: input.name.clone(),
+                datatype: super::datatype(other),
+            }
+            .into())
         }
     };
     let shape = super::shape_of(&input.name, &input.shape, Some(data.len()))?;

@@ -2,12 +2,15 @@
 //! (`grpc`): datatypes, raw tensor bytes, model metadata and inference on the
 //! service core, shared by both.
 
+mod error;
 pub mod grpc;
 pub mod repository;
 pub mod rest;
 mod values;
 
 use std::sync::Arc;
+
+pub use error::OipError;
 
 use crate::error::ApiError;
 use crate::service::{Servable, VersionSelector, VersionState};
@@ -75,7 +78,7 @@ pub fn selector(version: &str) -> Result<VersionSelector, ApiError> {
     version
         .parse()
         .map(VersionSelector::Specific)
-        .map_err(|_| ApiError::BadRequest(format!("model version '{version}' is not a version number")))
+        .map_err(|_| OipError::NotAVersion(version.to_string()).into())
 }
 
 /// The shape a request declares, checked against the element count.
@@ -84,15 +87,24 @@ pub fn shape_of(name: &str, shape: &[i64], elements: Option<usize>) -> Result<Ve
         .iter()
         .map(|&d| usize::try_from(d))
         .collect::<Result<Vec<usize>, _>>()
-        .map_err(|_| ApiError::BadRequest(format!("input '{name}': shape {shape:?} has a negative dimension")))?;
+        .map_err(|_| OipError::NegativeDimension {
+            input: name.to_string(),
+            shape: shape.to_vec(),
+        })?;
     let product = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
     match (product, elements) {
-        (None, _) => Err(ApiError::BadRequest(format!(
-            "input '{name}': shape {shape:?} has too many elements"
-        ))),
-        (Some(want), Some(got)) if want != got => Err(ApiError::BadRequest(format!(
-            "input '{name}': shape {shape:?} needs {want} elements, got {got}"
-        ))),
+        (None, _) => Err(OipError::TooManyElements {
+            input: name.to_string(),
+            shape: shape.to_vec(),
+        }
+        .into()),
+        (Some(want), Some(got)) if want != got => Err(OipError::ElementCount {
+            input: name.to_string(),
+            shape: shape.to_vec(),
+            want,
+            got,
+        }
+        .into()),
         _ => Ok(dims),
     }
 }
@@ -113,9 +125,11 @@ pub fn known_dtype(name: &str, datatype_name: &str) -> Result<DType, ApiError> {
             "input '{name}': datatype {datatype_name} is not supported"
         )))),
         Some(dtype) => Ok(dtype),
-        None => Err(ApiError::BadRequest(format!(
-            "input '{name}': invalid datatype '{datatype_name}'"
-        ))),
+        None => Err(OipError::InvalidDatatype {
+            input: name.to_string(),
+            datatype: datatype_name.to_string(),
+        }
+        .into()),
     }
 }
 
@@ -153,23 +167,24 @@ fn ordered_inputs(signature: &SignatureSpec, inputs: Vec<Input>, model: &str) ->
     let mut slots: Vec<Option<Tensor>> = vec![None; signature.inputs.len()];
     for input in inputs {
         let Some(index) = signature.input_index(&input.name) else {
-            return Err(ApiError::BadRequest(format!(
-                "unexpected inference input '{}' for model '{model}'; its inputs are: {}",
-                input.name,
-                signature.input_names()
-            )));
+            return Err(OipError::UnknownInput {
+                input: input.name,
+                model: model.to_string(),
+                known: signature.input_names(),
+            }
+            .into());
         };
         let spec = &signature.inputs[index];
         if input.tensor.dtype() != spec.dtype {
-            return Err(ApiError::BadRequest(format!(
-                "input '{}': datatype {} does not match the model's {}",
-                input.name,
-                datatype(input.tensor.dtype()),
-                datatype(spec.dtype)
-            )));
+            return Err(OipError::DatatypeMismatch {
+                input: input.name,
+                got: datatype(input.tensor.dtype()),
+                want: datatype(spec.dtype),
+            }
+            .into());
         }
         if slots[index].replace(input.tensor).is_some() {
-            return Err(ApiError::BadRequest(format!("input '{}' is given twice", spec.key)));
+            return Err(OipError::DuplicateInput(spec.key.clone()).into());
         }
     }
     slots
@@ -177,11 +192,12 @@ fn ordered_inputs(signature: &SignatureSpec, inputs: Vec<Input>, model: &str) ->
         .zip(&signature.inputs)
         .map(|(slot, spec)| {
             slot.ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "expected {} inputs for model '{model}' but got fewer: input '{}' is missing",
-                    signature.inputs.len(),
-                    spec.key
-                ))
+                OipError::MissingInput {
+                    expected: signature.inputs.len(),
+                    model: model.to_string(),
+                    missing: spec.key.clone(),
+                }
+                .into()
             })
         })
         .collect()
@@ -193,17 +209,18 @@ fn requested_outputs(signature: &SignatureSpec, requested: &[String], model: &st
     }
     for (i, name) in requested.iter().enumerate() {
         if requested[..i].contains(name) {
-            // Triton's core (InferenceRequest::AddOriginalRequestedOutput).
-            return Err(ApiError::BadRequest(format!(
-                "output '{name}' already exists in request"
-            )));
+            return Err(OipError::DuplicateOutput(name.clone()).into());
         }
     }
     requested
         .iter()
         .map(|name| {
             signature.outputs.iter().position(|s| &s.key == name).ok_or_else(|| {
-                ApiError::BadRequest(format!("unexpected inference output '{name}' for model '{model}'"))
+                OipError::UnknownOutput {
+                    output: name.clone(),
+                    model: model.to_string(),
+                }
+                .into()
             })
         })
         .collect()
@@ -283,7 +300,7 @@ pub fn model_ready_or_unknown(service: &Service, model: &str, version: &str) -> 
             VersionSelector::Specific(v) => format!("{model} version {v}"),
             _ => model.to_string(),
         };
-        return Err(ApiError::NotFound(format!("Model with name {which} does not exist.")));
+        return Err(OipError::UnknownModel(which).into());
     }
     Ok(service.servable(model, &selector).is_ok())
 }
@@ -293,10 +310,11 @@ pub fn model_ready_or_unknown(service: &Service, model: &str, version: &str) -> 
 /// shaped by it, with its one variable dimension deduced from the byte count.
 pub fn raw_body_input(signature: &SignatureSpec, model: &str, body: &[u8]) -> Result<Input, ApiError> {
     let [spec] = signature.inputs.as_slice() else {
-        return Err(ApiError::BadRequest(format!(
-            "Raw request must only have 1 input (found 1) to be deduced but got {} inputs in '{model}' model configuration",
-            signature.inputs.len()
-        )));
+        return Err(OipError::RawInputCount {
+            inputs: signature.inputs.len(),
+            model: model.to_string(),
+        }
+        .into());
     };
     let name = spec.key.clone();
     if spec.dtype == DType::String {
@@ -310,19 +328,18 @@ pub fn raw_body_input(signature: &SignatureSpec, model: &str, body: &[u8]) -> Re
         _ => 8,
     };
     if body.len() % width != 0 {
-        return Err(ApiError::BadRequest(format!(
-            "raw input '{name}': {} bytes is not a whole number of {} elements",
-            body.len(),
-            datatype(spec.dtype)
-        )));
+        return Err(OipError::RawByteCount {
+            input: name,
+            bytes: body.len(),
+            datatype: datatype(spec.dtype),
+        }
+        .into());
     }
     let elements = body.len() / width;
     let declared: Vec<i64> = spec.shape.clone().unwrap_or_else(|| vec![-1]);
     let variable = declared.iter().filter(|d| **d < 0).count();
     if variable > 1 {
-        return Err(ApiError::BadRequest(format!(
-            "The shape of the raw input '{name}' can not be deduced because there are more than one variable-sized dimension"
-        )));
+        return Err(OipError::RawShapeAmbiguous { input: name }.into());
     }
     let fixed: i64 = declared.iter().filter(|d| **d >= 0).product();
     let deduced = if fixed == 0 { 0 } else { elements as i64 / fixed };

@@ -2,6 +2,7 @@
 //! loads and unloads by name. A model loads from `<root>/<name>` under the
 //! first of `--model_roots` that has it, the way Triton loads from its repository.
 
+use super::OipError;
 use crate::error::ApiError;
 use crate::model_config::{ModelSource, VersionPolicy};
 use crate::server::{models, ServerState};
@@ -43,7 +44,7 @@ pub fn index(service: &Service, ready_only: bool) -> Vec<IndexEntry> {
 /// Loads (or keeps) a model by name from the model roots.
 pub async fn load(state: &ServerState, model: &str) -> Result<(), ApiError> {
     if model.is_empty() || model.contains(['/', '\\']) || model == ".." || model == "." {
-        return Err(ApiError::BadRequest(format!("invalid model name '{model}'")));
+        return Err(OipError::InvalidModelName(model.to_string()).into());
     }
     if models::is_served(state, model) {
         return Ok(());
@@ -54,9 +55,7 @@ pub async fn load(state: &ServerState, model: &str) -> Result<(), ApiError> {
         .map(|root| root.join(model))
         .find(|d| d.is_dir())
     else {
-        return Err(ApiError::NotFound(format!(
-            "failed to load '{model}': no directory named so in the model repository"
-        )));
+        return Err(OipError::NotInRepository(model.to_string()).into());
     };
     let base_path = models::confine(state, &dir.display().to_string(), model)?;
     models::load(
@@ -68,9 +67,7 @@ pub async fn load(state: &ServerState, model: &str) -> Result<(), ApiError> {
 
 pub async fn unload(state: &ServerState, model: &str) -> Result<(), ApiError> {
     if !models::is_served(state, model) {
-        return Err(ApiError::NotFound(format!(
-            "failed to unload '{model}': the model is not loaded"
-        )));
+        return Err(OipError::NotLoaded(model.to_string()).into());
     }
     models::unload(state, model.to_string()).await
 }

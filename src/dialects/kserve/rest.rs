@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
-use super::{values, Input};
+use super::{values, Input, OipError};
 use crate::call::http::json as json_response;
 use crate::call::http::{answer, read_body};
 use crate::error::ApiError;
@@ -148,30 +148,34 @@ pub fn decode_infer_body(body: &[u8], header_length: Option<usize>) -> Result<us
 fn decode(body: &[u8], header_length: Option<usize>) -> Result<Decoded, ApiError> {
     let (json, mut binary) = match header_length {
         Some(length) if length > body.len() => {
-            return Err(ApiError::BadRequest(format!(
-                "{HEADER_LENGTH} is {length}, more than the {} bytes of the body",
-                body.len()
-            )))
+            return Err(OipError::HeaderPastBody {
+                header: HEADER_LENGTH,
+                length,
+                body: body.len(),
+            }
+            .into())
         }
         Some(length) => body.split_at(length),
         None => (body, &[][..]),
     };
-    let request: InferRequest<'_> =
-        serde_json::from_slice(json).map_err(|e| ApiError::BadRequest(format!("JSON Parse error: {e}")))?;
+    let request: InferRequest<'_> = serde_json::from_slice(json).map_err(ApiError::JsonParse)?;
     let mut inputs = Vec::with_capacity(request.inputs.len());
     for input in &request.inputs {
         let dtype = super::known_dtype(&input.name, &input.datatype)?;
         let tensor = match (input.parameters.get("binary_data_size"), input.data) {
             (Some(size), _) => {
                 let size = size.as_u64().and_then(|s| usize::try_from(s).ok()).ok_or_else(|| {
-                    ApiError::BadRequest(format!("input '{}': binary_data_size must be a byte count", input.name))
+                    OipError::BinarySizeNotByteCount {
+                        input: input.name.clone(),
+                    }
                 })?;
                 if size > binary.len() {
-                    return Err(ApiError::BadRequest(format!(
-                        "input '{}': binary_data_size {size} is more than the {} binary bytes left",
-                        input.name,
-                        binary.len()
-                    )));
+                    return Err(OipError::BinarySizePastBody {
+                        input: input.name.clone(),
+                        size,
+                        left: binary.len(),
+                    }
+                    .into());
                 }
                 let (raw, rest) = binary.split_at(size);
                 binary = rest;
@@ -182,7 +186,12 @@ fn decode(body: &[u8], header_length: Option<usize>) -> Result<Decoded, ApiError
                 let shape = super::shape_of(&input.name, &input.shape, Some(data.len()))?;
                 Tensor::new(shape, data)
             }
-            (None, None) => return Err(ApiError::BadRequest(format!("input '{}' has no data", input.name))),
+            (None, None) => {
+                return Err(OipError::NoData {
+                    input: input.name.clone(),
+                }
+                .into())
+            }
         };
         inputs.push(Input {
             name: input.name.clone(),
@@ -221,7 +230,7 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerS
             v.to_str()
                 .ok()
                 .and_then(|v| v.trim().parse::<usize>().ok())
-                .ok_or_else(|| ApiError::BadRequest(format!("{HEADER_LENGTH} must be a byte count")))
+                .ok_or(OipError::HeaderNotByteCount { header: HEADER_LENGTH })
         });
         let length = length.transpose()?;
         let body = read_body(&req, payload, &state).await?;

@@ -2,6 +2,7 @@
 //! content types read as its nginx layer reads them, decoded into tensors,
 //! `X-Amzn-SageMaker-Custom-Attributes`, and its environment variables.
 
+mod error;
 pub mod models;
 pub mod routes;
 
@@ -16,6 +17,8 @@ use crate::codec::decode::{decode_csv, decode_instance_list, decode_instance_val
 use crate::codec::nonfinite::quote_bare_tokens;
 use crate::codec::payload::{is_image, media_type, read_payload, takes_scalar_instances, Instances, Payload};
 use crate::codec::RequestFormat;
+pub use error::SageMakerError;
+
 use crate::error::ApiError;
 use crate::imaging::{self, ImageFile};
 use crate::python_handlers::{Answer, CallContext};
@@ -70,9 +73,7 @@ impl Invocation {
         let media = media_type(&self.content_type);
         if is_image(&media) {
             if method != "predict" {
-                return Err(ApiError::BadRequest(format!(
-                    "image requests support tfs-method=predict only, got '{method}'"
-                )));
+                return Err(SageMakerError::ImageMethod(method.to_string()).into());
             }
             return predict_image(service, &model, &selector, body, trace).await;
         }
@@ -205,7 +206,7 @@ fn version_selector(attributes: &CustomAttributes) -> Result<VersionSelector, Ap
         Some(v) => v
             .parse()
             .map(VersionSelector::Specific)
-            .map_err(|_| ApiError::BadRequest(format!("tfs-model-version must be a version number, got '{v}'"))),
+            .map_err(|_| SageMakerError::NotAVersion(v.clone()).into()),
     }
 }
 
@@ -222,9 +223,7 @@ async fn call_model(
         "predict" => tfs::predict(service, model, selector, tfs_body, trace).await,
         "classify" => tfs::classify_or_regress(service, model, selector, tfs_body, CLASSIFY_METHOD, trace).await,
         "regress" => tfs::classify_or_regress(service, model, selector, tfs_body, REGRESS_METHOD, trace).await,
-        other => Err(ApiError::BadRequest(format!(
-            "tfs-method must be predict, classify or regress, got '{other}'"
-        ))),
+        other => Err(SageMakerError::UnknownMethod(other.to_string()).into()),
     }
 }
 
@@ -259,7 +258,7 @@ impl CustomAttributes {
     /// a model name of `[A-Za-z0-9][A-Za-z0-9._-]{0,254}`, a version of digits,
     /// a method of predict, classify or regress.
     pub fn validate(&self) -> Result<(), ApiError> {
-        let invalid = |what: &str| Err(ApiError::BadRequest(format!("invalid {what}")));
+        let invalid = |what: &'static str| Err(SageMakerError::InvalidAttribute(what).into());
         if let Some(name) = &self.model_name {
             let bytes = name.as_bytes();
             let allowed = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');

@@ -5,10 +5,12 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
+use super::SageMakerError;
 use crate::call::http::{body_json, json, read_body, respond, versions_json};
 use crate::error::ApiError;
 use crate::model_config::ModelSource;
-use crate::server::{models, ServerState};
+use crate::server::models::{self, ManageError};
+use crate::server::ServerState;
 use crate::service::{ModelInfo, RegistryError};
 
 /// The multi-model routes on actix's table; other methods fall through to the JSON 404.
@@ -31,7 +33,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 fn not_loaded(name: &str) -> ApiError {
-    ApiError::NotFound(format!("Model {name} is not loaded yet."))
+    SageMakerError::NotLoaded(name.to_string()).into()
 }
 
 fn loaded(state: &ServerState, name: &str) -> Option<ModelInfo> {
@@ -52,19 +54,16 @@ async fn load(req: HttpRequest, payload: web::Payload, state: web::Data<ServerSt
     let result = async {
         let body = body_json(&read_body(&req, payload, &state).await?)?;
         let field = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
-        let name =
-            field("model_name").ok_or_else(|| ApiError::BadRequest("missing 'model_name' in the body".into()))?;
-        let url = field("url").ok_or_else(|| ApiError::BadRequest("missing 'url' in the body".into()))?;
-        let conflict = || ApiError::Conflict(format!("Model {name} is already loaded."));
+        let name = field("model_name").ok_or(SageMakerError::MissingField("model_name"))?;
+        let url = field("url").ok_or(SageMakerError::MissingField("url"))?;
+        let conflict = || ApiError::from(SageMakerError::AlreadyLoaded(name.clone()));
         if loaded(&state, &name).is_some() {
             return Err(conflict());
         }
         let base_path = models::confine(&state, &url, &name)?;
         // As the container's validate_model_dir: no numeric version directory, no model.
         if !models::has_versions(&base_path) {
-            return Err(ApiError::NotFound(format!(
-                "Could not find valid base path {url} for servable {name}"
-            )));
+            return Err(ManageError::NoBasePath { path: url, model: name }.into());
         }
         match models::load(&state, ModelSource::all_versions(name.clone(), base_path)).await {
             Err(ApiError::Registry(RegistryError::AlreadyLoaded(_))) => Err(conflict()),

@@ -2,6 +2,7 @@
 //! `model_name`, `model_version`, `signature_name` and `data`, answered with an
 //! object of outputs; and `gen_json`, an example request built from a signature.
 
+mod error;
 pub mod routes;
 
 pub use routes::configure;
@@ -14,6 +15,8 @@ use serde_json::{json, Map, Value};
 
 use crate::codec::decode::{decode_base64, decode_named_inputs, Coercion};
 use crate::codec::RequestFormat;
+pub use error::StfsError;
+
 use crate::error::ApiError;
 use crate::imaging::{self, ImageFile};
 use crate::service::VersionSelector;
@@ -44,13 +47,12 @@ pub struct Request<'a> {
 impl<'a> Request<'a> {
     /// Parses a body whose bare `NaN`/`Infinity` are already quoted.
     pub fn parse(body: &'a [u8]) -> Result<Request<'a>, ApiError> {
-        serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("Invalid json data: {e}")))
+        serde_json::from_slice(body).map_err(|e| StfsError::InvalidJson(e).into())
     }
 
     /// The raw `data` object; STFS refuses a body without one.
     fn data(&self) -> Result<&'a RawValue, ApiError> {
-        self.data
-            .ok_or_else(|| ApiError::BadRequest("Inference with empty data: the body has no 'data' object".into()))
+        self.data.ok_or_else(|| StfsError::NoData.into())
     }
 
     /// `data` as one tensor per signature input, by numpy's conversions,
@@ -83,12 +85,12 @@ fn base64_decode_inputs(signature: &SignatureSpec, inputs: &mut [Tensor]) -> Res
         Some(i) => vec![i],
         None if strings.len() == 1 => strings,
         None => {
-            return Err(ApiError::BadRequest(format!(
-                "base64_decode: signature '{}' has {} string inputs and none is {ESTIMATOR_EXAMPLES_TENSOR}; \
-                 send bytes as {{\"b64\": ...}} objects instead",
-                signature.name,
-                strings.len()
-            )))
+            return Err(StfsError::Base64Input {
+                signature: signature.name.clone(),
+                strings: strings.len(),
+                tensor: ESTIMATOR_EXAMPLES_TENSOR,
+            }
+            .into())
         }
     };
     for i in chosen {
@@ -96,11 +98,10 @@ fn base64_decode_inputs(signature: &SignatureSpec, inputs: &mut [Tensor]) -> Res
         if let TensorData::String(values) = &mut inputs[i].data {
             for (n, value) in values.iter_mut().enumerate() {
                 let text = std::str::from_utf8(value).ok();
-                *value = text.and_then(decode_base64).ok_or_else(|| {
-                    ApiError::BadRequest(format!(
-                        "base64_decode: element {n} of input '{key}' is not base64 text ({} bytes)",
-                        value.len()
-                    ))
+                *value = text.and_then(decode_base64).ok_or_else(|| StfsError::NotBase64 {
+                    element: n,
+                    input: key.clone(),
+                    bytes: value.len(),
                 })?;
             }
         }
@@ -111,7 +112,7 @@ fn base64_decode_inputs(signature: &SignatureSpec, inputs: &mut [Tensor]) -> Res
 /// `model_version` as a number or a numeric string; absent or null: the latest
 /// (the highest number, not directory order as STFS had it).
 pub fn version_selector(version: Option<&Value>) -> Result<VersionSelector, ApiError> {
-    let invalid = |v: &Value| ApiError::BadRequest(format!("model_version must be a version number, got {v}"));
+    let invalid = |v: &Value| ApiError::from(StfsError::NotAVersion(v.to_string()));
     match version {
         None | Some(Value::Null) => Ok(VersionSelector::Latest),
         Some(v @ Value::Number(n)) => n.as_i64().map(VersionSelector::Specific).ok_or_else(|| invalid(v)),
@@ -138,10 +139,11 @@ pub fn known_model(service: &Service, model: &str) -> Result<(), ApiError> {
     if models.iter().any(|m| m == model) {
         return Ok(());
     }
-    Err(ApiError::NotFound(format!(
-        "Invalid model name: {model}, available models: [{}]",
-        models.join(", ")
-    )))
+    Err(StfsError::UnknownModel {
+        model: model.to_string(),
+        available: models.join(", "),
+    }
+    .into())
 }
 
 /// `POST /` with a JSON body.

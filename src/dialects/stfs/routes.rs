@@ -9,6 +9,7 @@ use futures_util::StreamExt;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{web, HttpRequest, HttpResponse};
 
+use super::StfsError;
 use crate::call::http::{answer, json_response, read_body};
 use crate::dialects::stfs;
 use crate::error::ApiError;
@@ -97,7 +98,7 @@ async fn read_upload(req: &HttpRequest, payload: web::Payload, limit: usize) -> 
     };
     let mut total = 0usize;
     while let Some(part) = form.next().await {
-        let mut part = part.map_err(|e| ApiError::BadRequest(format!("invalid multipart/form-data body: {e}")))?;
+        let mut part = part.map_err(|e| StfsError::Multipart(e.to_string()))?;
         let name = part.name().unwrap_or_default().to_string();
         let file_name = part
             .content_disposition()
@@ -105,7 +106,10 @@ async fn read_upload(req: &HttpRequest, payload: web::Payload, limit: usize) -> 
             .map(str::to_string);
         let mut bytes = Vec::new();
         while let Some(chunk) = part.next().await {
-            let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("failed to read form field '{name}': {e}")))?;
+            let chunk = chunk.map_err(|e| StfsError::FormField {
+                field: name.clone(),
+                reason: e.to_string(),
+            })?;
             total += chunk.len();
             if total > limit {
                 return Err(ApiError::PayloadTooLarge { limit, got: None });
@@ -116,12 +120,9 @@ async fn read_upload(req: &HttpRequest, payload: web::Payload, limit: usize) -> 
             let name = file_name.unwrap_or_else(|| format!("{name}[{}]", upload.files.len()));
             upload.files.push(ImageFile { name, bytes });
         } else if file_name.is_some() {
-            return Err(ApiError::BadRequest(format!(
-                "form field '{name}' carries a file; send image files as 'image' or 'images'"
-            )));
+            return Err(StfsError::FileField(name).into());
         } else {
-            let text = String::from_utf8(bytes)
-                .map_err(|_| ApiError::BadRequest(format!("form field '{name}' is not UTF-8 text")))?;
+            let text = String::from_utf8(bytes).map_err(|_| StfsError::NotText(name.clone()))?;
             upload.fields.insert(name, text);
         }
     }
@@ -155,10 +156,10 @@ pub fn gen_client(req: &HttpRequest, state: &ServerState, model: &str) -> Result
     let info = req.connection_info();
     let base_url = format!("{}://{}", info.scheme(), info.host());
     let client = stfs::gen_client(&language.to_ascii_lowercase(), &base_url, model, &example).ok_or_else(|| {
-        ApiError::BadRequest(format!(
-            "language '{language}' is not supported; use one of: {}",
-            stfs::CLIENT_LANGUAGES.join(", ")
-        ))
+        StfsError::ClientLanguage {
+            language: language.clone(),
+            supported: stfs::CLIENT_LANGUAGES.join(", "),
+        }
     })?;
     Ok(HttpResponse::Ok()
         .content_type("text/plain; charset=utf-8")

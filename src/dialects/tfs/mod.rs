@@ -11,7 +11,7 @@ use crate::call::http::{answer, read_body};
 use crate::error::ApiError;
 use crate::server::ServerState;
 use crate::service::tfs_json;
-use crate::service::VersionSelector;
+use crate::service::{TfsError, VersionSelector};
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
 
 #[derive(Debug, PartialEq)]
@@ -90,7 +90,13 @@ fn strip_prefix_ignore_case<'a>(path: &'a str, prefix: &str) -> Option<&'a str> 
 /// The grammar is TF Serving's route patterns (case-insensitive), read
 /// segment by segment rather than through a regex on every request.
 pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
-    let malformed = || ApiError::BadRequest(format!("Malformed request: {method} {path}"));
+    let malformed = || -> ApiError {
+        TfsError::MalformedRequest {
+            method: method.to_string(),
+            path: path.to_string(),
+        }
+        .into()
+    };
     let selector = |tail: Tail<'_>| -> Result<VersionSelector, ApiError> {
         match tail {
             Tail::Version(v) => v.parse().map(VersionSelector::Specific).map_err(|_| malformed()),
@@ -135,7 +141,7 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
             None => (None, tail(&segments, true).ok_or_else(malformed)?),
         };
         let Some(model) = model else {
-            return Err(ApiError::BadRequest("Missing model name in request.".into()));
+            return Err(TfsError::MissingModelName.into());
         };
         let (model, selector) = (decode(model), selector(tail)?);
         return Ok(if metadata {

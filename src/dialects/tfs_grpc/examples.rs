@@ -14,14 +14,14 @@ use crate::proto::tensorflow::serving::{
     RegressionResult,
 };
 use crate::service::tfs_json::check_examples_signature;
-use crate::service::Servable;
+use crate::service::{Servable, TfsError};
 use crate::service::{Service, Trace};
 use crate::signature::{SignatureSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
 use crate::tensor::{Tensor, TensorData};
 
 /// Classify's and Regress's wording for an unknown signature (INVALID_ARGUMENT).
 fn no_signature_named(name: String) -> ApiError {
-    ApiError::BadRequest(format!("No signature was found with the name: {name}"))
+    TfsError::NoSignatureNamed(name).into()
 }
 
 pub async fn classify(
@@ -61,7 +61,7 @@ pub async fn multi_inference(
     trace: &mut Trace,
 ) -> Result<MultiInferenceResponse, ApiError> {
     let Some(first) = request.tasks.first() else {
-        return Err(ApiError::BadRequest("Tasks is empty".into()));
+        return Err(TfsError::NoTasks.into());
     };
     let model = first.model_spec.as_ref().map(|s| s.name.clone()).unwrap_or_default();
     let mut signatures: Vec<&str> = Vec::new();
@@ -70,28 +70,21 @@ pub async fn multi_inference(
     for task in &request.tasks {
         let spec = task.model_spec.as_ref();
         if spec.is_none_or(|s| s.name.is_empty()) {
-            return Err(ApiError::BadRequest("Found ModelSpec with an empty model name.".into()));
+            return Err(TfsError::TaskWithoutModel.into());
         }
         if spec.map(|s| s.name.as_str()) != Some(model.as_str()) {
-            return Err(ApiError::BadRequest(
-                "All ModelSpecs in a MultiInferenceRequest must access the same model name.".into(),
-            ));
+            return Err(TfsError::TasksOnManyModels.into());
         }
         let name = signature_name(spec);
         if signatures.contains(&name) {
-            return Err(ApiError::BadRequest(format!(
-                "Duplicate evaluation of signature: {name}"
-            )));
+            return Err(TfsError::DuplicateSignature(name.to_string()).into());
         }
         signatures.push(name);
         resolved.push(resolve(service, spec, |name| {
-            ApiError::BadRequest(format!("Requested signature not found in model graph: {name}"))
+            TfsError::SignatureNotInGraph(name).into()
         })?);
         if ![CLASSIFY_METHOD, REGRESS_METHOD].contains(&task.method_name.as_str()) {
-            return Err(ApiError::Unimplemented(format!(
-                "Unsupported signature method_name: {}",
-                task.method_name
-            )));
+            return Err(TfsError::UnsupportedMethod(task.method_name.clone()).into());
         }
     }
     let examples = serialized_examples(request.input.as_ref())?;
@@ -105,11 +98,7 @@ pub async fn multi_inference(
             REGRESS_METHOD => TaskResult::RegressionResult(
                 run_regress(service, &servable, &signature, examples.clone(), trace).await?,
             ),
-            other => {
-                return Err(ApiError::Unimplemented(format!(
-                    "Unsupported signature method_name: {other}"
-                )))
-            }
+            other => return Err(TfsError::UnsupportedMethod(other.to_string()).into()),
         };
         results.push(InferenceResult {
             model_spec: Some(answered_spec(&servable, signature_name(spec))),
@@ -129,7 +118,7 @@ fn signature_name(spec: Option<&ModelSpec>) -> &str {
 /// context's bytes followed by the example's, which protobuf parses as the
 /// two merged (TF Serving builds them the same way).
 fn serialized_examples(input: Option<&Input>) -> Result<Tensor, ApiError> {
-    let empty = || ApiError::BadRequest("Input is empty.".into());
+    let empty = || ApiError::from(TfsError::NoExamples);
     let serialized: Vec<Vec<u8>> = match input.and_then(|i| i.kind.as_ref()) {
         None => return Err(empty()),
         Some(Kind::ExampleList(list)) => list.examples.iter().map(Message::encode_to_vec).collect(),
@@ -180,33 +169,21 @@ async fn run_classify(
     let classes = output(signature, &outputs, "classes");
     let scores = output(signature, &outputs, "scores");
     if classes.is_none() && scores.is_none() {
-        let names: Vec<&str> = signature.outputs.iter().map(|s| s.key.as_str()).collect();
-        return Err(ApiError::BadRequest(format!(
-            "Expected classification signature outputs to contain at least one of \"classes\" or \"scores\". \
-             Signature '{}' has outputs: {}",
-            signature.name,
-            names.join(",")
-        )));
+        return Err(TfsError::NoClassifyOutputs {
+            signature: signature.name.clone(),
+            outputs: signature.output_names(),
+        }
+        .into());
     }
     let labels = match classes.map(|t| &t.data) {
         None => None,
         Some(TensorData::String(labels)) => Some(labels),
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "Expected classes Tensor of DT_STRING. Got: {}",
-                other.dtype().proto_name()
-            )))
-        }
+        Some(other) => return Err(TfsError::ClassesDtype(other.dtype().proto_name()).into()),
     };
     let values = match scores.map(|t| &t.data) {
         None => None,
         Some(TensorData::Float(values)) => Some(values),
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "Expected scores Tensor of DT_FLOAT. Got: {}",
-                other.dtype().proto_name()
-            )))
-        }
+        Some(other) => return Err(TfsError::ScoresDtype(other.dtype().proto_name()).into()),
     };
     let per_row = scores.or(classes).map(|t| t.row_len()).unwrap_or(0);
     let classifications = (0..rows)
@@ -241,22 +218,17 @@ async fn run_regress(
         _ => None,
     });
     let Some(values) = values else {
-        return Err(ApiError::BadRequest(format!(
-            "No regression outputs found in SignatureDef '{}': expected an output named 'outputs'",
-            signature.name
-        )));
+        return Err(TfsError::NoRegressOutputs {
+            signature: signature.name.clone(),
+            outputs: signature.output_names(),
+        }
+        .into());
     };
     let TensorData::Float(numbers) = &values.data else {
-        return Err(ApiError::BadRequest(format!(
-            "Expected output Tensor of DT_FLOAT. Got: {}",
-            values.dtype().proto_name()
-        )));
+        return Err(TfsError::RegressDtype(values.dtype().proto_name()).into());
     };
     if !matches!(values.shape.as_slice(), [_] | [_, 1]) {
-        return Err(ApiError::BadRequest(format!(
-            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got {:?}",
-            values.shape
-        )));
+        return Err(TfsError::RegressShape(values.shape.clone()).into());
     }
     Ok(RegressionResult {
         regressions: numbers.iter().map(|&value| Regression { value }).collect(),

@@ -23,7 +23,7 @@ use crate::proto::tensorflow::serving::{
 };
 use crate::proto::tensorflow::TensorProto;
 use crate::server::ServerState;
-use crate::service::{Servable, VersionSelector};
+use crate::service::{Servable, TfsError, VersionSelector};
 use crate::service::{Service, Trace};
 use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
 use crate::tensor::Tensor;
@@ -97,7 +97,7 @@ fn spec_name(spec: Option<&ModelSpec>) -> String {
 
 /// The model and version a `ModelSpec` names, with TF Serving's error when it is missing.
 pub fn address(spec: Option<&ModelSpec>) -> Result<(&str, VersionSelector), ApiError> {
-    let spec = spec.ok_or_else(|| ApiError::BadRequest("Missing ModelSpec".into()))?;
+    let spec = spec.ok_or_else(|| ApiError::from(TfsError::MissingModelSpec))?;
     let selector = match &spec.version_choice {
         Some(VersionChoice::Version(version)) => VersionSelector::Specific(*version),
         Some(VersionChoice::VersionLabel(label)) => VersionSelector::Label(label.clone()),
@@ -111,7 +111,7 @@ pub fn address(spec: Option<&ModelSpec>) -> Result<(&str, VersionSelector), ApiE
 pub fn named_address(spec: Option<&ModelSpec>) -> Result<(&str, VersionSelector), ApiError> {
     let (model, selector) = address(spec)?;
     if model.is_empty() {
-        return Err(ApiError::BadRequest("ModelSpec has no name specified.".into()));
+        return Err(TfsError::EmptyModelName.into());
     }
     Ok((model, selector))
 }
@@ -192,15 +192,15 @@ fn predict_inputs(signature: &SignatureSpec, inputs: &BTreeMap<String, TensorPro
     let missing: Vec<&str> = expected.iter().copied().filter(|k| !inputs.contains_key(*k)).collect();
     if !extra.is_empty() || !missing.is_empty() {
         let sent: Vec<&str> = inputs.keys().map(String::as_str).collect();
-        return Err(ApiError::BadRequest(format!(
-            "input size does not match signature: {}!={} len({{{}}}) != len({{{}}}). Sent extra: {{{}}}. Missing but required: {{{}}}.",
-            inputs.len(),
-            expected.len(),
-            sent.join(","),
-            expected.join(","),
-            extra.join(","),
-            missing.join(",")
-        )));
+        return Err(TfsError::InputsMismatch {
+            sent: inputs.len(),
+            expected: expected.len(),
+            sent_names: sent.join(","),
+            expected_names: expected.join(","),
+            extra: extra.join(","),
+            missing: missing.join(","),
+        }
+        .into());
     }
     signature
         .inputs
@@ -210,12 +210,12 @@ fn predict_inputs(signature: &SignatureSpec, inputs: &BTreeMap<String, TensorPro
             let proto = &inputs[&spec.key];
             let tensor = tensor_proto::to_tensor(proto, &spec.key)?;
             if tensor.dtype() != spec.dtype {
-                // TensorFlow's own words for a feed of the wrong type, as TF Serving passes them on.
-                return Err(ApiError::BadRequest(format!(
-                    "Expects arg[{index}] to be {} but {} is provided",
-                    spec.dtype,
-                    tensor.dtype()
-                )));
+                return Err(TfsError::ArgDtype {
+                    index,
+                    want: spec.dtype.to_string(),
+                    got: tensor.dtype().to_string(),
+                }
+                .into());
             }
             Ok(tensor)
         })
@@ -231,13 +231,14 @@ fn output_aliases(signature: &SignatureSpec, filter: &[String]) -> Result<Vec<us
     for alias in filter {
         let Some(index) = signature.outputs.iter().position(|s| &s.key == alias) else {
             let known: Vec<&str> = signature.outputs.iter().map(|s| s.key.as_str()).collect();
-            return Err(ApiError::BadRequest(format!(
-                "output tensor alias not found in signature: {alias} Outputs expected to be in the set {{{}}}.",
-                known.join(",")
-            )));
+            return Err(TfsError::UnknownOutputAlias {
+                alias: alias.clone(),
+                known: known.join(","),
+            }
+            .into());
         };
         if chosen.contains(&index) {
-            return Err(ApiError::BadRequest(format!("duplicate output tensor alias: {alias}")));
+            return Err(TfsError::DuplicateOutputAlias(alias.clone()).into());
         }
         chosen.push(index);
     }

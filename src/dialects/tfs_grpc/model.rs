@@ -23,8 +23,8 @@ use crate::proto::tensorflow::serving::{
 };
 use crate::proto::tensorflow::{tensor_info, SignatureDef, TensorInfo, TensorShapeProto};
 use crate::server::ServerState;
-use crate::service::Service;
 use crate::service::VersionState;
+use crate::service::{Service, TfsError};
 use crate::signature::TensorSpec;
 
 /// The `type_url` TF Serving packs the signature map under.
@@ -39,7 +39,7 @@ pub fn metadata(service: &Service, request: &GetModelMetadataRequest) -> Result<
         ));
     }
     if let Some(field) = request.metadata_field.iter().find(|f| *f != "signature_def") {
-        return Err(ApiError::BadRequest(format!("Metadata field {field} is not supported")));
+        return Err(TfsError::MetadataField(field.clone()).into());
     }
     let servable = service.servable(model, &selector)?;
     let signature_def = servable
@@ -190,10 +190,11 @@ async fn reload(state: &ServerState, request: ReloadConfigRequest) -> Result<Rel
 
 fn source_of(config: ModelConfig) -> Result<ModelSource, ApiError> {
     if !matches!(config.model_platform.as_str(), "" | "tensorflow") {
-        return Err(ApiError::BadRequest(format!(
-            "model {}: model_platform {} is not served (only tensorflow)",
-            config.name, config.model_platform
-        )));
+        return Err(TfsError::ModelPlatform {
+            model: config.name,
+            platform: config.model_platform,
+        }
+        .into());
     }
     if config.name.is_empty() || config.base_path.is_empty() {
         return Err(ApiError::BadRequest(
