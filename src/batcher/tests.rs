@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::handle::batch_rows;
 use super::*;
 use crate::status::Code;
 use crate::tensor::TensorData;

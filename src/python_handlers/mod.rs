@@ -3,6 +3,7 @@
 //! `input_handler`/`output_handler` pair, its `code/lib` or
 //! `code/requirements.txt`, and invocations routed through it.
 
+mod process;
 mod workers;
 
 pub use workers::WorkerSettings;

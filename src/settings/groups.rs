@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use clap::{ArgAction, Args, FromArgMatches};
 use serde::{Deserialize, Serialize};
 
-use super::Secret;
 use crate::batcher::ParamsOverride;
 use crate::model_config::DefaultVersionPolicy;
 use crate::registry::SwapPolicy;
@@ -34,10 +33,11 @@ pub fn clap_defaults<T: Args + FromArgMatches>() -> T {
 
 /// Boolean flags take true/false, 1/0, yes/no, on/off in any case, or no
 /// value (Simple TensorFlow Serving's scripts write `--enable_auth=True`).
-fn boolean() -> clap::builder::BoolishValueParser {
+pub(super) fn boolean() -> clap::builder::BoolishValueParser {
     clap::builder::BoolishValueParser::new()
 }
 
+/// `Default` from the flags' declared defaults, for each group.
 macro_rules! defaults_from_flags {
     ($($group:ty),*) => {$(
         impl Default for $group {
@@ -47,189 +47,7 @@ macro_rules! defaults_from_flags {
         }
     )*};
 }
-defaults_from_flags!(
-    HttpSettings,
-    GrpcSettings,
-    ModelSettings,
-    BatchingSettings,
-    HandlerOptions,
-    SecuritySettings,
-    TensorFlowSettings
-);
-
-/// The HTTP listener and what it admits.
-#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(default)]
-#[command(next_help_heading = "HTTP")]
-pub struct HttpSettings {
-    /// HTTP port for every REST API (TF Serving's, KServe v2's, SageMaker's,
-    /// Simple TensorFlow Serving's). Default 8501.
-    #[arg(long = "rest_api_port", alias = "rest-api-port", global = true)]
-    pub rest_api_port: Option<u16>,
-
-    /// gRPC port (TF Serving's PredictionService and ModelService, KServe v2's
-    /// GRPCInferenceService, health, reflection). Default 8500; an ephemeral one
-    /// when --rest_api_port is 0.
-    #[arg(long, global = true)]
-    pub port: Option<u16>,
-
-    /// Address to bind.
-    #[arg(long, global = true, default_value_t = String::from("0.0.0.0"))]
-    pub host: String,
-
-    /// HTTP worker threads. Default: number of cores.
-    #[arg(long = "rest_api_num_threads", alias = "rest-api-num-threads", global = true, default_value_t = cores())]
-    pub rest_api_num_threads: usize,
-
-    /// Per-request deadline in milliseconds; expiry answers 504.
-    #[arg(
-        long = "rest_api_timeout_in_ms",
-        alias = "rest-api-timeout-in-ms",
-        global = true,
-        default_value_t = 30_000
-    )]
-    pub rest_api_timeout_in_ms: u64,
-
-    /// Largest accepted request body in bytes; larger ones answer 413. Default 256 MiB.
-    #[arg(long = "max_request_bytes", alias = "max-request-bytes", global = true, default_value_t = 256 << 20)]
-    pub max_request_bytes: usize,
-
-    /// POST requests (inference, management) handled at once, image decodes
-    /// included; more answer 503 with Retry-After at once.
-    #[arg(
-        long = "max_in_flight_requests",
-        alias = "max-in-flight-requests",
-        global = true,
-        default_value_t = 4096
-    )]
-    pub max_in_flight_requests: usize,
-
-    /// Request-body bytes held at once across every request; new bodies past it
-    /// answer 503 with Retry-After before being read. Default 1 GiB.
-    #[arg(long = "max_in_flight_bytes", alias = "max-in-flight-bytes", global = true, default_value_t = 1 << 30)]
-    pub max_in_flight_bytes: usize,
-
-    /// Seconds between SIGTERM and closing the listener: readiness answers 503
-    /// and responses close their connections meanwhile (SIGINT does not wait).
-    #[arg(
-        long = "drain_timeout",
-        alias = "drain-timeout",
-        global = true,
-        default_value_t = 5.0
-    )]
-    pub drain_timeout: f64,
-
-    /// Milliseconds a client may take to send a request's headers (slow clients get 408).
-    #[arg(
-        long = "client_request_timeout_ms",
-        alias = "client-request-timeout-ms",
-        global = true,
-        default_value_t = 5_000
-    )]
-    pub client_request_timeout_ms: u64,
-
-    /// Milliseconds a request body may take to arrive (slow bodies get 408).
-    #[arg(
-        long = "client_body_timeout_ms",
-        alias = "client-body-timeout-ms",
-        global = true,
-        default_value_t = 60_000
-    )]
-    pub client_body_timeout_ms: u64,
-
-    /// Seconds an idle keep-alive connection stays open; 0 closes each after its response.
-    #[arg(
-        long = "keep_alive_seconds",
-        alias = "keep-alive-seconds",
-        global = true,
-        default_value_t = 5
-    )]
-    pub keep_alive_seconds: u64,
-
-    /// Connections each HTTP worker holds at once; more wait in the kernel's accept queue.
-    #[arg(
-        long = "max_connections",
-        alias = "max-connections",
-        global = true,
-        default_value_t = 25_000
-    )]
-    pub max_connections: usize,
-
-    /// Answer cross-origin browser requests (CORS: any origin, without credentials).
-    #[arg(long = "enable_cors", alias = "enable-cors", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
-    pub enable_cors: bool,
-
-    /// TF Serving's monitoring config (text format): `prometheus_config { enable:
-    /// true path: "..." }` also serves the metrics at that path.
-    #[arg(long = "monitoring_config_file", alias = "monitoring-config-file", global = true)]
-    pub monitoring_config_file: Option<PathBuf>,
-}
-
-/// The gRPC listener's limits and connection management.
-#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(default)]
-#[command(next_help_heading = "gRPC")]
-pub struct GrpcSettings {
-    /// Largest gRPC message received or sent, in bytes (TF Serving's limit: 2 GiB).
-    #[arg(long = "grpc_max_message_bytes", alias = "grpc-max-message-bytes", global = true, default_value_t = i32::MAX as usize)]
-    pub grpc_max_message_bytes: usize,
-
-    /// Threads serving gRPC calls. Default: number of cores.
-    #[arg(long = "grpc_num_threads", alias = "grpc-num-threads", global = true, default_value_t = cores())]
-    pub grpc_num_threads: usize,
-
-    /// Seconds between HTTP/2 keepalive pings on idle connections; 0: none.
-    #[arg(
-        long = "grpc_keepalive_seconds",
-        alias = "grpc-keepalive-seconds",
-        global = true,
-        default_value_t = 0
-    )]
-    pub grpc_keepalive_seconds: u64,
-
-    /// Seconds a keepalive ping may go unanswered before the connection closes.
-    #[arg(
-        long = "grpc_keepalive_timeout_seconds",
-        alias = "grpc-keepalive-timeout-seconds",
-        global = true,
-        default_value_t = 20
-    )]
-    pub grpc_keepalive_timeout_seconds: u64,
-
-    /// Seconds after which a connection is asked to go away (GOAWAY), so clients
-    /// re-resolve and spread over replicas; 0: never.
-    #[arg(
-        long = "grpc_max_connection_age_seconds",
-        alias = "grpc-max-connection-age-seconds",
-        global = true,
-        default_value_t = 0
-    )]
-    pub grpc_max_connection_age_seconds: u64,
-
-    /// Seconds calls on a connection past its age may take to finish.
-    #[arg(
-        long = "grpc_max_connection_age_grace_seconds",
-        alias = "grpc-max-connection-age-grace-seconds",
-        global = true,
-        default_value_t = 30
-    )]
-    pub grpc_max_connection_age_grace_seconds: u64,
-
-    /// Also serve gRPC on this Unix domain socket (TF Serving's flag).
-    #[arg(long = "grpc_socket_path", alias = "grpc-socket-path", global = true)]
-    pub grpc_socket_path: Option<PathBuf>,
-
-    /// gRPC server arguments, `key=value,...` as TF Serving takes them
-    /// (`grpc.max_connection_age_ms`, `grpc.keepalive_time_ms`, ...); the ones
-    /// this server has no use for are logged and ignored, as gRPC does.
-    #[arg(
-        long = "grpc_channel_arguments",
-        alias = "grpc-channel-arguments",
-        global = true,
-        default_value = ""
-    )]
-    pub grpc_channel_arguments: String,
-}
+defaults_from_flags!(ModelSettings, BatchingSettings, HandlerOptions, TensorFlowSettings);
 
 /// Which models are served, from where, and how versions come and go.
 #[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -433,41 +251,6 @@ pub struct HandlerOptions {
     /// Default: $HOME/.cache/tfserve.
     #[arg(long = "cache_dir", alias = "cache-dir", global = true)]
     pub cache_dir: Option<PathBuf>,
-}
-
-/// Who may call, and over what.
-#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(default)]
-#[command(next_help_heading = "Security")]
-pub struct SecuritySettings {
-    /// Require HTTP basic auth on every route but liveness (Simple TensorFlow Serving's flag).
-    #[arg(long = "enable_auth", alias = "enable-auth", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
-    pub enable_auth: bool,
-
-    /// The basic-auth user name (needs --enable_auth).
-    #[arg(long = "auth_username", alias = "auth-username", global = true)]
-    pub auth_username: Option<String>,
-
-    /// The basic-auth password (needs --enable_auth). Never logged.
-    #[arg(long = "auth_password", alias = "auth-password", global = true)]
-    pub auth_password: Option<Secret>,
-
-    /// Serve HTTPS only (rustls), with --secret_pem and --secret_key.
-    #[arg(long = "enable_ssl", alias = "enable-ssl", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
-    pub enable_ssl: bool,
-
-    /// PEM certificate chain for --enable_ssl (server certificate first).
-    #[arg(long = "secret_pem", alias = "secret-pem", global = true)]
-    pub secret_pem: Option<PathBuf>,
-
-    /// PEM private key (PKCS#8, PKCS#1 or SEC1) for --enable_ssl.
-    #[arg(long = "secret_key", alias = "secret-key", global = true)]
-    pub secret_key: Option<PathBuf>,
-
-    /// PEM CA certificates for mutual TLS (needs --enable_ssl): REST and gRPC
-    /// clients must then present a certificate these signed.
-    #[arg(long = "ssl_client_ca", alias = "ssl-client-ca", global = true)]
-    pub ssl_client_ca: Option<PathBuf>,
 }
 
 /// TensorFlow sessions and libraries.

@@ -16,14 +16,13 @@ use crate::runtime::SessionConfig;
 mod cli;
 mod env;
 mod groups;
+mod listeners;
 mod summary;
 
 pub use cli::{Cli, Command};
 use env::{sagemaker_anywhere, sagemaker_defaults, stfs_env, tfserve_vars};
-pub use groups::{
-    clap_defaults, cores, BatchingSettings, GrpcSettings, HandlerOptions, HttpSettings, ModelSettings,
-    SecuritySettings, TensorFlowSettings,
-};
+pub use groups::{clap_defaults, cores, BatchingSettings, HandlerOptions, ModelSettings, TensorFlowSettings};
+pub use listeners::{GrpcSettings, HttpSettings, SecuritySettings};
 
 /// Every setting, by concern. Flattened: the settings file and `TFSERVE_*`
 /// variables use the flag names without group prefixes.

@@ -6,6 +6,7 @@ mod error;
 pub mod grpc;
 pub mod repository;
 pub mod rest;
+mod rest_body;
 mod values;
 
 use std::sync::Arc;

@@ -1,0 +1,228 @@
+//! A queue's handle, what the service holds per servable signature: submits
+//! a request's tensors, reports the queue's parameters, and runs a batch on
+//! the caller's thread when no batch thread was asked to.
+
+use super::*;
+
+/// A handle on one queue; dropping it lets the queue drain and disappear.
+pub struct QueueHandle {
+    pub(super) id: u64,
+    pub(super) name: String,
+    pub(super) params: BatchParams,
+    pub(super) merge: bool,
+    pub(super) shared: Arc<Shared>,
+    pub(super) metrics: QueueMetrics,
+    pub(super) clock: Arc<RunClock>,
+    pub(super) inline_limit: Duration,
+}
+
+/// A queued request: its answer, and whether its caller runs the batch.
+pub struct Submitted {
+    pub pending: Pending,
+    /// No batch thread was asked: the caller yields once, then calls
+    /// [`QueueHandle::run_ready`] until its answer is in or the queue is empty.
+    pub drive: bool,
+}
+
+impl QueueHandle {
+    /// The batching parameters this queue runs with.
+    pub fn params(&self) -> &BatchParams {
+        &self.params
+    }
+
+    /// Queues a request for the batch threads. `input_names` label the
+    /// tensors in error messages.
+    pub fn submit(
+        &self,
+        inputs: Vec<Tensor>,
+        input_names: &[&str],
+        request_id: Option<Arc<str>>,
+    ) -> Result<Pending, BatchError> {
+        self.queue_request(inputs, input_names, request_id, false)
+            .map(|submitted| submitted.pending)
+    }
+
+    /// Queues a request, to be run by its caller when the queue is fast
+    /// enough ([`Submitted::drive`]), else by the batch threads.
+    pub fn submit_or_drive(
+        &self,
+        inputs: Vec<Tensor>,
+        input_names: &[&str],
+        request_id: Option<Arc<str>>,
+    ) -> Result<Submitted, BatchError> {
+        self.queue_request(inputs, input_names, request_id, self.clock.within(self.inline_limit))
+    }
+
+    /// Takes this queue's ready batch and runs it on the calling thread;
+    /// false when there was none.
+    pub fn run_ready(&self) -> bool {
+        let work = self.shared.lock().take_from(self.id, Instant::now());
+        match work {
+            Some(work) => {
+                worker::run_contained(work);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn queue_request(
+        &self,
+        inputs: Vec<Tensor>,
+        input_names: &[&str],
+        request_id: Option<Arc<str>>,
+        inline: bool,
+    ) -> Result<Submitted, BatchError> {
+        let (rows, alone) = self.rows_of(&inputs, input_names);
+        let (sender, receiver) = oneshot::channel();
+        let splitting = !alone && rows > self.params.max_batch_size && self.params.enable_large_batch_splitting;
+        // Pieces of a split request may land in batches its caller never sees.
+        let drive = inline && !splitting;
+        let tasks = if splitting {
+            self.split_tasks(inputs, rows, request_id, sender)
+        } else {
+            vec![Task {
+                inputs,
+                rows,
+                alone,
+                request_id,
+                enqueued: Instant::now(),
+                reply: Reply::Whole(sender),
+            }]
+        };
+        self.enqueue(tasks, drive)?;
+        Ok(Submitted {
+            pending: receiver,
+            drive,
+        })
+    }
+
+    /// The request's rows, and whether it must run alone. As TF Serving's
+    /// batching session: requests merge along the 0th dimension; one whose
+    /// inputs have none (or disagree on it) cannot be merged, so it runs alone
+    /// and the graph decides whether it is valid.
+    fn rows_of(&self, inputs: &[Tensor], input_names: &[&str]) -> (usize, bool) {
+        match (self.merge, batch_rows(inputs)) {
+            (true, Some(rows)) => (rows, false),
+            (true, None) => {
+                log::debug!(
+                    "{}: inputs {} have no common 0th dimension; running the request alone",
+                    self.name,
+                    input_names.join(",")
+                );
+                (1, true)
+            }
+            (false, _) => (1, true),
+        }
+    }
+
+    /// A request larger than `max_batch_size` as pieces that fill the open
+    /// batch and then whole batches; the reply gathers them in order.
+    fn split_tasks(
+        &self,
+        inputs: Vec<Tensor>,
+        rows: usize,
+        request_id: Option<Arc<str>>,
+        sender: oneshot::Sender<ReplyResult>,
+    ) -> Vec<Task<Reply>> {
+        let enqueued = Instant::now();
+        // Slicing happens outside the lock; if the open batch fills meanwhile,
+        // the first piece simply opens a new batch.
+        let room = self
+            .shared
+            .lock()
+            .queues
+            .get(&self.id)
+            .map(|e| e.queue.room_for(&inputs))
+            .unwrap_or(0);
+        let sizes = queue::chunk_sizes(rows, room, self.params.max_batch_size);
+        let gather = Arc::new(Gather {
+            state: Mutex::new(GatherState {
+                sender: Some(sender),
+                parts: vec![None; sizes.len()],
+                remaining: sizes.len(),
+            }),
+        });
+        queue::split_inputs(&inputs, &sizes)
+            .into_iter()
+            .zip(&sizes)
+            .enumerate()
+            .map(|(index, (inputs, &rows))| Task {
+                inputs,
+                rows,
+                alone: false,
+                request_id: request_id.clone(),
+                enqueued,
+                reply: Reply::Part {
+                    gather: gather.clone(),
+                    index,
+                },
+            })
+            .collect()
+    }
+
+    /// Puts the tasks on the queue, or refuses them all (full, too large,
+    /// shutting down); wakes an idle batch thread unless the caller drives.
+    fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool) -> Result<(), BatchError> {
+        let wake = {
+            let mut state = self.shared.lock();
+            if state.shutdown {
+                return Err(BatchError::ShuttingDown);
+            }
+            let entry = state.queues.get_mut(&self.id).ok_or(BatchError::ShuttingDown)?;
+            match entry.queue.enqueue(tasks) {
+                Ok(()) => entry.metrics.depth.set(entry.queue.depth() as i64),
+                Err((EnqueueError::Full { batches }, _)) => {
+                    self.metrics.rejected_full.inc();
+                    return Err(BatchError::QueueFull {
+                        queue: self.name.clone(),
+                        batches,
+                    });
+                }
+                Err((EnqueueError::TooLarge { rows, max }, _)) => {
+                    self.metrics.rejected_too_large.inc();
+                    return Err(BatchError::TooLarge {
+                        queue: self.name.clone(),
+                        rows,
+                        max,
+                    });
+                }
+            }
+            !drive && state.idle > 0
+        };
+        // A busy thread looks at the queues again when its batch is done.
+        if wake {
+            self.shared.wake.notify_one();
+        }
+        Ok(())
+    }
+}
+
+/// The 0th dimension all of a request's inputs share, or `None` when one is a
+/// scalar or they disagree (such a request cannot be merged with others).
+pub(super) fn batch_rows(inputs: &[Tensor]) -> Option<usize> {
+    let mut dims = inputs.iter().map(|t| t.shape.first().copied());
+    let first = dims.next().unwrap_or(Some(0))?;
+    dims.all(|d| d == Some(first)).then_some(first)
+}
+
+impl Drop for QueueHandle {
+    /// An empty queue goes at once (its runner, and so the model, with it);
+    /// one still holding requests drains first and is removed by a batch thread.
+    fn drop(&mut self) {
+        let removed = {
+            let mut state = self.shared.lock();
+            match state.queues.get_mut(&self.id) {
+                Some(entry) if entry.queue.is_empty() => state.queues.remove(&self.id),
+                Some(entry) => {
+                    entry.closing = true;
+                    None
+                }
+                None => None,
+            }
+        };
+        // Outside the lock: dropping the last runner closes a TensorFlow session.
+        drop(removed);
+        self.shared.wake.notify_all();
+    }
+}
