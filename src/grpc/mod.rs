@@ -277,3 +277,6 @@ fn authenticate(state: Arc<ServerState>) -> impl FnMut(Request<()>) -> Result<Re
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,39 +3,18 @@
 //! The mock model `m` serves `y = x + version` (versions 1 and 2).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use actix_web::dev::Service as _;
 use actix_web::http::StatusCode;
 use actix_web::{test, web, App};
 use serde_json::{json, Value};
 
-use crate::runtime::mock::MockLoader;
-use crate::server::{build_service, ServerState};
-use crate::settings::Settings;
-
-/// The model directory: `m/1` and `m/2` (the mock loader reads no graph).
-fn models(name: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("tfserve-http-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    for version in ["1", "2"] {
-        let dir = root.join("m").join(version);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("saved_model.pb"), b"").unwrap();
-    }
-    root
-}
+use crate::server::testing::mock_state;
+use crate::server::ServerState;
 
 fn state(name: &str) -> (web::Data<ServerState>, PathBuf) {
-    let root = models(name);
-    let mut settings = Settings::default();
-    settings.models.model_name = "m".into();
-    settings.models.model_base_path = Some(root.join("m"));
-    settings.models.file_system_poll_wait_seconds = 0;
-    settings.models.model_version_policy = crate::model_config::DefaultVersionPolicy::All;
-    let (service, _batcher) = build_service(&settings, Arc::new(MockLoader::default())).unwrap();
-    let state = ServerState::new(&settings, service).unwrap();
-    (web::Data::new(state), root)
+    let (state, root) = mock_state(&format!("http-{name}"));
+    (web::Data::from(state), root)
 }
 
 /// A request through the whole route table and middleware; (status, JSON body).

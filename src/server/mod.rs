@@ -9,6 +9,8 @@ pub mod drain;
 pub mod models;
 pub mod request_id;
 pub mod start;
+#[cfg(test)]
+pub mod testing;
 
 pub use admission::{Admitted, ByteBudget, BytesHeld, InFlight};
 pub use auth::BasicAuth;

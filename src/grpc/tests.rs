@@ -1,0 +1,246 @@
+//! Every gRPC service through tonic's own server and generated clients over
+//! an in-memory pipe, on the mock runtime: no socket, no TensorFlow. The
+//! mock model `m` serves `y = x + version` (versions 1 and 2).
+
+use std::sync::Arc;
+
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint, Server, Uri};
+use tonic::Code;
+
+use super::channel_args::ChannelArguments;
+use crate::codec::tensor_proto::{to_proto, to_tensor};
+use crate::proto::inference::grpc_inference_service_client::GrpcInferenceServiceClient;
+use crate::proto::inference::model_infer_request::InferInputTensor;
+use crate::proto::inference::{
+    InferTensorContents, ModelInferRequest, ModelReadyRequest, ServerLiveRequest, ServerReadyRequest,
+};
+use crate::proto::tensorflow::serving::model_service_client::ModelServiceClient;
+use crate::proto::tensorflow::serving::model_spec::VersionChoice;
+use crate::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
+use crate::proto::tensorflow::serving::{GetModelMetadataRequest, GetModelStatusRequest, ModelSpec, PredictRequest};
+use crate::server::testing::mock_state;
+use crate::server::ServerState;
+use crate::tensor::{Tensor, TensorData};
+
+/// A client channel to the real routes (auth interceptor, limits, gzip)
+/// served over one in-memory connection.
+async fn connect(state: Arc<ServerState>) -> Channel {
+    let routes = super::routes(&state, 4 << 20, &ChannelArguments::default()).unwrap();
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let incoming = tokio_stream::once(Ok::<_, std::io::Error>(server));
+    tokio::spawn(Server::builder().add_routes(routes).serve_with_incoming(incoming));
+    let mut client = Some(client);
+    Endpoint::try_from("http://in-process")
+        .unwrap()
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let client = client.take();
+            async move {
+                client
+                    .map(TokioIo::new)
+                    .ok_or_else(|| std::io::Error::other("one connection only"))
+            }
+        }))
+        .await
+        .unwrap()
+}
+
+fn spec(model: &str, version: Option<i64>) -> Option<ModelSpec> {
+    Some(ModelSpec {
+        name: model.into(),
+        version_choice: version.map(VersionChoice::Version),
+        ..Default::default()
+    })
+}
+
+fn predict(model: &str, version: Option<i64>, values: Vec<f32>) -> PredictRequest {
+    let x = Tensor::new(vec![values.len()], TensorData::Float(values));
+    PredictRequest {
+        model_spec: spec(model, version),
+        inputs: [("x".to_string(), to_proto(&x))].into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn tf_serving_predicts_and_reports_status_and_metadata() {
+    let (state, root) = mock_state("grpc-tfs");
+    let channel = connect(state).await;
+    let mut prediction = PredictionServiceClient::new(channel.clone());
+    let response = prediction
+        .predict(predict("m", None, vec![1.0, 2.0]))
+        .await
+        .unwrap()
+        .into_inner();
+    let y = to_tensor(&response.outputs["y"], "y").unwrap();
+    assert_eq!(y.data, TensorData::Float(vec![3.0, 4.0]));
+    assert_eq!(
+        response.model_spec.and_then(|s| s.version_choice),
+        Some(VersionChoice::Version(2))
+    );
+    let response = prediction
+        .predict(predict("m", Some(1), vec![1.0]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        to_tensor(&response.outputs["y"], "y").unwrap().data,
+        TensorData::Float(vec![2.0])
+    );
+
+    let mut models = ModelServiceClient::new(channel.clone());
+    let status = models
+        .get_model_status(GetModelStatusRequest {
+            model_spec: spec("m", None),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let versions: Vec<i64> = status.model_version_status.iter().map(|s| s.version).collect();
+    assert_eq!(versions, [1, 2]);
+    let metadata = prediction
+        .get_model_metadata(GetModelMetadataRequest {
+            model_spec: spec("m", None),
+            metadata_field: vec!["signature_def".into()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(metadata.metadata.contains_key("signature_def"));
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+#[tokio::test]
+async fn tf_serving_refuses_in_its_codes_and_words() {
+    let (state, root) = mock_state("grpc-tfs-errors");
+    let mut prediction = PredictionServiceClient::new(connect(state).await);
+    let status = prediction.predict(predict("", None, vec![1.0])).await.unwrap_err();
+    assert_eq!(
+        (status.code(), status.message()),
+        (Code::InvalidArgument, "ModelSpec has no name specified.")
+    );
+    let status = prediction.predict(predict("nope", None, vec![1.0])).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    let status = prediction.predict(predict("m", Some(9), vec![1.0])).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    let mut request = predict("m", None, vec![1.0]);
+    request.model_spec.as_mut().unwrap().signature_name = "s".into();
+    let status = prediction.predict(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert_eq!(status.message(), "Serving signature key \"s\" not found.");
+    let mut request = predict("m", None, vec![1.0]);
+    request.inputs.insert("z".into(), request.inputs["x"].clone());
+    let status = prediction.predict(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().starts_with("input size does not match signature"),
+        "{status:?}"
+    );
+    let mut request = predict("m", None, vec![1.0]);
+    request.inputs.insert(
+        "x".into(),
+        to_proto(&Tensor::new(vec![1], TensorData::Bool(vec![true]))),
+    );
+    let status = prediction.predict(request).await.unwrap_err();
+    assert_eq!(status.message(), "Expects arg[0] to be float but bool is provided");
+    // The server kept serving through every refusal.
+    assert!(prediction.predict(predict("m", None, vec![0.0])).await.is_ok());
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+fn infer(model: &str, version: &str, shape: Vec<i64>, values: Vec<f32>) -> ModelInferRequest {
+    ModelInferRequest {
+        model_name: model.into(),
+        model_version: version.into(),
+        inputs: vec![InferInputTensor {
+            name: "x".into(),
+            datatype: "FP32".into(),
+            shape,
+            contents: Some(InferTensorContents {
+                fp32_contents: values,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn floats(raw: &[u8]) -> Vec<f32> {
+    raw.chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+#[tokio::test]
+async fn open_inference_protocol_infers_answers_health_and_refuses() {
+    let (state, root) = mock_state("grpc-oip");
+    let mut client = GrpcInferenceServiceClient::new(connect(state).await);
+    assert!(
+        client
+            .server_live(ServerLiveRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .live
+    );
+    assert!(
+        client
+            .server_ready(ServerReadyRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .ready
+    );
+    let ready = ModelReadyRequest {
+        name: "m".into(),
+        version: String::new(),
+    };
+    assert!(client.model_ready(ready).await.unwrap().into_inner().ready);
+
+    let response = client
+        .model_infer(infer("m", "", vec![2], vec![1.0, 2.0]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (response.model_name.as_str(), response.model_version.as_str()),
+        ("m", "2")
+    );
+    assert_eq!(response.outputs[0].name, "y");
+    assert_eq!(floats(&response.raw_output_contents[0]), [3.0, 4.0]);
+    let response = client
+        .model_infer(infer("m", "1", vec![1], vec![1.0]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(floats(&response.raw_output_contents[0]), [2.0]);
+
+    let status = client
+        .model_infer(infer("m", "", vec![3], vec![1.0]))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(status.message(), "input 'x': shape [3] needs 3 elements, got 1");
+    let status = client
+        .model_infer(infer("nope", "", vec![1], vec![1.0]))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    let status = client
+        .model_infer(infer("m", "x", vec![1], vec![1.0]))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (status.code(), status.message()),
+        (Code::InvalidArgument, "model version 'x' is not a version number")
+    );
+    let mut request = infer("m", "", vec![1], vec![1.0]);
+    request.inputs[0].name = "z".into();
+    let status = client.model_infer(request).await.unwrap_err();
+    assert_eq!(
+        status.message(),
+        "unexpected inference input 'z' for model 'm'; its inputs are: x"
+    );
+    std::fs::remove_dir_all(root).unwrap();
+}
