@@ -1,13 +1,27 @@
-//! The process's logger: env_logger under the server's filter, with one
-//! exception. Once the drain has shut the listening sockets on purpose,
-//! actix's accept thread reports the closed sockets as errors; those lines
-//! are expected then, and go out at DEBUG, so a clean shutdown logs no ERROR.
+//! The process's logger: env_logger under the server's filter, writing each
+//! line as text or, with `--log_format json`, as one JSON object (`time`,
+//! `level`, `target`, `message`, then the line's own fields, such as an
+//! access line's). One exception to the filter: once the drain has shut the
+//! listening sockets on purpose, actix's accept thread reports the closed
+//! sockets as errors; those lines are expected then, and go out at DEBUG, so
+//! a clean shutdown logs no ERROR.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use std::io::Write;
+
+use log::kv::{self, Key, VisitSource};
 use log::{Level, Log, Metadata, Record};
+use serde_json::Map;
 
 static LISTENERS_SHUT: AtomicBool = AtomicBool::new(false);
+static JSON: AtomicBool = AtomicBool::new(false);
+
+/// Every line from now on as JSON (`true`) or text. The logger starts
+/// before the settings are read, so they switch it once read.
+pub fn use_json(json: bool) {
+    JSON.store(json, Ordering::Relaxed);
+}
 
 /// Called by the drain just before it shuts the listening sockets.
 pub fn listeners_shut() {
@@ -16,15 +30,74 @@ pub fn listeners_shut() {
 
 /// Installs the logger with an env_logger filter (`info,tfserve=debug`).
 pub fn init(filter: &str) -> Result<(), log::SetLoggerError> {
-    let inner = env_logger::Builder::new().parse_filters(filter).build();
-    let max = inner.filter();
-    log::set_boxed_logger(Box::new(ServerLogger { inner }))?;
+    let text = env_logger::Builder::new().parse_filters(filter).build();
+    let json = env_logger::Builder::new()
+        .parse_filters(filter)
+        .format(json_line)
+        .build();
+    let max = text.filter();
+    log::set_boxed_logger(Box::new(ServerLogger { text, json }))?;
     log::set_max_level(max);
     Ok(())
 }
 
 struct ServerLogger {
-    inner: env_logger::Logger,
+    text: env_logger::Logger,
+    json: env_logger::Logger,
+}
+
+impl ServerLogger {
+    fn inner(&self) -> &env_logger::Logger {
+        if JSON.load(Ordering::Relaxed) {
+            &self.json
+        } else {
+            &self.text
+        }
+    }
+}
+
+/// One record as one JSON object on one line.
+fn json_line(out: &mut env_logger::fmt::Formatter, record: &Record) -> std::io::Result<()> {
+    let line = json_object(&out.timestamp_micros().to_string(), record);
+    serde_json::to_writer(&mut *out, &line)?;
+    writeln!(out)
+}
+
+fn json_object(time: &str, record: &Record) -> serde_json::Value {
+    let mut fields = Map::new();
+    fields.insert("time".into(), time.into());
+    fields.insert("level".into(), record.level().as_str().into());
+    fields.insert("target".into(), record.target().into());
+    fields.insert("message".into(), record.args().to_string().into());
+    let _ = record.key_values().visit(&mut JsonFields(&mut fields));
+    serde_json::Value::Object(fields)
+}
+
+/// A record's key-values as JSON values of their own type.
+struct JsonFields<'a>(&'a mut Map<String, serde_json::Value>);
+
+impl<'kvs> VisitSource<'kvs> for JsonFields<'_> {
+    fn visit_pair(&mut self, key: Key<'kvs>, value: kv::Value<'kvs>) -> Result<(), kv::Error> {
+        let json = if let Some(text) = value.to_borrowed_str() {
+            text.into()
+        } else if let Some(n) = value.to_u64() {
+            n.into()
+        } else if let Some(n) = value.to_i64() {
+            n.into()
+        } else if let Some(x) = value.to_f64() {
+            serde_json::Number::from_f64(x).map_or(serde_json::Value::Null, serde_json::Value::Number)
+        } else if let Some(b) = value.to_bool() {
+            b.into()
+        } else {
+            // An absent `Option` field is the unit value, which prints as `None`.
+            match value.to_string() {
+                none if none == "None" => serde_json::Value::Null,
+                text => text.into(),
+            }
+        };
+        self.0.insert(key.as_str().to_string(), json);
+        Ok(())
+    }
 }
 
 /// Whether a record is actix's accept thread complaining about sockets the
@@ -37,12 +110,13 @@ fn expected_after_shut(record: &Record) -> bool {
 
 impl Log for ServerLogger {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        self.inner.enabled(metadata)
+        self.inner().enabled(metadata)
     }
 
     fn log(&self, record: &Record) {
+        let inner = self.inner();
         if !expected_after_shut(record) {
-            return self.inner.log(record);
+            return inner.log(record);
         }
         let demoted = Record::builder()
             .args(*record.args())
@@ -52,13 +126,13 @@ impl Log for ServerLogger {
             .file(record.file())
             .line(record.line())
             .build();
-        if self.inner.enabled(demoted.metadata()) {
-            self.inner.log(&demoted);
+        if inner.enabled(demoted.metadata()) {
+            inner.log(&demoted);
         }
     }
 
     fn flush(&self) {
-        self.inner.flush();
+        self.inner().flush();
     }
 }
 
@@ -80,5 +154,37 @@ mod tests {
         assert!(!record(Level::Error, "tfserve::serve"));
         assert!(!record(Level::Warn, "actix_server::accept"));
         LISTENERS_SHUT.store(false, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_json_line_has_the_stable_keys_and_the_fields_in_their_types() {
+        let fields: [(&str, kv::Value); 4] = [
+            ("status", kv::Value::from("200")),
+            ("bytes_out", kv::Value::from(31u64)),
+            ("total_ms", kv::Value::from(1.5f64)),
+            ("version", kv::Value::null()),
+        ];
+        let fields: &[(&str, kv::Value)] = &fields;
+        let args = format_args!("POST /v1/models/m:predict 200");
+        let record = Record::builder()
+            .args(args)
+            .level(Level::Info)
+            .target("access")
+            .key_values(&fields)
+            .build();
+        let line = json_object("2026-11-24T00:00:00.000000Z", &record);
+        assert_eq!(
+            line,
+            serde_json::json!({
+                "time": "2026-11-24T00:00:00.000000Z",
+                "level": "INFO",
+                "target": "access",
+                "message": "POST /v1/models/m:predict 200",
+                "status": "200",
+                "bytes_out": 31,
+                "total_ms": 1.5,
+                "version": null,
+            })
+        );
     }
 }

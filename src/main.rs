@@ -6,7 +6,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tfserve::runtime::tf_log;
-use tfserve::settings::{Cli, Command, Settings};
+use tfserve::settings::{Cli, Command, LogFormat, Settings};
 
 // Runs before libtensorflow's static initialisers, which log to stderr.
 #[cfg(target_os = "linux")]
@@ -25,9 +25,6 @@ fn main() -> std::process::ExitCode {
     if let Err(error) = tfserve::logging::init(&filter) {
         eprintln!("tfserve: cannot install the logger: {error}");
     }
-    for line in start_up_output.lines().filter(|l| !l.trim().is_empty()) {
-        log::debug!(target: "tensorflow", "{line}");
-    }
     let cli = match Cli::try_from_args(std::env::args_os()) {
         Ok(cli) => cli,
         Err(error) if error.kind() == clap::error::ErrorKind::DisplayVersion => {
@@ -43,6 +40,10 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    tfserve::logging::use_json(settings.logging.log_format == LogFormat::Json);
+    for line in start_up_output.lines().filter(|l| !l.trim().is_empty()) {
+        log::debug!(target: "tensorflow", "{line}");
+    }
     match &cli.command {
         Some(Command::Transform(args)) => return transform(&settings, args),
         Some(Command::Inspect(args)) => return inspect(&settings, args),

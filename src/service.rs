@@ -49,6 +49,8 @@ pub struct Trace {
     pub batch_rows: Option<usize>,
     /// The client's own deadline (gRPC's `grpc-timeout`), when shorter than the server's.
     pub deadline: Option<Duration>,
+    /// The request gets an access line, so its transport wants what it ran.
+    pub access_logged: bool,
 }
 
 impl Trace {

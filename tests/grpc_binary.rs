@@ -1,5 +1,5 @@
-//! The binary's two listeners: KServe's TensorFlow runtime command line, and
-//! a SIGTERM drain with gRPC calls in flight.
+//! The binary's two listeners: KServe's TensorFlow runtime command line, a
+//! SIGTERM drain with gRPC calls in flight, and access lines for both.
 
 mod common;
 
@@ -195,4 +195,108 @@ fn is_refused(status: &tonic::Status) -> bool {
     unsent
         || status.code() == tonic::Code::Unavailable
             && (message.contains("tcp connect error") || message.contains("GOAWAY") || message.contains("refused"))
+}
+
+/// Waits for `count` access lines (JSON objects of target `access`) in the log.
+fn access_lines(log: &Mutex<Vec<String>>, count: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines: Vec<serde_json::Value> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|line| line["target"] == "access")
+            .collect();
+        if lines.len() >= count || Instant::now() > deadline {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn json_logs_and_an_access_line_per_rest_and_grpc_request() {
+    let base_path = repo_path("models/half_plus_three");
+    let server = start(&[
+        "--rest_api_port=0",
+        "--port=0",
+        "--host=127.0.0.1",
+        "--model_name=half",
+        &format!("--model_base_path={}", base_path.display()),
+        "--log_format=json",
+        "--access_log_sampling_rate=1",
+    ]);
+    let body = r#"{"instances": [1.0, 2.0]}"#;
+    let response = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/models/half:predict", server.url))
+        .header("x-request-id", "rest-1")
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer = response.text().unwrap();
+    let grpc = format!("http://{}", server.grpc);
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut client = PredictionServiceClient::connect(grpc).await.unwrap();
+        client.predict(request("half")).await.unwrap();
+        assert_eq!(
+            client.predict(request("nope")).await.unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+    });
+
+    let lines = access_lines(&server.log, 3);
+    let rest = lines
+        .iter()
+        .find(|l| l["protocol"] == "rest")
+        .expect("a REST access line");
+    assert_eq!(rest["request_id"], "rest-1", "{rest}");
+    assert_eq!(rest["method"], "POST");
+    assert_eq!(rest["path"], "/v1/models/half:predict");
+    assert_eq!(rest["route"], "predict");
+    assert_eq!(rest["model"], "half");
+    assert_eq!(rest["version"], 1);
+    assert_eq!(rest["signature"], "serving_default");
+    assert_eq!(rest["status"], "200");
+    assert_eq!(rest["bytes_in"], body.len());
+    assert_eq!(rest["bytes_out"], answer.len());
+    assert_eq!(rest["level"], "INFO");
+    assert!(rest["run_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{rest}");
+    assert!(rest["total_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{rest}");
+    assert!(
+        rest["client"].as_str().is_some_and(|c| c.starts_with("127.0.0.1:")),
+        "{rest}"
+    );
+    assert!(rest["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{rest}");
+
+    let grpc: Vec<&serde_json::Value> = lines.iter().filter(|l| l["protocol"] == "grpc").collect();
+    assert_eq!(grpc.len(), 2, "{lines:?}");
+    let ok = grpc.iter().find(|l| l["status"] == "OK").expect("a gRPC OK line");
+    assert_eq!(
+        (&ok["method"], &ok["path"], &ok["model"]),
+        (&"gRPC".into(), &"predict".into(), &"half".into())
+    );
+    assert_eq!(ok["version"], 1);
+    assert!(ok["bytes_in"].as_u64().is_some_and(|n| n > 0) && ok["bytes_out"].as_u64().is_some_and(|n| n > 0));
+    let refused = grpc
+        .iter()
+        .find(|l| l["status"] == "NOT_FOUND")
+        .expect("a gRPC NOT_FOUND line");
+    assert_eq!(refused["model"], serde_json::Value::Null, "{refused}");
+
+    // Every line the server's logger wrote is JSON (TensorFlow's own C++
+    // lines, written by libtensorflow straight to stderr, are not its).
+    let log = server.log.lock().unwrap().clone();
+    let ours: Vec<&String> = log
+        .iter()
+        .filter(|l| l.starts_with('[') || l.starts_with('{'))
+        .collect();
+    assert!(!ours.is_empty());
+    for line in ours {
+        let parsed: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        for key in ["time", "level", "target", "message"] {
+            assert!(parsed.get(key).is_some(), "no {key}: {line}");
+        }
+    }
 }

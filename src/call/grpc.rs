@@ -9,6 +9,7 @@ use tonic::{Request, Response, Status};
 
 use crate::error::ApiError;
 use crate::metrics::{RequestLabels, METRICS};
+use crate::server::access_log::{self, Served};
 use crate::server::{Admitted, RequestId, ServerState};
 use crate::service::Trace;
 use crate::status::{grpc_code, Code};
@@ -19,20 +20,31 @@ pub struct Call<'a> {
     api: &'static str,
     started: Instant,
     _admitted: Admitted<'a>,
+    /// When the call gets an access line: its size and its peer.
+    access: Option<(usize, Option<std::net::SocketAddr>)>,
 }
 
 impl<'a> Call<'a> {
     /// Admits a call under `--max_in_flight_requests`, as REST's POSTs are.
-    pub fn begin<T>(state: &'a ServerState, request: &Request<T>, api: &'static str) -> Result<Call<'a>, Status> {
+    pub fn begin<T: prost::Message>(
+        state: &'a ServerState,
+        request: &Request<T>,
+        api: &'static str,
+    ) -> Result<Call<'a>, Status> {
         let request_id = request_id(request.metadata());
         let admitted = state.in_flight.admit().map_err(|error| {
             let mut status = status_of(&error);
             set_request_id(status.metadata_mut(), &request_id);
             status
         })?;
+        let access = state
+            .access_log
+            .sample()
+            .then(|| (request.get_ref().encoded_len(), request.remote_addr()));
         let trace = Trace {
             request_id: Some(request_id.0),
             deadline: grpc_timeout(request.metadata()),
+            access_logged: access.is_some(),
             ..Trace::default()
         };
         Ok(Call {
@@ -40,13 +52,18 @@ impl<'a> Call<'a> {
             api,
             started: Instant::now(),
             _admitted: admitted,
+            access,
         })
     }
 
     /// The call's answer, its id on the response (or the error status)
     /// metadata, and its count in the metrics.
-    pub fn finish<T>(self, result: Result<T, ApiError>, model: &str) -> Result<Response<T>, Status> {
+    pub fn finish<T: prost::Message>(self, result: Result<T, ApiError>, model: &str) -> Result<Response<T>, Status> {
         let id = self.trace.request_id.clone().unwrap_or_else(|| "".into());
+        let bytes_out = match (&self.access, &result) {
+            (Some(_), Ok(message)) => Some(message.encoded_len() as u64),
+            _ => None,
+        };
         let answer = match result {
             Ok(message) => {
                 let mut response = Response::new(message);
@@ -82,6 +99,21 @@ impl<'a> Call<'a> {
             },
             self.started.elapsed().as_secs_f64(),
         );
+        if let Some((bytes_in, client)) = self.access {
+            let served = Served::of(self.api, trace);
+            access_log::write(&access_log::Line {
+                protocol: "grpc",
+                request_id: &id,
+                method: "gRPC",
+                path: self.api,
+                status: code_name(code),
+                bytes_in: Some(bytes_in as u64),
+                bytes_out,
+                client,
+                total: self.started.elapsed(),
+                served: Some(&served),
+            });
+        }
         answer
     }
 }

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::error::{error_response, ApiError};
 use crate::metrics::METRICS;
+use crate::server::access_log::{Sampled, Served};
 use crate::server::{BytesHeld, RequestId, ServerState};
 use crate::service::ModelInfo;
 use crate::service::Trace;
@@ -62,9 +63,11 @@ pub fn request_id(req: &HttpRequest) -> Option<RequestId> {
 
 /// A fresh trace for an inference request: its id and a way to tell its client left.
 pub fn trace(req: &HttpRequest) -> Trace {
+    let extensions = actix_web::HttpMessage::extensions(req);
     Trace {
         client_gone: client_gone(req),
-        request_id: request_id(req).map(|id| id.0),
+        request_id: extensions.get::<RequestId>().map(|id| id.0.clone()),
+        access_logged: extensions.contains::<Sampled>(),
         ..Trace::default()
     }
 }
@@ -200,6 +203,9 @@ pub fn answer(
         trace.request_id.as_deref().unwrap_or_default(),
         started.elapsed().as_secs_f64() * 1000.0
     );
+    if trace.access_logged {
+        response.extensions_mut().insert(Served::of(api, trace));
+    }
     METRICS.record_request(
         &crate::metrics::RequestLabels {
             protocol: "rest",

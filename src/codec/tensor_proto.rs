@@ -270,7 +270,10 @@ mod tests {
         half.tensor_content = values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>().into();
         assert_eq!(to_tensor(&half, "h").unwrap().data, TensorData::Half(values));
         let bfloat16 = to_tensor(&proto(DType::BFloat16, &[1]), "b").unwrap_err();
-        assert_eq!(crate::status::HasCode::code(&bfloat16), crate::status::Code::Unimplemented);
+        assert_eq!(
+            crate::status::HasCode::code(&bfloat16),
+            crate::status::Code::Unimplemented
+        );
         let mut p = proto(DType::Float, &[1]);
         if let Some(shape) = p.tensor_shape.as_mut() {
             shape.dim[0].size = -1;

@@ -1,8 +1,10 @@
-//! The HTTP middleware: request ids, contained panics and closing
-//! connections while draining (the outermost layer), then auth and admission
-//! (inside CORS). The checks themselves are the core's (`crate::server`).
+//! The HTTP middleware: request ids, contained panics, access lines and
+//! closing connections while draining (the outermost layer), then auth and
+//! admission (inside CORS). The checks themselves are the core's (`crate::server`).
 
-use actix_web::body::MessageBody;
+use std::time::Instant;
+
+use actix_web::body::{BodySize, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::ConnectionType;
@@ -11,6 +13,7 @@ use actix_web::{web, HttpMessage, HttpRequest};
 use futures_util::FutureExt;
 
 use crate::error::{error_response, ApiError};
+use crate::server::access_log::{self, Sampled, Served};
 use crate::server::request_id::{RequestId, HEADER};
 
 /// The request id's header, as actix names it.
@@ -32,10 +35,38 @@ pub async fn assign(
     // Kept for the log line should the request panic (the request itself is
     // consumed by routing); both are cheap reference-counted clones.
     let (method, uri) = (req.method().clone(), req.uri().clone());
+    let access = state.as_ref().is_some_and(|s| s.access_log.sample()).then(|| {
+        req.extensions_mut().insert(Sampled);
+        let bytes_in = req
+            .headers()
+            .get(actix_web::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        (Instant::now(), bytes_in, req.peer_addr())
+    });
     let mut response = match std::panic::AssertUnwindSafe(next.call(req)).catch_unwind().await {
         Ok(result) => result?,
         Err(panic) => return Err(super::panics::contained(&id, &method, &uri, panic.as_ref())),
     };
+    if let Some((started, bytes_in, client)) = access {
+        let bytes_out = match response.response().body().size() {
+            BodySize::Sized(n) => Some(n),
+            BodySize::None => Some(0),
+            BodySize::Stream => None,
+        };
+        let served = response.response().extensions().get::<Served>().cloned();
+        access_log::write(&access_log::Line {
+            protocol: "rest",
+            request_id: &id.0,
+            method: method.as_str(),
+            path: uri.path(),
+            status: response.status().as_str(),
+            bytes_in,
+            bytes_out,
+            client,
+            total: started.elapsed(),
+            served: served.as_ref(),
+        });
+    }
     if let Ok(value) = HeaderValue::from_str(&id.0) {
         response.headers_mut().insert(REQUEST_ID, value);
     }

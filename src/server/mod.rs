@@ -3,6 +3,7 @@
 //! request ids, the drain, model management, and start-up. `http/` and
 //! `grpc/` sit on it; nothing here knows either.
 
+pub mod access_log;
 pub mod admission;
 pub mod auth;
 pub mod drain;
@@ -12,6 +13,7 @@ pub mod start;
 #[cfg(test)]
 pub mod testing;
 
+pub use access_log::AccessLog;
 pub use admission::{Admitted, ByteBudget, BytesHeld, InFlight};
 pub use auth::BasicAuth;
 pub use drain::{Drain, Phase};
@@ -44,6 +46,8 @@ pub struct ServerState {
     pub body_budget: ByteBudget,
     /// Another path the metrics answer on (`--monitoring_config_file`).
     pub metrics_path: Option<String>,
+    /// Which requests get an access line (`--access_log_sampling_rate`).
+    pub access_log: AccessLog,
 }
 
 impl ServerState {
@@ -66,6 +70,7 @@ impl ServerState {
             body_timeout: Duration::from_millis(settings.http.client_body_timeout_ms),
             body_budget: ByteBudget::new(settings.http.max_in_flight_bytes),
             metrics_path: settings.metrics_path()?,
+            access_log: AccessLog::new(settings.logging.access_log_sampling_rate),
         })
     }
 

@@ -47,7 +47,13 @@ macro_rules! defaults_from_flags {
         }
     )*};
 }
-defaults_from_flags!(ModelSettings, BatchingSettings, HandlerOptions, TensorFlowSettings);
+defaults_from_flags!(
+    ModelSettings,
+    BatchingSettings,
+    HandlerOptions,
+    TensorFlowSettings,
+    LoggingSettings
+);
 
 /// Which models are served, from where, and how versions come and go.
 #[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -299,4 +305,38 @@ pub struct TensorFlowSettings {
     /// `.so` files or directories (every `*.so` in them).
     #[arg(long = "custom_op_paths", alias = "custom-op-paths", global = true)]
     pub custom_op_paths: Option<String>,
+}
+
+/// How log lines are written: every line as text or as JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// `[time LEVEL target] message key=value ...`
+    #[default]
+    Text,
+    /// One JSON object per line: `time`, `level`, `target`, `message`, then the line's fields.
+    Json,
+}
+
+/// What the server logs and how.
+#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+#[command(next_help_heading = "Logging")]
+pub struct LoggingSettings {
+    /// Every log line as `text` or `json` (one object per line with stable keys).
+    #[arg(long = "log_format", alias = "log-format", global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// The share of requests, REST and gRPC, that get an access log line
+    /// (target `access`: request id, protocol, route, model, version,
+    /// signature, status, bytes in and out, queue, run and total time, client):
+    /// 0 logs none, 1 every request, 0.01 one in a hundred, evenly spread.
+    #[arg(
+        long = "access_log_sampling_rate",
+        alias = "access-log-sampling-rate",
+        global = true,
+        default_value_t = 0.0
+    )]
+    pub access_log_sampling_rate: f64,
 }

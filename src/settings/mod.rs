@@ -21,7 +21,10 @@ mod summary;
 
 pub use cli::{Cli, Command};
 use env::{sagemaker_anywhere, sagemaker_defaults, stfs_env, tfserve_vars};
-pub use groups::{clap_defaults, cores, BatchingSettings, HandlerOptions, ModelSettings, TensorFlowSettings};
+pub use groups::{
+    clap_defaults, cores, BatchingSettings, HandlerOptions, LogFormat, LoggingSettings, ModelSettings,
+    TensorFlowSettings,
+};
 pub use listeners::{GrpcSettings, HttpSettings, SecuritySettings};
 
 /// Every setting, by concern. Flattened: the settings file and `TFSERVE_*`
@@ -50,6 +53,9 @@ pub struct Settings {
     #[command(flatten)]
     #[serde(flatten)]
     pub tensorflow: TensorFlowSettings,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub logging: LoggingSettings,
 }
 
 /// A password: kept out of `Debug` output, so it never reaches a log.
@@ -181,6 +187,14 @@ impl Settings {
                 name: "drain_timeout",
                 value: drain.to_string(),
                 reason: "must be between 0 and 86400 seconds",
+            });
+        }
+        let rate = self.logging.access_log_sampling_rate;
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(SettingsError::Invalid {
+                name: "access_log_sampling_rate",
+                value: rate.to_string(),
+                reason: "must be between 0 and 1",
             });
         }
         if self.tensorflow.gpu && self.tensorflow.cpu_only {

@@ -10,7 +10,7 @@ use super::Settings;
 impl Settings {
     /// One line per group (`http: rest_api_port=8501 ...`), for the log.
     pub fn summary(&self) -> String {
-        let groups: [(&str, Value); 7] = [
+        let groups: [(&str, Value); 8] = [
             ("http", value_of(&self.http)),
             ("grpc", value_of(&self.grpc)),
             ("models", value_of(&self.models)),
@@ -18,6 +18,7 @@ impl Settings {
             ("handlers", value_of(&self.handlers)),
             ("security", value_of(&self.security)),
             ("tensorflow", value_of(&self.tensorflow)),
+            ("logging", value_of(&self.logging)),
         ];
         let lines: Vec<String> = groups
             .iter()
@@ -62,7 +63,11 @@ mod tests {
         let mut settings = Settings::default();
         settings.security.auth_password = Some(super::super::Secret("hunter2".into()));
         let summary = settings.summary();
-        assert_eq!(summary.lines().count(), 7, "{summary}");
+        assert_eq!(summary.lines().count(), 8, "{summary}");
+        assert!(
+            summary.contains("\nlogging: access_log_sampling_rate=0.0 log_format=text"),
+            "{summary}"
+        );
         assert!(
             summary.lines().next().is_some_and(|l| l.starts_with("http: ")),
             "{summary}"

@@ -50,9 +50,10 @@ fn launch(args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Some(rest) = line.split(" on http://").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or_default().to_string();
-                let grpc = rest.split("gRPC on ").nth(1).unwrap_or_default();
-                let grpc = grpc.split_whitespace().next().unwrap_or_default().to_string();
+                // A word ends at a space, or at the quote closing a JSON log line's message.
+                let word = |text: &str| text.split([' ', '"']).next().unwrap_or_default().to_string();
+                let addr = word(rest);
+                let grpc = word(rest.split("gRPC on ").nth(1).unwrap_or_default());
                 let _ = sender.send((addr, grpc));
             }
             lines.lock().unwrap().push(line);
