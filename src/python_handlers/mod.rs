@@ -4,6 +4,7 @@
 //! `code/requirements.txt`, and invocations routed through it.
 
 mod process;
+mod supervisor;
 mod workers;
 
 pub use workers::WorkerSettings;
