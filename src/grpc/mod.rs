@@ -77,21 +77,8 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
     let listener = std::net::TcpListener::bind(&addr).map_err(bind_error)?;
     listener.set_nonblocking(true).map_err(bind_error)?;
     let local = listener.local_addr().map_err(bind_error)?;
-    let tls = match settings.tls_files() {
-        Some(files) => {
-            // The REST configuration checks the files and names what is wrong with them.
-            files.rest()?;
-            Some(files.grpc()?)
-        }
-        None => None,
-    };
-    let channel_args = ChannelArguments::parse(&settings.grpc.grpc_channel_arguments).map_err(StartError::Grpc)?;
-    if !channel_args.ignored.is_empty() {
-        log::info!(
-            "gRPC channel arguments without effect here: {}",
-            channel_args.ignored.join(", ")
-        );
-    }
+    let tls = tls_config(settings)?;
+    let channel_args = channel_arguments(settings)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.grpc.grpc_num_threads.max(1))
         .thread_name("tfserve-grpc")
@@ -140,6 +127,28 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
     }
     drop(_entered);
     Ok(grpc)
+}
+
+/// The listener's TLS, when `--enable_ssl` gives the files.
+fn tls_config(settings: &Settings) -> Result<Option<tonic::transport::ServerTlsConfig>, StartError> {
+    let Some(files) = settings.tls_files() else {
+        return Ok(None);
+    };
+    // The REST configuration checks the files and names what is wrong with them.
+    files.rest()?;
+    Ok(Some(files.grpc()?))
+}
+
+/// `--grpc_channel_arguments`, saying once which of them have no effect here.
+fn channel_arguments(settings: &Settings) -> Result<ChannelArguments, StartError> {
+    let arguments = ChannelArguments::parse(&settings.grpc.grpc_channel_arguments).map_err(StartError::Grpc)?;
+    if !arguments.ignored.is_empty() {
+        log::info!(
+            "gRPC channel arguments without effect here: {}",
+            arguments.ignored.join(", ")
+        );
+    }
+    Ok(arguments)
 }
 
 /// Binds `--grpc_socket_path`, replacing a socket a previous run left behind

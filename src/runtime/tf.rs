@@ -50,6 +50,24 @@ impl std::fmt::Debug for LoadedModel {
     }
 }
 
+/// Whether a session runs on a GPU; logs the devices it runs on, once per load.
+fn runs_on_gpu(session: &Session, dir: &Path) -> bool {
+    match session.device_list() {
+        Ok(devices) => {
+            let names: Vec<String> = devices
+                .iter()
+                .map(|d| d.name.rsplit('/').next().unwrap_or(&d.name).to_string())
+                .collect();
+            log::info!("{}: its session runs on {}", dir.display(), names.join(", "));
+            devices.iter().any(|d| d.device_type == "GPU")
+        }
+        Err(e) => {
+            log::warn!("{}: cannot list its session's devices: {e}", dir.display());
+            false
+        }
+    }
+}
+
 impl LoadedModel {
     pub fn load(dir: &Path, tags: &[String], config: &SessionConfig) -> Result<Self, RuntimeError> {
         let load_error = |message: String| RuntimeError::Load {
@@ -105,20 +123,7 @@ impl LoadedModel {
                 },
             );
         }
-        let on_gpu = match bundle.session.device_list() {
-            Ok(devices) => {
-                let names: Vec<String> = devices
-                    .iter()
-                    .map(|d| d.name.rsplit('/').next().unwrap_or(&d.name).to_string())
-                    .collect();
-                log::info!("{}: its session runs on {}", dir.display(), names.join(", "));
-                devices.iter().any(|d| d.device_type == "GPU")
-            }
-            Err(e) => {
-                log::warn!("{}: cannot list its session's devices: {e}", dir.display());
-                false
-            }
-        };
+        let on_gpu = runs_on_gpu(&bundle.session, dir);
         let specs = signatures.values().map(|s| s.spec.clone()).collect();
         Ok(LoadedModel {
             session: bundle.session,
