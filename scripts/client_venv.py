@@ -4,7 +4,8 @@ tfserve cache, and prints the Python of the one asked for:
 - `client` (default): tensorflow-serving-api (over the pinned tensorflow-cpu
   wheel the set-up script fetches) and tf-keras for TF Serving's own tests,
   tritonclient[http,grpc], KServe's Python SDK, grpcio-health-checking and
-  grpcio-reflection, and kubernetes-validate (deploy/'s manifest checks);
+  grpcio-reflection, kubernetes-validate (deploy/'s manifest checks), and
+  pandas and cloudevents (the capture sinks' readers);
 - `sagemaker`: the SageMaker Python SDK (v2), whose protobuf pin cannot share
   an environment with TensorFlow 2.21.
 
@@ -21,7 +22,9 @@ ENVIRONMENTS = {
     "client": (
         [TF_PIN, "tf-keras==2.21.0", "tritonclient[http,grpc]==2.73.0", "kserve==0.21.0",
          "grpcio-health-checking==1.81.1", "grpcio-reflection==1.81.1", "requests",
-         "kubernetes-validate==1.37.0", "jsonschema==4.26.0"],
+         "kubernetes-validate==1.37.0", "jsonschema==4.26.0",
+         # What reads the capture sinks: Model Monitor-style pandas, a CloudEvents receiver.
+         "pandas==2.3.3", "cloudevents==1.13.0"],
         # tensorflow-serving-api requires the `tensorflow` project; its modules
         # only need TensorFlow's Python package, which tensorflow-cpu provides.
         ["tensorflow-serving-api==2.21.0"],

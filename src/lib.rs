@@ -21,6 +21,7 @@
 
 pub mod batcher;
 pub mod call;
+pub mod capture;
 pub mod codec;
 pub mod dialects;
 pub mod error;

@@ -30,6 +30,10 @@ pub struct Metrics {
     pub panics: IntCounterVec,
     pub python_worker_restarts: IntCounterVec,
     pub config_reloads: IntCounterVec,
+    /// Capture records written, by sink (`jsonl`, `tfrecord`, `cloudevents`).
+    pub capture_records: IntCounterVec,
+    /// Capture records dropped, by sink (`queue` when the writer fell behind) and reason.
+    pub capture_dropped: IntCounterVec,
     pub in_flight: IntGauge,
     gpu_memory_used: IntGaugeVec,
     gpu_memory_total: IntGaugeVec,
@@ -65,6 +69,18 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let registry = Registry::new();
     let request_labels = &["protocol", "model", "version", "signature", "api", "status"];
     Metrics {
+        capture_records: counter(
+            &registry,
+            "tfserve_capture_records_total",
+            "Captured request/response records written, by sink.",
+            &["sink"],
+        ),
+        capture_dropped: counter(
+            &registry,
+            "tfserve_capture_dropped_total",
+            "Captured records dropped (the request was answered), by sink and reason.",
+            &["sink", "reason"],
+        ),
         requests: counter(
             &registry,
             "tfserve_requests_total",

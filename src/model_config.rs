@@ -63,6 +63,78 @@ pub struct ModelSource {
     pub session: SessionOverrides,
     /// How uploaded images reach the model (JSON configs: `image_string_encoding`, `image_resize`).
     pub images: ImagePolicy,
+    /// TF Serving's `logging_config`: requests sampled into `PredictionLog` files.
+    pub logging: Option<std::sync::Arc<LoggingConfig>>,
+}
+
+/// TF Serving's `LoggingConfig`: the share of requests logged
+/// (`sampling_config.sampling_rate`) and where
+/// (`log_collector_config.filename_prefix`), as TFRecord files of `PredictionLog`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggingConfig {
+    pub filename_prefix: String,
+    pub sampling_rate: f64,
+}
+
+impl LoggingConfig {
+    fn checked(
+        model: &str,
+        filename_prefix: Option<&str>,
+        sampling_rate: f64,
+    ) -> Result<Option<LoggingConfig>, String> {
+        let Some(filename_prefix) = filename_prefix.filter(|p| !p.is_empty()) else {
+            return Err(format!(
+                "model '{model}': logging_config needs log_collector_config.filename_prefix"
+            ));
+        };
+        if !(0.0..=1.0).contains(&sampling_rate) {
+            return Err(format!(
+                "model '{model}': logging_config.sampling_config.sampling_rate must be between 0 and 1, got {sampling_rate}"
+            ));
+        }
+        Ok(Some(LoggingConfig {
+            filename_prefix: filename_prefix.to_string(),
+            sampling_rate,
+        }))
+    }
+
+    fn from_textproto(model: &str, config: &Message) -> Result<Option<LoggingConfig>, String> {
+        let Some(logging) = config.message("logging_config") else {
+            return Ok(None);
+        };
+        let prefix = logging
+            .message("log_collector_config")
+            .and_then(|collector| collector.scalar("filename_prefix"));
+        // An absent rate is proto3's zero: nothing is logged, as in TF Serving.
+        let rate = logging
+            .message("sampling_config")
+            .and_then(|sampling| sampling.scalar("sampling_rate"))
+            .unwrap_or("0");
+        let rate = rate.parse::<f64>().map_err(|_| {
+            format!("model '{model}': logging_config.sampling_config.sampling_rate must be a number, got '{rate}'")
+        })?;
+        LoggingConfig::checked(model, prefix, rate)
+    }
+
+    /// The protobuf JSON mapping: camelCase or the proto's own names.
+    fn from_json(model: &str, config: &Json) -> Result<Option<LoggingConfig>, String> {
+        let field = |value: &Json, snake: &str, camel: &str| value.get(snake).or_else(|| value.get(camel)).cloned();
+        let Some(logging) = field(config, "logging_config", "loggingConfig") else {
+            return Ok(None);
+        };
+        let prefix = field(&logging, "log_collector_config", "logCollectorConfig")
+            .and_then(|collector| field(&collector, "filename_prefix", "filenamePrefix"));
+        let rate = field(&logging, "sampling_config", "samplingConfig")
+            .and_then(|sampling| field(&sampling, "sampling_rate", "samplingRate"))
+            .unwrap_or(Json::from(0.0));
+        let rate = rate
+            .as_f64()
+            .or_else(|| rate.as_str().and_then(|s| s.parse().ok()))
+            .ok_or(format!(
+                "model '{model}': logging_config.sampling_config.sampling_rate must be a number, got {rate}"
+            ))?;
+        LoggingConfig::checked(model, prefix.as_ref().and_then(Json::as_str), rate)
+    }
 }
 
 /// Per-model session options; unset fields keep the server-wide values.
@@ -163,6 +235,7 @@ impl ModelSource {
             labels: BTreeMap::new(),
             session: SessionOverrides::default(),
             images: ImagePolicy::default(),
+            logging: None,
         }
     }
 }
@@ -278,6 +351,7 @@ fn from_textproto(root: &Message) -> Result<Vec<ModelSource>, String> {
                 let value = parse_number(&name, "version_labels value", label.scalar("value").unwrap_or(""))?;
                 labels.insert(key.to_string(), value);
             }
+            let logging = LoggingConfig::from_textproto(&name, config)?.map(std::sync::Arc::new);
             Ok(ModelSource {
                 name,
                 base_path: base_path.into(),
@@ -285,6 +359,7 @@ fn from_textproto(root: &Message) -> Result<Vec<ModelSource>, String> {
                 labels,
                 session: SessionOverrides::default(),
                 images: ImagePolicy::default(),
+                logging,
             })
         })
         .collect()
@@ -354,6 +429,7 @@ pub fn json_source(config: &Json) -> Result<ModelSource, String> {
         None => SessionOverrides::default(),
     };
     let images = image_policy(&name, config)?;
+    let logging = LoggingConfig::from_json(&name, config)?.map(std::sync::Arc::new);
     Ok(ModelSource {
         name,
         base_path: base_path.into(),
@@ -361,6 +437,7 @@ pub fn json_source(config: &Json) -> Result<ModelSource, String> {
         labels,
         session,
         images,
+        logging,
     })
 }
 

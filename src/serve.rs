@@ -84,6 +84,10 @@ pub fn start_with(settings: &Settings, loader: Arc<dyn Loader>) -> Result<Runnin
     })
 }
 
+/// How long shutdown waits for queued capture records.
+#[cfg(feature = "tensorflow")]
+const CAPTURE_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Serves until SIGTERM or SIGINT, then shuts down in order: the drain
 /// (readiness fails, connections close after their answer) for
 /// `--drain_timeout`, HTTP stops accepting and refuses new connections,
@@ -93,10 +97,12 @@ pub fn start_with(settings: &Settings, loader: Arc<dyn Loader>) -> Result<Runnin
 pub fn run(settings: &Settings) -> Result<(), StartError> {
     let mut grpc = None;
     let mut batcher = None;
+    let mut capture = None;
     let result = actix_web::rt::System::new().block_on(async {
         let mut running = start(settings)?;
         grpc = running.grpc.take();
         batcher = Some(running.batcher.clone());
+        capture = Some(running.state.service.capture.clone());
         let drain_timeout = std::time::Duration::from_secs_f64(settings.http.drain_timeout);
         let listeners = std::mem::take(&mut running.listeners);
         let handle = running.server.handle();
@@ -123,6 +129,12 @@ pub fn run(settings: &Settings) -> Result<(), StartError> {
     // Batches already queued run to the end before the process goes.
     if let Some(batcher) = batcher {
         batcher.shutdown();
+    }
+    // Then every captured record still queued is written out.
+    if let Some(capture) = capture {
+        if !capture.flush(CAPTURE_FLUSH_LIMIT) {
+            log::warn!("capture: records still queued after {CAPTURE_FLUSH_LIMIT:?} were not written");
+        }
     }
     result
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::batcher::{BatchError, BatchOutput, Pending};
+use crate::capture::{Capture, Draft};
 use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
@@ -29,6 +30,8 @@ pub struct Service {
     method_name_check: bool,
     /// SageMaker's default model (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`).
     default_model: Option<String>,
+    /// Request/response capture, sampled per model.
+    pub capture: Arc<Capture>,
 }
 
 /// Tells whether a request's client has gone away.
@@ -51,6 +54,11 @@ pub struct Trace {
     pub deadline: Option<Duration>,
     /// The request gets an access line, so its transport wants what it ran.
     pub access_logged: bool,
+    /// The body as it arrived (REST), kept for capture.
+    pub raw_request: Option<bytes::Bytes>,
+    /// The request was sampled for capture: the record so far, for its
+    /// transport to finish with the bodies it saw.
+    pub capture: Option<Box<Draft>>,
 }
 
 impl Trace {
@@ -82,7 +90,12 @@ impl Service {
             timeout,
             method_name_check: false,
             default_model: None,
+            capture: Arc::new(Capture::disabled()),
         }
+    }
+
+    pub fn with_capture(self, capture: Arc<Capture>) -> Service {
+        Service { capture, ..self }
     }
 
     pub fn with_default_model(self, default_model: Option<String>) -> Service {
@@ -137,6 +150,28 @@ impl Service {
             .queue(&signature.name)
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
+        let mut capture = match trace.capture {
+            None => self.capture.sample(
+                &servable.model,
+                servable.version,
+                &signature.name,
+                servable.logging.as_ref(),
+            ),
+            // A handler calling the model again: the first run is the record.
+            Some(_) => None,
+        };
+        // Tensors are copied only for a sink that writes tensors, or when the
+        // transport has no body of its own to capture (gRPC).
+        let keep_tensors = capture
+            .as_ref()
+            .is_some_and(|draft| draft.needs_tensors(trace.raw_request.is_some()));
+        if let Some(draft) = capture.as_mut().filter(|_| keep_tensors) {
+            draft.inputs = names
+                .iter()
+                .map(|n| n.to_string())
+                .zip(inputs.iter().cloned())
+                .collect();
+        }
         let submitted = queue.submit_or_drive(inputs, &names, trace.request_id.clone())?;
         let mut pending = submitted.pending;
         if submitted.drive {
@@ -154,6 +189,17 @@ impl Service {
             }
         };
         trace.ran(&output);
+        if let Some(mut draft) = capture {
+            if keep_tensors {
+                draft.outputs = signature
+                    .outputs
+                    .iter()
+                    .map(|spec| spec.key.clone())
+                    .zip(output.outputs.iter().cloned())
+                    .collect();
+            }
+            trace.capture = Some(Box::new(draft));
+        }
         Ok(output.outputs)
     }
 

@@ -14,6 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["call"],
     &["server"],
     &["service"],
+    &["capture"],
     &["registry"],
     &["warmup", "python_handlers"],
     &["batcher"],

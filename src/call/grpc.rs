@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
 
+use crate::capture::{Capture, Record};
 use crate::error::ApiError;
 use crate::metrics::{RequestLabels, METRICS};
 use crate::server::access_log::{self, Served};
@@ -22,6 +23,7 @@ pub struct Call<'a> {
     _admitted: Admitted<'a>,
     /// When the call gets an access line: its size and its peer.
     access: Option<(usize, Option<std::net::SocketAddr>)>,
+    capture: &'a Capture,
 }
 
 impl<'a> Call<'a> {
@@ -53,13 +55,28 @@ impl<'a> Call<'a> {
             started: Instant::now(),
             _admitted: admitted,
             access,
+            capture: &state.service.capture,
         })
     }
 
     /// The call's answer, its id on the response (or the error status)
     /// metadata, and its count in the metrics.
-    pub fn finish<T: prost::Message>(self, result: Result<T, ApiError>, model: &str) -> Result<Response<T>, Status> {
+    pub fn finish<T: prost::Message>(
+        mut self,
+        result: Result<T, ApiError>,
+        model: &str,
+    ) -> Result<Response<T>, Status> {
         let id = self.trace.request_id.clone().unwrap_or_else(|| "".into());
+        if let (Some(draft), Ok(_)) = (self.trace.capture.take(), &result) {
+            // No JSON body crossed the wire: the sinks write the run's tensors.
+            self.capture.submit(Record {
+                draft: *draft,
+                event_id: id.clone(),
+                protocol: "grpc",
+                request: None,
+                response: None,
+            });
+        }
         let bytes_out = match (&self.access, &result) {
             (Some(_), Ok(message)) => Some(message.encoded_len() as u64),
             _ => None,

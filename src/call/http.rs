@@ -14,6 +14,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
+use crate::capture::Draft;
 use crate::error::{error_response, ApiError};
 use crate::metrics::METRICS;
 use crate::server::access_log::{Sampled, Served};
@@ -150,6 +151,22 @@ async fn read_limited(
     Ok(body.freeze())
 }
 
+/// Keeps a request's body on its trace for capture, when any model captures.
+pub fn keep_body(state: &ServerState, trace: &mut Trace, body: &Bytes) {
+    if state.service.capture.active() {
+        trace.raw_request = Some(body.clone());
+    }
+}
+
+/// A sampled request's capture, handed on the response to the outermost
+/// middleware, which sees the final headers and submits the record.
+pub struct CaptureHandoff {
+    pub draft: Box<Draft>,
+    pub request_body: Option<Bytes>,
+    pub response_body: Bytes,
+    pub event_id: Option<std::sync::Arc<str>>,
+}
+
 pub fn json_response(body: Vec<u8>) -> HttpResponse {
     HttpResponse::build(StatusCode::OK)
         .content_type("application/json")
@@ -162,11 +179,25 @@ pub fn answer(
     result: Result<Vec<u8>, ApiError>,
     model: &str,
     api: &str,
-    trace: &Trace,
+    trace: &mut Trace,
     started: Instant,
 ) -> HttpResponse {
+    let mut handoff = None;
     let mut response = match result {
-        Ok(body) => json_response(body),
+        Ok(body) => {
+            let body = Bytes::from(body);
+            if let Some(draft) = trace.capture.take() {
+                handoff = Some(CaptureHandoff {
+                    draft,
+                    request_body: trace.raw_request.take(),
+                    response_body: body.clone(),
+                    event_id: trace.request_id.clone(),
+                });
+            }
+            HttpResponse::build(StatusCode::OK)
+                .content_type("application/json")
+                .body(body)
+        }
         Err(err) => {
             if err.status().is_server_error() {
                 let id = trace.request_id.as_deref().unwrap_or_default();
@@ -205,6 +236,9 @@ pub fn answer(
     );
     if trace.access_logged {
         response.extensions_mut().insert(Served::of(api, trace));
+    }
+    if let Some(handoff) = handoff {
+        response.extensions_mut().insert(handoff);
     }
     METRICS.record_request(
         &crate::metrics::RequestLabels {

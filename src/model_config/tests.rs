@@ -68,3 +68,34 @@ fn policies_select_versions() {
     assert_eq!(versions(VersionPolicy::All), vec![1, 2, 5]);
     assert_eq!(versions(VersionPolicy::Specific(vec![2, 7])), vec![2]);
 }
+
+#[test]
+fn tf_serving_logging_config() {
+    let text = r#"
+        model_config_list {
+          config {
+            name: 'half' base_path: '/m'
+            logging_config {
+              log_collector_config { type: '' filename_prefix: '/logs/half' }
+              sampling_config { sampling_rate: 0.25 }
+            }
+          }
+          config { name: 'other' base_path: '/o' }
+        }"#;
+    let sources = parse(text).unwrap();
+    let logging = sources[0].logging.as_deref().unwrap();
+    assert_eq!(logging.filename_prefix, "/logs/half");
+    assert_eq!(logging.sampling_rate, 0.25);
+    assert!(sources[1].logging.is_none());
+    let json = r#"{"model_config_list": {"config": [{"name": "a", "base_path": "/a",
+        "loggingConfig": {"logCollectorConfig": {"filenamePrefix": "/l/a"}, "samplingConfig": {"samplingRate": 1}}}]}}"#;
+    assert_eq!(parse(json).unwrap()[0].logging.as_deref().unwrap().sampling_rate, 1.0);
+    let bad = text.replace("0.25", "2");
+    assert!(parse(&bad)
+        .unwrap_err()
+        .contains("sampling_rate must be between 0 and 1, got 2"));
+    let no_prefix = "model_config_list { config { name: 'h' base_path: '/m' logging_config { sampling_config { sampling_rate: 1 } } } }";
+    assert!(parse(no_prefix)
+        .unwrap_err()
+        .contains("needs log_collector_config.filename_prefix"));
+}

@@ -265,10 +265,14 @@ impl Registry {
         let options = self.options.clone();
         let session = source.session.apply(&options.session);
         let (name, dir, images) = (model.to_string(), path.to_path_buf(), source.images);
+        let logging = source.logging.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("tfserve-load-{model}"))
             .spawn(move || {
-                let built = servable::build(&name, version, &dir, &session, images, &options);
+                let built = servable::build(&name, version, &dir, &session, images, &options).map(|mut servable| {
+                    servable.logging = logging;
+                    servable
+                });
                 // After a timeout nobody listens: the late servable is dropped here.
                 let _ = sender.send(built.map_err(|e| e.to_string()));
             });

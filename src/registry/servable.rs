@@ -20,6 +20,8 @@ pub struct Servable {
     pub runtime: Arc<dyn Model>,
     /// How uploaded images reach this model.
     pub images: ImagePolicy,
+    /// TF Serving's `logging_config` for the model, as its config file gave it.
+    pub logging: Option<Arc<crate::model_config::LoggingConfig>>,
     queues: BTreeMap<String, QueueHandle>,
     /// Released when the last request lets go of this version.
     _hold: Hold,
@@ -207,6 +209,7 @@ pub fn build(
         version,
         runtime,
         images,
+        logging: None,
         queues,
         _hold: holds.hold(),
         holds,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::batcher::Batcher;
+use crate::capture::Capture;
 use crate::python_handlers::{self, HandlerSet};
 use crate::registry::{self, discover_models, BatchingPolicy, LoadOptions, ModelSource, Registry};
 #[cfg(feature = "tensorflow")]
@@ -144,13 +145,17 @@ pub fn build_service(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(Se
         .filter(|_| models.model_config_file_poll_wait_seconds > 0)
         .map(|path| (path, Duration::from_secs(models.model_config_file_poll_wait_seconds)));
     registry::spawn_poller(registry.clone(), fs_poll, config_poll).map_err(StartError::Threads)?;
+    // A model config file may carry TF Serving's `logging_config`, now or after a reload.
+    let capture =
+        Capture::start(settings.capture.clone(), models.model_config_file.is_some()).map_err(StartError::Threads)?;
     let service = Service::new(
         registry.clone(),
         handlers,
         Duration::from_millis(settings.http.rest_api_timeout_in_ms),
     )
     .with_method_name_check(models.enable_signature_method_name_check)
-    .with_default_model(models.default_model_name.clone());
+    .with_default_model(models.default_model_name.clone())
+    .with_capture(Arc::new(capture));
     Ok((service, batcher))
 }
 

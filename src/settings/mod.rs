@@ -10,6 +10,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use crate::batcher::{BatchParams, ParamsOverride};
+use crate::capture::CaptureSettings;
 use crate::model_config::SessionOverrides;
 use crate::runtime::SessionConfig;
 
@@ -56,6 +57,9 @@ pub struct Settings {
     #[command(flatten)]
     #[serde(flatten)]
     pub logging: LoggingSettings,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub capture: CaptureSettings,
 }
 
 /// A password: kept out of `Debug` output, so it never reaches a log.
@@ -93,6 +97,12 @@ pub enum SettingsError {
     #[error("invalid setting {name}={value}: {reason}")]
     Invalid {
         name: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+    #[error("invalid setting {name}={value}: {reason}")]
+    InvalidCapture {
+        name: String,
         value: String,
         reason: &'static str,
     },
@@ -196,6 +206,9 @@ impl Settings {
                 value: rate.to_string(),
                 reason: "must be between 0 and 1",
             });
+        }
+        if let Some((name, value, reason)) = self.capture.invalid() {
+            return Err(SettingsError::InvalidCapture { name, value, reason });
         }
         if self.tensorflow.gpu && self.tensorflow.cpu_only {
             return Err(SettingsError::Invalid {

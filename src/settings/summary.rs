@@ -10,7 +10,7 @@ use super::Settings;
 impl Settings {
     /// One line per group (`http: rest_api_port=8501 ...`), for the log.
     pub fn summary(&self) -> String {
-        let groups: [(&str, Value); 8] = [
+        let groups: [(&str, Value); 9] = [
             ("http", value_of(&self.http)),
             ("grpc", value_of(&self.grpc)),
             ("models", value_of(&self.models)),
@@ -19,6 +19,7 @@ impl Settings {
             ("security", value_of(&self.security)),
             ("tensorflow", value_of(&self.tensorflow)),
             ("logging", value_of(&self.logging)),
+            ("capture", value_of(&self.capture)),
         ];
         let lines: Vec<String> = groups
             .iter()
@@ -41,6 +42,7 @@ fn line(group: &Value) -> String {
         let text = match value {
             Value::Null => continue,
             _ if is_secret(key) => "***".to_string(),
+            Value::String(url) if key.ends_with("_url") => crate::capture::redacted_url(url),
             Value::String(text) if !text.is_empty() && !text.contains(char::is_whitespace) => text.clone(),
             other => other.to_string(),
         };

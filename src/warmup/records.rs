@@ -44,7 +44,8 @@ pub fn tfrecords(mut data: &[u8]) -> Result<Vec<&[u8]>, String> {
     Ok(records)
 }
 
-fn masked_crc(data: &[u8]) -> u32 {
+/// TFRecord's checksum: CRC32-C, rotated and offset so a CRC of CRCs differs.
+pub fn masked_crc(data: &[u8]) -> u32 {
     let crc = crc32c::crc32c(data);
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
@@ -151,6 +152,7 @@ mod tests {
             output_filter: Vec::new(),
         };
         let log = PredictionLog {
+            log_metadata: None,
             log_type: Some(LogType::PredictLog(crate::proto::tensorflow::serving::PredictLog {
                 request: Some(request),
                 response: None,

@@ -112,6 +112,7 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerS
         });
         let length = length.transpose()?;
         let body = read_body(&req, payload, &state).await?;
+        crate::call::http::keep_body(&state, &mut trace, &body);
         let decoded = if length == Some(0) {
             raw_request(&state.service, &model, &version, &body)?
         } else {
@@ -122,7 +123,7 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerS
         Ok(answer.0)
     }
     .await;
-    let mut response = answer(result, &model, "v2_infer", &trace, started);
+    let mut response = answer(result, &model, "v2_infer", &mut trace, started);
     if let Some(length) = header_length {
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));

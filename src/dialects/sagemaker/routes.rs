@@ -73,6 +73,7 @@ pub async fn invocations(
     let model_label = invocation.model_name(&state.service);
     let result = async {
         let body = read_body(req, payload, state).await?;
+        crate::call::http::keep_body(state, &mut trace, &body);
         invocation.respond(&state.service, &body, &mut trace).await
     }
     .await;
@@ -81,7 +82,7 @@ pub async fn invocations(
         Ok(answer) => (Ok(answer.body), answer.content_type),
         Err(err) => (Err(err), None),
     };
-    let mut response = answer(result, &model_label, "invocations", &trace, started);
+    let mut response = answer(result, &model_label, "invocations", &mut trace, started);
     if response.status().is_success() {
         let content_type = match handler_type.and_then(|t| HeaderValue::from_str(&t).ok()) {
             Some(value) => value,

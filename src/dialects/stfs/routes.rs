@@ -76,10 +76,11 @@ pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &ServerState
         // Otherwise the body is JSON whatever the header says (`curl -d`
         // labels it a form), as TF Serving's routes take it.
         let body = read_body(req, payload, state).await?;
+        crate::call::http::keep_body(state, &mut trace, &body);
         stfs::infer(&state.service, &body, &mut trace).await
     }
     .await;
-    answer(result, "", "stfs", &trace, started)
+    answer(result, "", "stfs", &mut trace, started)
 }
 
 /// A `multipart/form-data` body: its files and text fields.

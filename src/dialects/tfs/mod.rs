@@ -177,6 +177,7 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &ServerStat
             let mut trace = crate::call::http::trace(req);
             let result = async {
                 let body = read_body(req, payload, state).await?;
+                crate::call::http::keep_body(state, &mut trace, &body);
                 match verb {
                     Verb::Predict => tfs_json::predict(service, &model, &selector, &body, &mut trace).await,
                     Verb::Classify => {
@@ -190,7 +191,7 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &ServerStat
                 }
             }
             .await;
-            Ok(answer(result, &model, verb.api(), &trace, started))
+            Ok(answer(result, &model, verb.api(), &mut trace, started))
         }
         Route::Status { model, selector } => pretty(tfs_json::model_status(service, &model, &selector)?),
         Route::Metadata { model, selector } => pretty(tfs_json::model_metadata(service, &model, &selector)?),

@@ -1,0 +1,221 @@
+//! Request/response capture: which requests a model's policy samples, the
+//! record a sampled request leaves, and the bounded queue that carries records
+//! off the request path to the sinks (SageMaker Data Capture's JSON Lines, TF
+//! Serving's `PredictionLog` TFRecords, KServe's CloudEvents). A full queue
+//! drops the record, counted in `/metrics`, never the request.
+
+mod cloudevents;
+mod jsonl;
+mod policy;
+mod tfrecord;
+mod time;
+mod writer;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use std::sync::mpsc::{SyncSender, TrySendError};
+
+use crate::metrics::METRICS;
+use crate::model_config::LoggingConfig;
+use crate::tensor::Tensor;
+
+pub use cloudevents::redacted as redacted_url;
+pub use policy::{CaptureMode, CaptureSettings, ModelCapture, Policies, Policy};
+
+/// A sampled request's record as the core leaves it on the request's trace;
+/// the transport adds the bodies it saw and hands it back ([`Capture::submit`]).
+#[derive(Debug)]
+pub struct Draft {
+    /// The settings' policy, when it sampled the request.
+    pub policy: Option<Arc<Policy>>,
+    /// The model's TF Serving `logging_config`, when it sampled the request.
+    pub logging: Option<Arc<LoggingConfig>>,
+    pub model: String,
+    pub version: i64,
+    pub signature: String,
+    pub time: SystemTime,
+    /// The signature's inputs and outputs by key, kept when a sink needs
+    /// tensors (TFRecords, or a transport that has no raw bodies: gRPC).
+    pub inputs: Vec<(String, Tensor)>,
+    pub outputs: Vec<(String, Tensor)>,
+}
+
+impl Draft {
+    /// Whether the run's tensors must be kept: a TFRecord sink writes them,
+    /// and a transport without raw bodies (gRPC) is captured through them.
+    pub fn needs_tensors(&self, raw_bodies: bool) -> bool {
+        !raw_bodies || self.logging.is_some() || self.policy.as_ref().is_some_and(|p| p.tfrecord_prefix.is_some())
+    }
+}
+
+/// A body as it crossed the wire.
+#[derive(Clone, Debug)]
+pub struct Payload {
+    pub content_type: String,
+    pub body: Bytes,
+}
+
+/// A finished record: the draft, the request's id and, over REST, the bodies.
+#[derive(Debug)]
+pub struct Record {
+    pub draft: Draft,
+    pub event_id: Arc<str>,
+    /// `rest` or `grpc`.
+    pub protocol: &'static str,
+    pub request: Option<Payload>,
+    pub response: Option<Payload>,
+}
+
+enum Message {
+    Record(Box<Record>),
+    /// Write out what is queued, then answer.
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// The capture policies and the queue to the writer thread.
+pub struct Capture {
+    policies: Policies,
+    queue: Option<SyncSender<Message>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Capture {
+    /// No capture at all: no thread, every check one branch.
+    pub fn disabled() -> Capture {
+        Capture {
+            policies: Policies::default(),
+            queue: None,
+            writer: Mutex::new(None),
+        }
+    }
+
+    /// Starts the writer thread. `possible` says whether any model may
+    /// capture (a sink in the settings, or a model config file that may carry
+    /// `logging_config`); without it nothing starts.
+    pub fn start(settings: CaptureSettings, possible: bool) -> std::io::Result<Capture> {
+        if !possible && !settings.any_sink() {
+            return Ok(Capture::disabled());
+        }
+        let (sender, receiver) = std::sync::mpsc::sync_channel(settings.capture_queue_size.max(1));
+        let files = writer::Writer::new(&settings);
+        let thread = std::thread::Builder::new()
+            .name("tfserve-capture".into())
+            .spawn(move || files.run(receiver))?;
+        Ok(Capture {
+            policies: settings.policies(),
+            queue: Some(sender),
+            writer: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Whether any model may capture: REST handlers keep bodies only then.
+    pub fn active(&self) -> bool {
+        self.queue.is_some()
+    }
+
+    /// Whether this request to `model` is captured, and by which policies: a
+    /// draft to fill, or `None` (almost always one branch: capture off).
+    pub fn sample(
+        &self,
+        model: &str,
+        version: i64,
+        signature: &str,
+        logging: Option<&Arc<LoggingConfig>>,
+    ) -> Option<Draft> {
+        self.queue.as_ref()?;
+        let policy = self.policies.policy(model).filter(|p| sampled(p.rate)).cloned();
+        let logging = logging.filter(|l| sampled(l.sampling_rate)).cloned();
+        if policy.is_none() && logging.is_none() {
+            return None;
+        }
+        Some(Draft {
+            policy,
+            logging,
+            model: model.to_string(),
+            version,
+            signature: signature.to_string(),
+            time: SystemTime::now(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        })
+    }
+
+    /// Queues a finished record for the writer, or drops and counts it when
+    /// the queue is full.
+    pub fn submit(&self, record: Record) {
+        let Some(queue) = &self.queue else {
+            return;
+        };
+        match queue.try_send(Message::Record(Box::new(record))) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => METRICS.capture_dropped.with_label_values(&["queue", "full"]).inc(),
+            Err(TrySendError::Disconnected(_)) => {
+                METRICS.capture_dropped.with_label_values(&["queue", "stopped"]).inc()
+            }
+        }
+    }
+
+    /// Writes out everything queued (files flushed, CloudEvents posted or
+    /// given up on), waiting at most `limit`: what SIGTERM calls last.
+    pub fn flush(&self, limit: Duration) -> bool {
+        let Some(queue) = &self.queue else {
+            return true;
+        };
+        let (done, wait) = std::sync::mpsc::channel();
+        // Blocking: the flush queues behind the records already waiting,
+        // which the writer is draining.
+        if queue.send(Message::Flush(done)).is_err() {
+            return false;
+        }
+        wait.recv_timeout(limit).is_ok()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.queue = None;
+        if let Some(thread) = self.writer.lock().ok().and_then(|mut w| w.take()) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A uniform draw against `rate`, from a per-thread generator: no shared
+/// counter for the request threads to contend on.
+fn sampled(rate: f64) -> bool {
+    if rate >= 1.0 {
+        return true;
+    }
+    if rate <= 0.0 {
+        return false;
+    }
+    thread_local! {
+        static STATE: std::cell::Cell<u64> = std::cell::Cell::new(seed());
+    }
+    let draw = STATE.with(|state| {
+        // xorshift64*: enough for sampling, and nothing to lock.
+        let mut x = state.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        state.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    });
+    ((draw >> 11) as f64 / (1u64 << 53) as f64) < rate
+}
+
+fn seed() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x9e37_79b9);
+    let thread = std::thread::current().id();
+    let mut hasher = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&thread, &mut hasher);
+    (nanos ^ std::hash::Hasher::finish(&hasher)) | 1
+}
+
+#[cfg(test)]
+mod tests;

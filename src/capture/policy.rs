@@ -1,0 +1,254 @@
+//! Capture's settings: the flags that apply to every model, the settings
+//! file's per-model `[model_capture.NAME]` sections, and the policy each
+//! model resolves to once, at start.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+/// Which halves of an exchange are captured (SageMaker's `CaptureOptions`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum CaptureMode {
+    #[default]
+    Both,
+    Request,
+    Response,
+}
+
+impl CaptureMode {
+    pub fn request(self) -> bool {
+        self != CaptureMode::Response
+    }
+
+    pub fn response(self) -> bool {
+        self != CaptureMode::Request
+    }
+}
+
+/// One model's capture overrides (settings file only); unset fields keep the flags' values.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelCapture {
+    /// `false` turns capture off for this model whatever the flags say.
+    pub enabled: Option<bool>,
+    pub sampling_rate: Option<f64>,
+    pub mode: Option<CaptureMode>,
+    pub jsonl_dir: Option<PathBuf>,
+    pub tfrecord_prefix: Option<String>,
+    pub cloudevents_url: Option<String>,
+}
+
+/// Request/response capture, for every model or per model.
+#[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+#[command(next_help_heading = "Capture")]
+pub struct CaptureSettings {
+    /// Capture into SageMaker Data Capture's JSON Lines under this directory
+    /// (`DIR/MODEL/yyyy/mm/dd/hh/*.jsonl`, what Model Monitor reads), for every model.
+    #[arg(long = "capture_jsonl_dir", alias = "capture-jsonl-dir", global = true)]
+    pub capture_jsonl_dir: Option<PathBuf>,
+
+    /// Capture into TFRecord files of TF Serving's `PredictionLog` named
+    /// `PREFIX-<time>-<n>.tfrecord` (a model's warm-up format), for every model.
+    #[arg(long = "capture_tfrecord_prefix", alias = "capture-tfrecord-prefix", global = true)]
+    pub capture_tfrecord_prefix: Option<String>,
+
+    /// Post each captured request and response as a CloudEvent (HTTP binary
+    /// mode, KServe's logger types) to this URL, for every model.
+    #[arg(long = "capture_cloudevents_url", alias = "capture-cloudevents-url", global = true)]
+    pub capture_cloudevents_url: Option<String>,
+
+    /// The share of requests captured where a sink is set: 1 all, 0.1 one in ten (random).
+    #[arg(
+        long = "capture_sampling_rate",
+        alias = "capture-sampling-rate",
+        global = true,
+        default_value_t = 1.0
+    )]
+    pub capture_sampling_rate: f64,
+
+    /// What is captured of each sampled request: `both`, `request` or `response`.
+    #[arg(long = "capture_mode", alias = "capture-mode", global = true, value_enum, default_value_t = CaptureMode::Both)]
+    pub capture_mode: CaptureMode,
+
+    /// Records waiting for the writer at most; a record past it is dropped
+    /// (counted in tfserve_capture_dropped_total), never a request.
+    #[arg(
+        long = "capture_queue_size",
+        alias = "capture-queue-size",
+        global = true,
+        default_value_t = 10_000
+    )]
+    pub capture_queue_size: usize,
+
+    /// A capture file is closed and a new one started past this many MiB.
+    #[arg(
+        long = "capture_rotate_mb",
+        alias = "capture-rotate-mb",
+        global = true,
+        default_value_t = 64
+    )]
+    pub capture_rotate_mb: u64,
+
+    /// ... or once it is this many seconds old (JSON Lines also start a new
+    /// file each hour, in that hour's directory).
+    #[arg(
+        long = "capture_rotate_seconds",
+        alias = "capture-rotate-seconds",
+        global = true,
+        default_value_t = 3600
+    )]
+    pub capture_rotate_seconds: u64,
+
+    /// Per-model capture (settings file only), keyed by model name.
+    #[arg(skip)]
+    pub model_capture: BTreeMap<String, ModelCapture>,
+}
+
+impl Default for CaptureSettings {
+    fn default() -> Self {
+        crate::settings::clap_defaults()
+    }
+}
+
+/// What one model's sampled requests go to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    pub rate: f64,
+    pub mode: CaptureMode,
+    pub jsonl_dir: Option<PathBuf>,
+    pub tfrecord_prefix: Option<String>,
+    pub cloudevents_url: Option<String>,
+}
+
+impl Policy {
+    pub fn enabled(&self) -> bool {
+        self.rate > 0.0
+            && (self.jsonl_dir.is_some() || self.tfrecord_prefix.is_some() || self.cloudevents_url.is_some())
+    }
+}
+
+/// The policies resolved from the settings: one per configured model, and
+/// the flags' own for every other model.
+#[derive(Debug, Default)]
+pub struct Policies {
+    default: Option<Arc<Policy>>,
+    models: HashMap<String, Option<Arc<Policy>>>,
+}
+
+impl Policies {
+    pub fn policy(&self, model: &str) -> Option<&Arc<Policy>> {
+        if self.models.is_empty() {
+            return self.default.as_ref();
+        }
+        match self.models.get(model) {
+            Some(policy) => policy.as_ref(),
+            None => self.default.as_ref(),
+        }
+    }
+}
+
+impl CaptureSettings {
+    /// Whether any sink is set, for every model or for one.
+    pub fn any_sink(&self) -> bool {
+        self.flags_policy().enabled() || self.model_capture.keys().any(|m| self.model_policy(m).enabled())
+    }
+
+    pub fn policies(&self) -> Policies {
+        let flags = Arc::new(self.flags_policy());
+        Policies {
+            default: flags.enabled().then_some(flags),
+            models: self
+                .model_capture
+                .keys()
+                .map(|model| {
+                    let policy = self.model_policy(model);
+                    (model.clone(), policy.enabled().then(|| Arc::new(policy)))
+                })
+                .collect(),
+        }
+    }
+
+    fn flags_policy(&self) -> Policy {
+        Policy {
+            rate: self.capture_sampling_rate,
+            mode: self.capture_mode,
+            jsonl_dir: self.capture_jsonl_dir.clone(),
+            tfrecord_prefix: self.capture_tfrecord_prefix.clone(),
+            cloudevents_url: self.capture_cloudevents_url.clone(),
+        }
+    }
+
+    fn model_policy(&self, model: &str) -> Policy {
+        let flags = self.flags_policy();
+        let Some(own) = self.model_capture.get(model) else {
+            return flags;
+        };
+        let rate = match own.enabled {
+            Some(false) => 0.0,
+            _ => own.sampling_rate.unwrap_or(flags.rate),
+        };
+        Policy {
+            rate,
+            mode: own.mode.unwrap_or(flags.mode),
+            jsonl_dir: own.jsonl_dir.clone().or(flags.jsonl_dir),
+            tfrecord_prefix: own.tfrecord_prefix.clone().or(flags.tfrecord_prefix),
+            cloudevents_url: own.cloudevents_url.clone().or(flags.cloudevents_url),
+        }
+    }
+
+    /// The first setting out of range, as `(name, value, reason)`.
+    pub fn invalid(&self) -> Option<(String, String, &'static str)> {
+        let rate_range = "must be between 0 and 1";
+        if !(0.0..=1.0).contains(&self.capture_sampling_rate) {
+            return Some((
+                "capture_sampling_rate".into(),
+                self.capture_sampling_rate.to_string(),
+                rate_range,
+            ));
+        }
+        for (model, own) in &self.model_capture {
+            if let Some(rate) = own.sampling_rate.filter(|r| !(0.0..=1.0).contains(r)) {
+                return Some((
+                    format!("model_capture.{model}.sampling_rate"),
+                    rate.to_string(),
+                    rate_range,
+                ));
+            }
+            if let Some(url) = own.cloudevents_url.as_deref().filter(|u| !is_http_url(u)) {
+                return Some((
+                    format!("model_capture.{model}.cloudevents_url"),
+                    url.to_string(),
+                    "must be an http:// or https:// URL",
+                ));
+            }
+        }
+        if let Some(url) = self.capture_cloudevents_url.as_deref().filter(|u| !is_http_url(u)) {
+            return Some((
+                "capture_cloudevents_url".into(),
+                url.to_string(),
+                "must be an http:// or https:// URL",
+            ));
+        }
+        if self.capture_queue_size == 0 {
+            return Some(("capture_queue_size".into(), "0".into(), "must be at least 1"));
+        }
+        if self.capture_rotate_mb == 0 || self.capture_rotate_seconds == 0 {
+            return Some((
+                "capture_rotate_mb/capture_rotate_seconds".into(),
+                "0".into(),
+                "must be at least 1",
+            ));
+        }
+        None
+    }
+}
+
+fn is_http_url(url: &str) -> bool {
+    url.starts_with("http://") || url.starts_with("https://")
+}

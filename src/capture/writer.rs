@@ -1,0 +1,280 @@
+//! The capture thread: takes records off the queue, writes each to the sinks
+//! its policies name, rotates files by size, age and (JSON Lines) hour, and
+//! flushes whenever the queue runs dry, so readers see records within moments.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::cloudevents::{self, Poster};
+use super::time::Utc;
+use super::{jsonl, tfrecord, CaptureSettings, Message, Payload, Record};
+use crate::codec::encode::{predict_response, NamedOutput};
+use crate::codec::RequestFormat;
+use crate::metrics::METRICS;
+use crate::tensor::Tensor;
+
+/// How long a flush waits for the CloudEvents still queued.
+const EVENTS_FLUSH_LIMIT: Duration = Duration::from_secs(10);
+
+/// An open capture file and when it must give way to a new one.
+struct OpenFile {
+    file: std::io::BufWriter<std::fs::File>,
+    opened: Instant,
+    written: u64,
+    /// JSON Lines files hold one hour each.
+    hour: String,
+}
+
+pub struct Writer {
+    rotate_bytes: u64,
+    rotate_age: Duration,
+    queue_size: usize,
+    jsonl: HashMap<(PathBuf, String), OpenFile>,
+    tfrecord: HashMap<String, OpenFile>,
+    /// Started with the first CloudEvent.
+    events: Option<Poster>,
+    files_made: u64,
+}
+
+impl Writer {
+    pub fn new(settings: &CaptureSettings) -> Writer {
+        Writer {
+            rotate_bytes: settings.capture_rotate_mb.saturating_mul(1 << 20),
+            rotate_age: Duration::from_secs(settings.capture_rotate_seconds),
+            queue_size: settings.capture_queue_size,
+            jsonl: HashMap::new(),
+            tfrecord: HashMap::new(),
+            events: None,
+            files_made: 0,
+        }
+    }
+
+    pub(super) fn run(mut self, receiver: Receiver<Message>) {
+        while let Ok(message) = receiver.recv() {
+            self.handle(message);
+            while let Ok(message) = receiver.try_recv() {
+                self.handle(message);
+            }
+            self.flush_files();
+        }
+        self.flush_files();
+        if let Some(events) = &self.events {
+            events.flush(EVENTS_FLUSH_LIMIT);
+        }
+    }
+
+    fn handle(&mut self, message: Message) {
+        match message {
+            Message::Record(record) => self.write(&record),
+            Message::Flush(done) => {
+                self.flush_files();
+                if let Some(events) = &self.events {
+                    events.flush(EVENTS_FLUSH_LIMIT);
+                }
+                let _ = done.send(());
+            }
+        }
+    }
+
+    fn write(&mut self, record: &Record) {
+        let draft = &record.draft;
+        let time = Utc::of(draft.time);
+        let mut tfrecord_prefixes: Vec<(&str, f64)> = Vec::new();
+        if let Some(logging) = &draft.logging {
+            tfrecord_prefixes.push((&logging.filename_prefix, logging.sampling_rate));
+        }
+        let Some(policy) = &draft.policy else {
+            return self.write_tfrecords(record, &tfrecord_prefixes, &time);
+        };
+        if let Some(prefix) = policy.tfrecord_prefix.as_deref() {
+            if tfrecord_prefixes.iter().all(|(p, _)| *p != prefix) {
+                tfrecord_prefixes.push((prefix, policy.rate));
+            }
+        }
+        self.write_tfrecords(record, &tfrecord_prefixes, &time);
+        if policy.jsonl_dir.is_none() && policy.cloudevents_url.is_none() {
+            return;
+        }
+        let request = policy.mode.request().then(|| request_payload(record)).flatten();
+        let response = policy.mode.response().then(|| response_payload(record)).flatten();
+        if let Some(dir) = &policy.jsonl_dir {
+            let line = jsonl::line(&record.event_id, &time, request.as_ref(), response.as_ref());
+            let key = (dir.clone(), draft.model.clone());
+            match self.append_jsonl(key, &time, &line) {
+                Ok(()) => METRICS.capture_records.with_label_values(&["jsonl"]).inc(),
+                Err(e) => failed("jsonl", &dir.display().to_string(), &e),
+            }
+        }
+        if let Some(url) = &policy.cloudevents_url {
+            if self.events.is_none() {
+                match Poster::start(self.queue_size) {
+                    Ok(poster) => self.events = Some(poster),
+                    Err(e) => return failed("cloudevents", "its thread", &e),
+                }
+            }
+            let Some(events) = &self.events else {
+                return;
+            };
+            let sides = [
+                (request, cloudevents::REQUEST_TYPE),
+                (response, cloudevents::RESPONSE_TYPE),
+            ];
+            for (payload, kind) in sides {
+                if let Some(payload) = payload {
+                    events.post(cloudevents::Event {
+                        url: url.clone(),
+                        id: record.event_id.to_string(),
+                        kind,
+                        time: time.rfc3339(),
+                        model: draft.model.clone(),
+                        payload,
+                    });
+                }
+            }
+        }
+    }
+
+    fn write_tfrecords(&mut self, record: &Record, prefixes: &[(&str, f64)], time: &Utc) {
+        if prefixes.is_empty() {
+            return;
+        }
+        let draft = &record.draft;
+        let mode = draft.policy.as_ref().map(|p| p.mode).unwrap_or_default();
+        for &(prefix, sampling_rate) in prefixes {
+            let framed = tfrecord::record(&tfrecord::Exchange {
+                model: &draft.model,
+                version: draft.version,
+                signature: &draft.signature,
+                sampling_rate,
+                inputs: mode.request().then_some(&draft.inputs[..]),
+                outputs: mode.response().then_some(&draft.outputs[..]),
+            });
+            match self.append_tfrecord(prefix, time, &framed) {
+                Ok(()) => METRICS.capture_records.with_label_values(&["tfrecord"]).inc(),
+                Err(e) => failed("tfrecord", prefix, &e),
+            }
+        }
+    }
+
+    fn append_jsonl(&mut self, key: (PathBuf, String), time: &Utc, line: &[u8]) -> std::io::Result<()> {
+        let hour = time.hour_path();
+        let stale = self.jsonl.get(&key).is_some_and(|open| {
+            open.hour != hour || open.written >= self.rotate_bytes || open.opened.elapsed() >= self.rotate_age
+        });
+        if stale {
+            if let Some(mut old) = self.jsonl.remove(&key) {
+                old.file.flush()?;
+            }
+        }
+        if !self.jsonl.contains_key(&key) {
+            self.files_made += 1;
+            let path = jsonl::file_name(&key.0, &key.1, time, &unique(self.files_made));
+            self.jsonl.insert(key.clone(), open(&path, hour)?);
+        }
+        let Some(open) = self.jsonl.get_mut(&key) else {
+            return Ok(());
+        };
+        open.file.write_all(line)?;
+        open.written += line.len() as u64;
+        Ok(())
+    }
+
+    fn append_tfrecord(&mut self, prefix: &str, time: &Utc, framed: &[u8]) -> std::io::Result<()> {
+        let stale = self
+            .tfrecord
+            .get(prefix)
+            .is_some_and(|open| open.written >= self.rotate_bytes || open.opened.elapsed() >= self.rotate_age);
+        if stale {
+            if let Some(mut old) = self.tfrecord.remove(prefix) {
+                old.file.flush()?;
+            }
+        }
+        if !self.tfrecord.contains_key(prefix) {
+            self.files_made += 1;
+            let path = format!("{prefix}-{}-{}.tfrecord", time.compact(), unique(self.files_made));
+            self.tfrecord
+                .insert(prefix.to_string(), open(Path::new(&path), String::new())?);
+        }
+        let Some(open) = self.tfrecord.get_mut(prefix) else {
+            return Ok(());
+        };
+        open.file.write_all(framed)?;
+        open.written += framed.len() as u64;
+        Ok(())
+    }
+
+    fn flush_files(&mut self) {
+        for (path, open) in self.jsonl.iter_mut() {
+            if let Err(e) = open.file.flush() {
+                failed("jsonl", &path.0.display().to_string(), &e);
+            }
+        }
+        for (prefix, open) in self.tfrecord.iter_mut() {
+            if let Err(e) = open.file.flush() {
+                failed("tfrecord", prefix, &e);
+            }
+        }
+    }
+}
+
+fn open(path: &Path, hour: String) -> std::io::Result<OpenFile> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    Ok(OpenFile {
+        file: std::io::BufWriter::with_capacity(64 * 1024, file),
+        opened: Instant::now(),
+        written: 0,
+        hour,
+    })
+}
+
+/// A file name part no other process's file shares: the process id and this
+/// process's file count.
+fn unique(count: u64) -> String {
+    format!("{:x}-{count}", std::process::id())
+}
+
+fn failed(sink: &str, target: &str, error: &dyn std::fmt::Display) {
+    log::warn!("capture: cannot write to the {sink} sink ({target}): {error}");
+    METRICS.capture_dropped.with_label_values(&[sink, "write_failed"]).inc();
+}
+
+/// The request as the client sent it, or (gRPC) its tensors as TF Serving's
+/// columnar JSON, `{"inputs": ...}`.
+fn request_payload(record: &Record) -> Option<Payload> {
+    if let Some(request) = &record.request {
+        return Some(request.clone());
+    }
+    let json = tensors_json(&record.draft.inputs)?;
+    let body = [&b"{\"inputs\""[..], &json["{\"outputs\"".len()..]].concat();
+    Some(Payload {
+        content_type: "application/json".into(),
+        body: Bytes::from(body),
+    })
+}
+
+/// The response as sent, or (gRPC) its tensors as `{"outputs": ...}`.
+fn response_payload(record: &Record) -> Option<Payload> {
+    if let Some(response) = &record.response {
+        return Some(response.clone());
+    }
+    Some(Payload {
+        content_type: "application/json".into(),
+        body: Bytes::from(tensors_json(&record.draft.outputs)?),
+    })
+}
+
+fn tensors_json(named: &[(String, Tensor)]) -> Option<Vec<u8>> {
+    if named.is_empty() {
+        return None;
+    }
+    let outputs: Vec<NamedOutput<'_>> = named.iter().map(|(key, tensor)| NamedOutput { key, tensor }).collect();
+    predict_response(RequestFormat::Columnar, &outputs).ok()
+}
