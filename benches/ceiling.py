@@ -8,6 +8,8 @@ request, 64 connections from wrk. Each round, interleaved, measures
     answering a fixed body),
   - tfserve with `--enable_batching=true` and with batching off (REST),
   - tfserve's gRPC Predict on the same model (`tfserve-bench grpc`),
+  - on request, `capture`: batching on with every request captured to the
+    JSON Lines sink (`--capture_jsonl_dir`), the writer's CPU included,
 
 each as req/s and server CPU per request (user + system time of the server
 process, from /proc, over the requests answered). Also reports one raw batch-1
@@ -16,9 +18,11 @@ session run (`tfserve-bench raw`) and checks the targets:
   batching on:  req/s >= 0.80 x ceiling, CPU/request <= 1.25 x ceiling's
   batching off: CPU/request <= 1.25 x (ceiling's + one raw batch-1 run)
   gRPC:         CPU/request <= REST's (batching on)
+  capture:      req/s >= 0.85 x batching on's, CPU/request <= 1.15 x its
 
     python3 benches/ceiling.py                    # 3 rounds of 10 s cells
     python3 benches/ceiling.py --rounds 1 --duration 5 --binary /tmp/tfserve-old
+    python3 benches/ceiling.py --cells on,capture
 """
 import argparse
 import json
@@ -112,11 +116,11 @@ def ceiling_cell(binary_dir, work, script, args):
         proc.wait()
 
 
-def tfserve_cell(binary, binary_dir, work, script, args, batching, grpc):
+def tfserve_cell(binary, binary_dir, work, script, args, batching, grpc, extra=()):
     port, grpc_port = free_port(), free_port()
     cmd = [str(binary), "--host", "127.0.0.1", "--rest_api_port", str(port), "--port", str(grpc_port),
            "--model_name", "half_plus_three", "--model_base_path", str(MODEL),
-           f"--enable_batching={'true' if batching else 'false'}"]
+           f"--enable_batching={'true' if batching else 'false'}", *extra]
     env = dict(os.environ, RUST_LOG="warn", TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
@@ -168,6 +172,9 @@ def main():
         for cell in cells:
             if cell == "ceiling":
                 row[cell] = ceiling_cell(RELEASE, work, script, args)
+            elif cell == "capture":
+                capture = ["--capture_jsonl_dir", str(work / f"capture-{n}")]
+                row[cell] = tfserve_cell(args.binary, RELEASE, work, script, args, True, False, capture)
             else:
                 row[cell] = tfserve_cell(args.binary, RELEASE, work, script, args, cell != "off", cell == "grpc")
             log(f"round {n + 1} {cell}: " + json.dumps({k: round(v, 2) for k, v in row[cell].items()}))
@@ -193,6 +200,12 @@ def report(rounds, raw_us, args):
                 bound = f"{x['cpu_us'] / limit:.2f}"
             lines.append(f"| {n} | {cell} | {x['rps']:,.0f} | {x['cpu_us']:.1f} | {x.get('mean_batch', 0):.1f} | "
                          f"{x['errors']} | {vs} | {bound} |")
+    captured = [(row["capture"], row["on"]) for row in rounds if "capture" in row and "on" in row]
+    if captured:
+        lines += ["", "| round | capture req/s vs batching on (>= 0.85) | capture CPU/request vs batching on (<= 1.15) |",
+                  "|---:|---:|---:|"]
+        for n, (capture, on) in enumerate(captured, 1):
+            lines.append(f"| {n} | {capture['rps'] / on['rps']:.2f} | {capture['cpu_us'] / on['cpu_us']:.2f} |")
     return "\n".join(lines)
 
 

@@ -278,6 +278,41 @@ pub struct Summary {
     pub latency_buckets: Vec<(f64, u64)>,
     pub batches: u64,
     pub batch_rows: f64,
+    /// The same totals per model, for the dashboard's plots.
+    pub models: std::collections::BTreeMap<String, ModelSummary>,
+}
+
+/// One model's totals (every version, signature and protocol together).
+#[derive(Debug, Default, serde::Serialize)]
+pub struct ModelSummary {
+    pub requests: u64,
+    pub errors: u64,
+    pub latency_count: u64,
+    pub latency_sum_seconds: f64,
+    /// Cumulative `(upper bound in seconds, count)` pairs.
+    pub latency_buckets: Vec<(f64, u64)>,
+    pub batches: u64,
+    pub batch_rows: f64,
+}
+
+/// Adds a histogram's cumulative buckets into `totals`.
+fn add_buckets(totals: &mut Vec<(f64, u64)>, buckets: &[prometheus::proto::Bucket]) {
+    if totals.is_empty() {
+        *totals = buckets.iter().map(|b| (b.upper_bound(), 0)).collect();
+    }
+    for (total, bucket) in totals.iter_mut().zip(buckets) {
+        total.1 += bucket.cumulative_count();
+    }
+}
+
+/// A metric's label value.
+fn label_of(metric: &prometheus::proto::Metric, name: &str) -> String {
+    metric
+        .get_label()
+        .iter()
+        .find(|l| l.name() == name)
+        .map(|l| l.value().to_string())
+        .unwrap_or_default()
 }
 
 impl Metrics {
@@ -287,21 +322,19 @@ impl Metrics {
         for family in self.requests.collect() {
             for metric in family.get_metric() {
                 let count = metric.get_counter().get_value() as u64;
-                let label = |name: &str| {
-                    metric
-                        .get_label()
-                        .iter()
-                        .find(|l| l.name() == name)
-                        .map(|l| l.value().to_string())
-                        .unwrap_or_default()
-                };
-                summary.requests += count;
-                let status = label("status");
+                let status = label_of(metric, "status");
                 // HTTP statuses 4xx/5xx, or any gRPC code but OK.
-                if status.starts_with(['4', '5']) || (label("protocol") == "grpc" && status != "OK") {
+                let failed =
+                    status.starts_with(['4', '5']) || (label_of(metric, "protocol") == "grpc" && status != "OK");
+                let model = label_of(metric, "model");
+                summary.requests += count;
+                *summary.model_requests.entry(model.clone()).or_default() += count;
+                let own = summary.models.entry(model).or_default();
+                own.requests += count;
+                if failed {
                     summary.errors += count;
+                    own.errors += count;
                 }
-                *summary.model_requests.entry(label("model")).or_default() += count;
             }
         }
         for family in self.request_seconds.collect() {
@@ -309,19 +342,21 @@ impl Metrics {
                 let histogram = metric.get_histogram();
                 summary.latency_count += histogram.get_sample_count();
                 summary.latency_sum_seconds += histogram.get_sample_sum();
-                let buckets = histogram.get_bucket();
-                if summary.latency_buckets.is_empty() {
-                    summary.latency_buckets = buckets.iter().map(|b| (b.upper_bound(), 0)).collect();
-                }
-                for (total, bucket) in summary.latency_buckets.iter_mut().zip(buckets) {
-                    total.1 += bucket.cumulative_count();
-                }
+                add_buckets(&mut summary.latency_buckets, histogram.get_bucket());
+                let own = summary.models.entry(label_of(metric, "model")).or_default();
+                own.latency_count += histogram.get_sample_count();
+                own.latency_sum_seconds += histogram.get_sample_sum();
+                add_buckets(&mut own.latency_buckets, histogram.get_bucket());
             }
         }
         for family in self.batch_rows.collect() {
             for metric in family.get_metric() {
-                summary.batches += metric.get_histogram().get_sample_count();
-                summary.batch_rows += metric.get_histogram().get_sample_sum();
+                let histogram = metric.get_histogram();
+                summary.batches += histogram.get_sample_count();
+                summary.batch_rows += histogram.get_sample_sum();
+                let own = summary.models.entry(label_of(metric, "model")).or_default();
+                own.batches += histogram.get_sample_count();
+                own.batch_rows += histogram.get_sample_sum();
             }
         }
         summary

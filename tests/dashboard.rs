@@ -70,6 +70,15 @@ fn state_lists_models_signatures_and_metrics() {
     assert!(metrics["model_requests"]["half_plus_three"].as_u64().unwrap() >= 1);
     assert!(metrics["latency_count"].as_u64().unwrap() >= 1);
     assert!(!metrics["latency_buckets"].as_array().unwrap().is_empty());
+    // Per model, for the plots.
+    let half = &metrics["models"]["half_plus_three"];
+    assert!(half["requests"].as_u64().unwrap() >= 1, "{metrics}");
+    assert!(half["latency_count"].as_u64().unwrap() >= 1, "{metrics}");
+    assert!(half["batches"].as_u64().unwrap() >= 1, "{metrics}");
+    assert_eq!(
+        half["latency_buckets"].as_array().unwrap().len(),
+        metrics["latency_buckets"].as_array().unwrap().len()
+    );
 }
 
 /// What the browser test needs, or why it cannot run here.

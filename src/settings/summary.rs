@@ -64,8 +64,14 @@ mod tests {
     fn one_line_per_group_with_secrets_masked() {
         let mut settings = Settings::default();
         settings.security.auth_password = Some(super::super::Secret("hunter2".into()));
+        settings.capture.capture_cloudevents_url = Some("https://user:hunter3@sink/events".into());
         let summary = settings.summary();
-        assert_eq!(summary.lines().count(), 8, "{summary}");
+        assert_eq!(summary.lines().count(), 9, "{summary}");
+        assert!(
+            summary.contains("capture_cloudevents_url=https://***@sink/events"),
+            "{summary}"
+        );
+        assert!(!summary.contains("hunter3"), "{summary}");
         assert!(
             summary.contains("\nlogging: access_log_sampling_rate=0.0 log_format=text"),
             "{summary}"

@@ -1,6 +1,7 @@
 // Drives the dashboard in headless Chromium: the page loads and lists the
 // models, a JSON request and an image upload are answered, the live figures
-// update; a screenshot is written to the path given.
+// update, and the per-model plots draw traffic, latency, batch size and errors
+// (read back from the canvases' pixels); a screenshot is written to the path given.
 // Usage: node dashboard.mjs <base url> <screenshot.png> <image file>
 import { chromium } from "playwright-core";
 
@@ -58,10 +59,46 @@ try {
   // The live figures: after the requests above, a refresh shows a rate.
   await page.waitForFunction(() => Number(document.getElementById("stat-total").textContent) >= 2, null, { timeout: 10000 });
   await page.waitForFunction(() => document.getElementById("stat-rps").textContent !== "–", null, { timeout: 10000 });
+
+  // The plots: steady traffic to half_plus_three, half of it failing, then
+  // what each canvas draws in that model's colour.
+  await page.evaluate(async () => {
+    const end = Date.now() + 5000;
+    while (Date.now() < end) {
+      await fetch("/v1/models/half_plus_three:predict", { method: "POST", body: '{"instances": [1.0, 2.0]}' });
+      await fetch("/v1/models/half_plus_three:predict", { method: "POST", body: '{"instances": ["x"]}' });
+      await new Promise((done) => setTimeout(done, 10));
+    }
+  });
+  await page.waitForFunction(
+    // eslint-disable-next-line no-undef
+    () => (history.get("half_plus_three") || []).filter((p) => p.rps > 0).length >= 2, null, { timeout: 15000 });
+  const colorOf = (model) => page.getAttribute(`#legend [data-model="${model}"]`, "data-color");
+  const painted = (id, hex) => page.evaluate(([id, hex]) => {
+    const canvas = document.getElementById(id);
+    const { data } = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+    const want = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+    let count = 0;
+    for (let i = 0; i < data.length; i += 4) {
+      if (want.every((c, k) => Math.abs(data[i + k] - c) < 24)) count++;
+    }
+    return count;
+  }, [id, hex]);
+  const half = await colorOf("half_plus_three");
+  const plots = {};
+  for (const id of ["plot-rps", "plot-latency", "plot-batch"]) {
+    plots[id] = await painted(id, half);
+    check(plots[id] > 20, `${id} draws ${plots[id]} pixels of half_plus_three's ${half}`);
+  }
+  // Requests whose body failed to decode never named a version: their errors plot as "(no model)".
+  const unresolved = await colorOf("(no model)");
+  check(unresolved && unresolved !== half, `no series for the failed requests: ${unresolved}`);
+  plots["plot-errors"] = await painted("plot-errors", unresolved);
+  check(plots["plot-errors"] > 20, `the errors plot draws ${plots["plot-errors"]} pixels of ${unresolved}`);
   check(failures.length === 0, `page errors: ${failures.join("; ")}`);
 
   await page.screenshot({ path: screenshot, fullPage: true });
-  console.log(JSON.stringify({ models, classes: answer.classes, screenshot }));
+  console.log(JSON.stringify({ models, classes: answer.classes, plots, screenshot }));
 } finally {
   await browser.close();
 }
