@@ -137,10 +137,24 @@ def tfserve_cell(binary, binary_dir, work, script, args, batching, grpc, extra=(
         after = bench.batch_totals(port)
         count = after["count"] - before["count"]
         result["mean_batch"] = (after["sum"] - before["sum"]) / count if count else 0.0
+        if extra:
+            result.update(capture_totals(port))
         return result
     finally:
         proc.kill()
         proc.wait()
+
+
+def capture_totals(port):
+    """Records the capture sinks wrote and dropped, from /metrics."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    totals = {"captured": 0.0, "capture_dropped": 0.0}
+    for line in text.splitlines():
+        if line.startswith("tfserve_capture_records_total{"):
+            totals["captured"] += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("tfserve_capture_dropped_total{"):
+            totals["capture_dropped"] += float(line.rsplit(" ", 1)[1])
+    return totals
 
 
 def raw_run_us(binary_dir, seconds):
@@ -202,10 +216,12 @@ def report(rounds, raw_us, args):
                          f"{x['errors']} | {vs} | {bound} |")
     captured = [(row["capture"], row["on"]) for row in rounds if "capture" in row and "on" in row]
     if captured:
-        lines += ["", "| round | capture req/s vs batching on (>= 0.85) | capture CPU/request vs batching on (<= 1.15) |",
-                  "|---:|---:|---:|"]
+        lines += ["", "| round | capture req/s vs batching on (>= 0.85) | capture CPU/request vs batching on (<= 1.15) "
+                      "| records written | records dropped |",
+                  "|---:|---:|---:|---:|---:|"]
         for n, (capture, on) in enumerate(captured, 1):
-            lines.append(f"| {n} | {capture['rps'] / on['rps']:.2f} | {capture['cpu_us'] / on['cpu_us']:.2f} |")
+            lines.append(f"| {n} | {capture['rps'] / on['rps']:.2f} | {capture['cpu_us'] / on['cpu_us']:.2f} "
+                         f"| {capture['captured']:,.0f} | {capture['capture_dropped']:,.0f} |")
     return "\n".join(lines)
 
 

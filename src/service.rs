@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::batcher::{BatchError, BatchOutput, Pending};
-use crate::capture::{Capture, Draft};
+use crate::capture::{Capture, Record};
 use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
@@ -58,7 +58,7 @@ pub struct Trace {
     pub raw_request: Option<bytes::Bytes>,
     /// The request was sampled for capture: the record so far, for its
     /// transport to finish with the bodies it saw.
-    pub capture: Option<Box<Draft>>,
+    pub capture: Option<Box<Record>>,
 }
 
 impl Trace {
@@ -198,7 +198,7 @@ impl Service {
                     .zip(output.outputs.iter().cloned())
                     .collect();
             }
-            trace.capture = Some(Box::new(draft));
+            trace.capture = Some(Record::new(draft, trace.request_id.clone()));
         }
         Ok(output.outputs)
     }

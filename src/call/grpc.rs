@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
 
-use crate::capture::{Capture, Record};
+use crate::capture::Capture;
 use crate::error::ApiError;
 use crate::metrics::{RequestLabels, METRICS};
 use crate::server::access_log::{self, Served};
@@ -67,15 +67,10 @@ impl<'a> Call<'a> {
         model: &str,
     ) -> Result<Response<T>, Status> {
         let id = self.trace.request_id.clone().unwrap_or_else(|| "".into());
-        if let (Some(draft), Ok(_)) = (self.trace.capture.take(), &result) {
+        if let (Some(mut record), Ok(_)) = (self.trace.capture.take(), &result) {
             // No JSON body crossed the wire: the sinks write the run's tensors.
-            self.capture.submit(Record {
-                draft: *draft,
-                event_id: id.clone(),
-                protocol: "grpc",
-                request: None,
-                response: None,
-            });
+            record.protocol = "grpc";
+            self.capture.submit(record);
         }
         let bytes_out = match (&self.access, &result) {
             (Some(_), Ok(message)) => Some(message.encoded_len() as u64),

@@ -7,14 +7,14 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::time::Instant;
 
 use actix_web::dev::Decompress;
-use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes, BytesMut};
 use actix_web::{HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
-use crate::capture::Draft;
+use crate::capture::{Payload, Record};
 use crate::error::{error_response, ApiError};
 use crate::metrics::METRICS;
 use crate::server::access_log::{Sampled, Served};
@@ -151,20 +151,34 @@ async fn read_limited(
     Ok(body.freeze())
 }
 
+/// Completes a capture record with what crossed the wire, and queues it.
+fn capture(
+    req: &HttpRequest,
+    mut record: Box<Record>,
+    body: Option<Bytes>,
+    content_type: &HeaderValue,
+    answer: &Bytes,
+) {
+    let Some(state) = req.app_data::<web::Data<ServerState>>() else {
+        return;
+    };
+    let text = |value: Option<&HeaderValue>| value.and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    record.request = body.map(|body| Payload {
+        content_type: text(req.headers().get(CONTENT_TYPE)),
+        body,
+    });
+    record.response = Some(Payload {
+        content_type: text(Some(content_type)),
+        body: answer.clone(),
+    });
+    state.service.capture.submit(record);
+}
+
 /// Keeps a request's body on its trace for capture, when any model captures.
 pub fn keep_body(state: &ServerState, trace: &mut Trace, body: &Bytes) {
     if state.service.capture.active() {
         trace.raw_request = Some(body.clone());
     }
-}
-
-/// A sampled request's capture, handed on the response to the outermost
-/// middleware, which sees the final headers and submits the record.
-pub struct CaptureHandoff {
-    pub draft: Box<Draft>,
-    pub request_body: Option<Bytes>,
-    pub response_body: Bytes,
-    pub event_id: Option<std::sync::Arc<str>>,
 }
 
 pub fn json_response(body: Vec<u8>) -> HttpResponse {
@@ -174,28 +188,27 @@ pub fn json_response(body: Vec<u8>) -> HttpResponse {
 }
 
 /// The response to an inference request, with timing headers, recorded in the
-/// request metrics.
+/// request metrics; a sampled request's capture record completed with the
+/// bodies and content types as they crossed the wire, and queued.
+/// `content_type` is the success's own (JSON when `None`).
 pub fn answer(
+    req: &HttpRequest,
     result: Result<Vec<u8>, ApiError>,
+    content_type: Option<HeaderValue>,
     model: &str,
     api: &str,
     trace: &mut Trace,
     started: Instant,
 ) -> HttpResponse {
-    let mut handoff = None;
     let mut response = match result {
         Ok(body) => {
             let body = Bytes::from(body);
-            if let Some(draft) = trace.capture.take() {
-                handoff = Some(CaptureHandoff {
-                    draft,
-                    request_body: trace.raw_request.take(),
-                    response_body: body.clone(),
-                    event_id: trace.request_id.clone(),
-                });
+            let content_type = content_type.unwrap_or(HeaderValue::from_static("application/json"));
+            if let Some(record) = trace.capture.take() {
+                capture(req, record, trace.raw_request.take(), &content_type, &body);
             }
             HttpResponse::build(StatusCode::OK)
-                .content_type("application/json")
+                .insert_header((CONTENT_TYPE, content_type))
                 .body(body)
         }
         Err(err) => {
@@ -236,9 +249,6 @@ pub fn answer(
     );
     if trace.access_logged {
         response.extensions_mut().insert(Served::of(api, trace));
-    }
-    if let Some(handoff) = handoff {
-        response.extensions_mut().insert(handoff);
     }
     METRICS.record_request(
         &crate::metrics::RequestLabels {

@@ -4,65 +4,94 @@
 //! Model Monitor jobs read.
 
 use base64::Engine;
-use serde_json::json;
 
 use super::time::Utc;
 use super::Payload;
 
 /// How Data Capture stores a body: as text when its content type is JSON or
 /// CSV (and it is UTF-8), else base64.
-fn encoding(payload: &Payload) -> (&'static str, String) {
-    let media = payload
-        .content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    let text = std::str::from_utf8(&payload.body).ok();
-    let kind = if media == "application/json" || media.ends_with("+json") {
+fn encoding(payload: &Payload) -> (&'static str, Option<&str>) {
+    let media = payload.content_type.split(';').next().unwrap_or_default().trim();
+    let kind = if media.eq_ignore_ascii_case("application/json")
+        || media.len() > 5 && media[media.len() - 5..].eq_ignore_ascii_case("+json")
+    {
         "JSON"
-    } else if media == "text/csv" {
+    } else if media.eq_ignore_ascii_case("text/csv") {
         "CSV"
     } else {
-        "BASE64"
+        return ("BASE64", None);
     };
-    match (kind, text) {
-        ("JSON" | "CSV", Some(text)) => (kind, text.to_string()),
-        _ => (
-            "BASE64",
-            base64::engine::general_purpose::STANDARD.encode(&payload.body),
-        ),
+    match std::str::from_utf8(&payload.body) {
+        Ok(text) => (kind, Some(text)),
+        Err(_) => ("BASE64", None),
     }
 }
 
-fn side(payload: &Payload, mode: &str) -> serde_json::Value {
-    let (encoding, data) = encoding(payload);
-    json!({
-        "observedContentType": payload.content_type,
-        "mode": mode,
-        "data": data,
-        "encoding": encoding,
-    })
+/// A JSON string, escaped; writing into a `Vec` cannot fail.
+fn string(out: &mut Vec<u8>, text: &str) {
+    let _ = serde_json::to_writer(&mut *out, text);
 }
 
-/// One capture line, newline included.
-pub fn line(event_id: &str, time: &Utc, request: Option<&Payload>, response: Option<&Payload>) -> Vec<u8> {
-    let mut capture = serde_json::Map::new();
+fn side(out: &mut Vec<u8>, payload: &Payload, mode: &str) {
+    out.extend_from_slice(b"{\"observedContentType\":");
+    string(out, &payload.content_type);
+    out.extend_from_slice(b",\"mode\":\"");
+    out.extend_from_slice(mode.as_bytes());
+    out.extend_from_slice(b"\",\"data\":");
+    let (encoding, text) = encoding(payload);
+    match text {
+        Some(text) => string(out, text),
+        None => {
+            out.push(b'"');
+            let start = out.len();
+            let encoded = base64::encoded_len(payload.body.len(), true).unwrap_or(0);
+            out.resize(start + encoded, 0);
+            let written = base64::engine::general_purpose::STANDARD
+                .encode_slice(&payload.body, &mut out[start..])
+                .unwrap_or(0);
+            out.truncate(start + written);
+            out.push(b'"');
+        }
+    }
+    out.extend_from_slice(b",\"encoding\":\"");
+    out.extend_from_slice(encoding.as_bytes());
+    out.extend_from_slice(b"\"}");
+}
+
+/// Appends one capture line, newline included, written straight into `out`:
+/// it runs once per captured request.
+/// `inference_time` is RFC 3339 in whole seconds (`Utc::rfc3339`).
+pub fn write_line(
+    out: &mut Vec<u8>,
+    event_id: &str,
+    inference_time: &str,
+    request: Option<&Payload>,
+    response: Option<&Payload>,
+) {
+    out.extend_from_slice(b"{\"captureData\":{");
     if let Some(request) = request {
-        capture.insert("endpointInput".into(), side(request, "INPUT"));
+        out.extend_from_slice(b"\"endpointInput\":");
+        side(out, request, "INPUT");
     }
     if let Some(response) = response {
-        capture.insert("endpointOutput".into(), side(response, "OUTPUT"));
+        if request.is_some() {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"endpointOutput\":");
+        side(out, response, "OUTPUT");
     }
-    let line = json!({
-        "captureData": capture,
-        "eventMetadata": {"eventId": event_id, "inferenceTime": time.rfc3339()},
-        "eventVersion": "0",
-    });
-    let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
-    bytes.push(b'\n');
-    bytes
+    out.extend_from_slice(b"},\"eventMetadata\":{\"eventId\":");
+    string(out, event_id);
+    out.extend_from_slice(b",\"inferenceTime\":\"");
+    out.extend_from_slice(inference_time.as_bytes());
+    out.extend_from_slice(b"\"},\"eventVersion\":\"0\"}\n");
+}
+
+#[cfg(test)]
+fn line(event_id: &str, time: &Utc, request: Option<&Payload>, response: Option<&Payload>) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_line(&mut out, event_id, &time.rfc3339(), request, response);
+    out
 }
 
 /// A new file's path: the hour's directory, then `mm-ss-mmm-<random>.jsonl`
@@ -78,6 +107,7 @@ pub fn file_name(dir: &std::path::Path, model: &str, time: &Utc, unique: &str) -
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use serde_json::json;
 
     fn payload(content_type: &str, body: &[u8]) -> Payload {
         Payload {

@@ -42,6 +42,18 @@ pub struct Draft {
     pub outputs: Vec<(String, Tensor)>,
 }
 
+impl Record {
+    pub fn new(draft: Draft, event_id: Option<Arc<str>>) -> Box<Record> {
+        Box::new(Record {
+            draft,
+            event_id: event_id.unwrap_or_else(|| "".into()),
+            protocol: "rest",
+            request: None,
+            response: None,
+        })
+    }
+}
+
 impl Draft {
     /// Whether the run's tensors must be kept: a TFRecord sink writes them,
     /// and a transport without raw bodies (gRPC) is captured through them.
@@ -57,7 +69,8 @@ pub struct Payload {
     pub body: Bytes,
 }
 
-/// A finished record: the draft, the request's id and, over REST, the bodies.
+/// A record: the draft, the request's id and, over REST, the bodies; the
+/// core makes it, its transport fills in what crossed the wire.
 #[derive(Debug)]
 pub struct Record {
     pub draft: Draft,
@@ -144,11 +157,11 @@ impl Capture {
 
     /// Queues a finished record for the writer, or drops and counts it when
     /// the queue is full.
-    pub fn submit(&self, record: Record) {
+    pub fn submit(&self, record: Box<Record>) {
         let Some(queue) = &self.queue else {
             return;
         };
-        match queue.try_send(Message::Record(Box::new(record))) {
+        match queue.try_send(Message::Record(record)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => METRICS.capture_dropped.with_label_values(&["queue", "full"]).inc(),
             Err(TrySendError::Disconnected(_)) => {

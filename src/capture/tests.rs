@@ -93,17 +93,13 @@ fn off_means_no_draft() {
     assert!(capture.sample("m", 1, "serving_default", None).is_none());
 }
 
-fn record(capture: &Capture, id: &str) -> Record {
+fn record(capture: &Capture, id: &str) -> Box<Record> {
     let mut draft = capture.sample("half", 7, "serving_default", None).unwrap();
     draft.inputs = vec![("x".into(), Tensor::new(vec![1], TensorData::Float(vec![1.0])))];
     draft.outputs = vec![("y".into(), Tensor::new(vec![1], TensorData::Float(vec![3.5])))];
-    Record {
-        draft,
-        event_id: id.into(),
-        protocol: "grpc",
-        request: None,
-        response: None,
-    }
+    let mut record = Record::new(draft, Some(id.into()));
+    record.protocol = "grpc";
+    record
 }
 
 #[test]

@@ -2,13 +2,15 @@
 //! its policies name, rotates files by size, age and (JSON Lines) hour, and
 //! flushes whenever the queue runs dry, so readers see records within moments.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use prometheus::IntCounter;
 
 use super::cloudevents::{self, Poster};
 use super::time::Utc;
@@ -18,6 +20,9 @@ use crate::codec::RequestFormat;
 use crate::metrics::METRICS;
 use crate::tensor::Tensor;
 
+/// How often a busy writer takes what has queued.
+const DRAIN_TICK: Duration = Duration::from_millis(10);
+
 /// How long a flush waits for the CloudEvents still queued.
 const EVENTS_FLUSH_LIMIT: Duration = Duration::from_secs(10);
 
@@ -26,15 +31,21 @@ struct OpenFile {
     file: std::io::BufWriter<std::fs::File>,
     opened: Instant,
     written: u64,
-    /// JSON Lines files hold one hour each.
-    hour: String,
+    /// JSON Lines files hold one hour each (hours since the epoch).
+    hour: u64,
 }
 
 pub struct Writer {
     rotate_bytes: u64,
     rotate_age: Duration,
     queue_size: usize,
-    jsonl: HashMap<(PathBuf, String), OpenFile>,
+    /// Open JSON Lines files by directory, then model.
+    jsonl: HashMap<PathBuf, HashMap<String, OpenFile>>,
+    /// One line's bytes, reused.
+    line: Vec<u8>,
+    /// The last second formatted for `inferenceTime`, reused within it.
+    second: (u64, String),
+    written: [IntCounter; 2],
     tfrecord: HashMap<String, OpenFile>,
     /// Started with the first CloudEvent.
     events: Option<Poster>,
@@ -48,19 +59,39 @@ impl Writer {
             rotate_age: Duration::from_secs(settings.capture_rotate_seconds),
             queue_size: settings.capture_queue_size,
             jsonl: HashMap::new(),
+            line: Vec::new(),
+            second: (u64::MAX, String::new()),
+            written: ["jsonl", "tfrecord"].map(|sink| METRICS.capture_records.with_label_values(&[sink])),
             tfrecord: HashMap::new(),
             events: None,
             files_made: 0,
         }
     }
 
+    /// Blocks while the queue is idle; once records come, drains it every
+    /// [`DRAIN_TICK`] instead of waking per record, so a busy server pays no
+    /// thread wake-up for each captured request.
     pub(super) fn run(mut self, receiver: Receiver<Message>) {
-        while let Ok(message) = receiver.recv() {
+        'idle: while let Ok(message) = receiver.recv() {
             self.handle(message);
-            while let Ok(message) = receiver.try_recv() {
-                self.handle(message);
+            loop {
+                let mut drained = 0usize;
+                loop {
+                    match receiver.try_recv() {
+                        Ok(message) => {
+                            self.handle(message);
+                            drained += 1;
+                        }
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => break 'idle,
+                    }
+                }
+                self.flush_files();
+                if drained == 0 {
+                    continue 'idle;
+                }
+                std::thread::sleep(DRAIN_TICK);
             }
-            self.flush_files();
         }
         self.flush_files();
         if let Some(events) = &self.events {
@@ -103,12 +134,28 @@ impl Writer {
         let request = policy.mode.request().then(|| request_payload(record)).flatten();
         let response = policy.mode.response().then(|| response_payload(record)).flatten();
         if let Some(dir) = &policy.jsonl_dir {
-            let line = jsonl::line(&record.event_id, &time, request.as_ref(), response.as_ref());
-            let key = (dir.clone(), draft.model.clone());
-            match self.append_jsonl(key, &time, &line) {
-                Ok(()) => METRICS.capture_records.with_label_values(&["jsonl"]).inc(),
+            let mut line = std::mem::take(&mut self.line);
+            line.clear();
+            let second = draft
+                .time
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if self.second.0 != second {
+                self.second = (second, time.rfc3339());
+            }
+            let inference_time = &self.second.1;
+            jsonl::write_line(
+                &mut line,
+                &record.event_id,
+                inference_time,
+                request.as_deref(),
+                response.as_deref(),
+            );
+            match self.append_jsonl(dir, &draft.model, draft.time, &time, &line) {
+                Ok(()) => self.written[0].inc(),
                 Err(e) => failed("jsonl", &dir.display().to_string(), &e),
             }
+            self.line = line;
         }
         if let Some(url) = &policy.cloudevents_url {
             if self.events.is_none() {
@@ -126,6 +173,7 @@ impl Writer {
             ];
             for (payload, kind) in sides {
                 if let Some(payload) = payload {
+                    let payload = payload.into_owned();
                     events.post(cloudevents::Event {
                         url: url.clone(),
                         id: record.event_id.to_string(),
@@ -155,29 +203,45 @@ impl Writer {
                 outputs: mode.response().then_some(&draft.outputs[..]),
             });
             match self.append_tfrecord(prefix, time, &framed) {
-                Ok(()) => METRICS.capture_records.with_label_values(&["tfrecord"]).inc(),
+                Ok(()) => self.written[1].inc(),
                 Err(e) => failed("tfrecord", prefix, &e),
             }
         }
     }
 
-    fn append_jsonl(&mut self, key: (PathBuf, String), time: &Utc, line: &[u8]) -> std::io::Result<()> {
-        let hour = time.hour_path();
-        let stale = self.jsonl.get(&key).is_some_and(|open| {
-            open.hour != hour || open.written >= self.rotate_bytes || open.opened.elapsed() >= self.rotate_age
+    fn append_jsonl(
+        &mut self,
+        dir: &Path,
+        model: &str,
+        at: std::time::SystemTime,
+        time: &Utc,
+        line: &[u8],
+    ) -> std::io::Result<()> {
+        let hour = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() / 3600);
+        let (rotate_bytes, rotate_age) = (self.rotate_bytes, self.rotate_age);
+        if !self.jsonl.contains_key(dir) {
+            self.jsonl.insert(dir.to_path_buf(), HashMap::new());
+        }
+        let Some(models) = self.jsonl.get_mut(dir) else {
+            return Ok(());
+        };
+        let stale = models.get(model).is_some_and(|open| {
+            open.hour != hour || open.written >= rotate_bytes || open.opened.elapsed() >= rotate_age
         });
         if stale {
-            if let Some(mut old) = self.jsonl.remove(&key) {
+            if let Some(mut old) = models.remove(model) {
                 old.file.flush()?;
             }
         }
-        if !self.jsonl.contains_key(&key) {
-            self.files_made += 1;
-            let path = jsonl::file_name(&key.0, &key.1, time, &unique(self.files_made));
-            self.jsonl.insert(key.clone(), open(&path, hour)?);
-        }
-        let Some(open) = self.jsonl.get_mut(&key) else {
-            return Ok(());
+        let open = match models.get_mut(model) {
+            Some(open) => open,
+            None => {
+                self.files_made += 1;
+                let path = jsonl::file_name(dir, model, time, &unique(self.files_made));
+                models.entry(model.to_string()).or_insert(open(&path, hour)?)
+            }
         };
         open.file.write_all(line)?;
         open.written += line.len() as u64;
@@ -197,8 +261,7 @@ impl Writer {
         if !self.tfrecord.contains_key(prefix) {
             self.files_made += 1;
             let path = format!("{prefix}-{}-{}.tfrecord", time.compact(), unique(self.files_made));
-            self.tfrecord
-                .insert(prefix.to_string(), open(Path::new(&path), String::new())?);
+            self.tfrecord.insert(prefix.to_string(), open(Path::new(&path), 0)?);
         }
         let Some(open) = self.tfrecord.get_mut(prefix) else {
             return Ok(());
@@ -209,9 +272,11 @@ impl Writer {
     }
 
     fn flush_files(&mut self) {
-        for (path, open) in self.jsonl.iter_mut() {
-            if let Err(e) = open.file.flush() {
-                failed("jsonl", &path.0.display().to_string(), &e);
+        for (dir, models) in self.jsonl.iter_mut() {
+            for open in models.values_mut() {
+                if let Err(e) = open.file.flush() {
+                    failed("jsonl", &dir.display().to_string(), &e);
+                }
             }
         }
         for (prefix, open) in self.tfrecord.iter_mut() {
@@ -222,7 +287,7 @@ impl Writer {
     }
 }
 
-fn open(path: &Path, hour: String) -> std::io::Result<OpenFile> {
+fn open(path: &Path, hour: u64) -> std::io::Result<OpenFile> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
@@ -248,27 +313,27 @@ fn failed(sink: &str, target: &str, error: &dyn std::fmt::Display) {
 
 /// The request as the client sent it, or (gRPC) its tensors as TF Serving's
 /// columnar JSON, `{"inputs": ...}`.
-fn request_payload(record: &Record) -> Option<Payload> {
+fn request_payload(record: &Record) -> Option<Cow<'_, Payload>> {
     if let Some(request) = &record.request {
-        return Some(request.clone());
+        return Some(Cow::Borrowed(request));
     }
     let json = tensors_json(&record.draft.inputs)?;
     let body = [&b"{\"inputs\""[..], &json["{\"outputs\"".len()..]].concat();
-    Some(Payload {
+    Some(Cow::Owned(Payload {
         content_type: "application/json".into(),
         body: Bytes::from(body),
-    })
+    }))
 }
 
 /// The response as sent, or (gRPC) its tensors as `{"outputs": ...}`.
-fn response_payload(record: &Record) -> Option<Payload> {
+fn response_payload(record: &Record) -> Option<Cow<'_, Payload>> {
     if let Some(response) = &record.response {
-        return Some(response.clone());
+        return Some(Cow::Borrowed(response));
     }
-    Some(Payload {
+    Some(Cow::Owned(Payload {
         content_type: "application/json".into(),
         body: Bytes::from(tensors_json(&record.draft.outputs)?),
-    })
+    }))
 }
 
 fn tensors_json(named: &[(String, Tensor)]) -> Option<Vec<u8>> {

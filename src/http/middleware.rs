@@ -6,14 +6,12 @@ use std::time::Instant;
 
 use actix_web::body::{BodySize, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, HttpRequest};
 use futures_util::FutureExt;
 
-use crate::call::http::CaptureHandoff;
-use crate::capture::{Payload, Record};
 use crate::error::{error_response, ApiError};
 use crate::server::access_log::{self, Sampled, Served};
 use crate::server::request_id::{RequestId, HEADER};
@@ -69,9 +67,6 @@ pub async fn assign(
             served: served.as_ref(),
         });
     }
-    if let Some(state) = state.as_ref().filter(|s| s.service.capture.active()) {
-        submit_capture(state, &mut response, &id);
-    }
     if let Ok(value) = HeaderValue::from_str(&id.0) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
@@ -79,36 +74,6 @@ pub async fn assign(
         close_after(&mut response);
     }
     Ok(response)
-}
-
-/// Finishes a sampled request's capture record with the content types the
-/// client sent and received, and queues it.
-fn submit_capture<B>(state: &ServerState, response: &mut ServiceResponse<B>, id: &RequestId) {
-    let Some(handoff) = response.response_mut().extensions_mut().remove::<CaptureHandoff>() else {
-        return;
-    };
-    let content_type = |headers: &actix_web::http::header::HeaderMap| {
-        headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string()
-    };
-    let request = handoff.request_body.map(|body| Payload {
-        content_type: content_type(response.request().headers()),
-        body,
-    });
-    let reply = Payload {
-        content_type: content_type(response.headers()),
-        body: handoff.response_body,
-    };
-    state.service.capture.submit(Record {
-        draft: *handoff.draft,
-        event_id: handoff.event_id.unwrap_or_else(|| id.0.clone()),
-        protocol: "rest",
-        request,
-        response: Some(reply),
-    });
 }
 
 /// Marks a response to close its connection once sent (while draining).

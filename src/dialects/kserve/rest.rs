@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
@@ -123,12 +123,14 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerS
         Ok(answer.0)
     }
     .await;
-    let mut response = answer(result, &model, "v2_infer", &mut trace, started);
+    // Binary outputs: the JSON header's length, and the body is no longer JSON.
+    let content_type = header_length.map(|_| HeaderValue::from_static("application/octet-stream"));
+    let mut response = answer(&req, result, content_type, &model, "v2_infer", &mut trace, started);
     if let Some(length) = header_length {
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
         if let Ok(value) = HeaderValue::from_str(&length.to_string()) {
-            headers.insert(HeaderName::from_static(HEADER_LENGTH), value);
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static(HEADER_LENGTH), value);
         }
     }
     response

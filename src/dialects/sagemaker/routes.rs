@@ -77,20 +77,21 @@ pub async fn invocations(
         invocation.respond(&state.service, &body, &mut trace).await
     }
     .await;
-    // A handler's own content type wins; otherwise JSON.
+    // A handler's own content type wins; otherwise JSON (the TF Serving 2.20
+    // container answers JSON and JSON Lines requests alike as
+    // `application/json`, one line).
     let (result, handler_type) = match result {
         Ok(answer) => (Ok(answer.body), answer.content_type),
         Err(err) => (Err(err), None),
     };
-    let mut response = answer(result, &model_label, "invocations", &mut trace, started);
-    if response.status().is_success() {
-        let content_type = match handler_type.and_then(|t| HeaderValue::from_str(&t).ok()) {
-            Some(value) => value,
-            // The TF Serving 2.20 container answers JSON and JSON Lines requests
-            // alike as `application/json` (one line).
-            None => HeaderValue::from_static("application/json"),
-        };
-        response.headers_mut().insert(CONTENT_TYPE, content_type);
-    }
-    response
+    let content_type = handler_type.and_then(|t| HeaderValue::from_str(&t).ok());
+    answer(
+        req,
+        result,
+        content_type,
+        &model_label,
+        "invocations",
+        &mut trace,
+        started,
+    )
 }

@@ -80,7 +80,7 @@ pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &ServerState
         stfs::infer(&state.service, &body, &mut trace).await
     }
     .await;
-    answer(result, "", "stfs", &mut trace, started)
+    answer(req, result, None, "", "stfs", &mut trace, started)
 }
 
 /// A `multipart/form-data` body: its files and text fields.

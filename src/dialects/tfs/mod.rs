@@ -191,7 +191,7 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &ServerStat
                 }
             }
             .await;
-            Ok(answer(result, &model, verb.api(), &mut trace, started))
+            Ok(answer(req, result, None, &model, verb.api(), &mut trace, started))
         }
         Route::Status { model, selector } => pretty(tfs_json::model_status(service, &model, &selector)?),
         Route::Metadata { model, selector } => pretty(tfs_json::model_metadata(service, &model, &selector)?),
