@@ -14,9 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
-use tfserve::proto::tensorflow::serving::{ModelSpec, PredictRequest};
-use tfserve::proto::tensorflow::{tensor_shape_proto, TensorProto, TensorShapeProto};
 
+use common::grpc::predict_x;
 use common::process::{start, Server};
 use common::{client_python, repo_path, temp_dir};
 
@@ -60,29 +59,7 @@ fn sigterm_and_wait(server: &mut Server) {
 }
 
 fn grpc_predict(grpc: &str, x: f32) {
-    let request = PredictRequest {
-        model_spec: Some(ModelSpec {
-            name: "half".into(),
-            ..ModelSpec::default()
-        }),
-        inputs: [(
-            "x".to_string(),
-            TensorProto {
-                dtype: 1,
-                tensor_shape: Some(TensorShapeProto {
-                    dim: vec![tensor_shape_proto::Dim {
-                        size: 1,
-                        name: String::new(),
-                    }],
-                    unknown_rank: false,
-                }),
-                float_val: vec![x],
-                ..TensorProto::default()
-            },
-        )]
-        .into(),
-        output_filter: Vec::new(),
-    };
+    let request = predict_x("half", x);
     let mut grpc_request = tonic::Request::new(request);
     grpc_request
         .metadata_mut()
@@ -305,8 +282,10 @@ fn a_slow_sink_loses_records_and_counts_them_but_never_a_request() {
         .filter(|l| l.starts_with("tfserve_capture_dropped_total{"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
-    // 80 events, of which the receiver takes one every 2 s and the queues hold four.
-    assert!(dropped >= 70.0, "{metrics}");
+    // 80 events: the receiver takes one every 2 s and the queues hold a few,
+    // so at least 70 are lost, counted once per event or (dropped before the
+    // writer) once per record of two events.
+    assert!(dropped >= 35.0, "{metrics}");
     drop(server);
     drop(sink);
     let _ = std::fs::remove_dir_all(&dir);

@@ -8,11 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::grpc::predict_x;
 use common::process::{start, try_start};
 use common::repo_path;
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
-use tfserve::proto::tensorflow::serving::{ModelSpec, PredictRequest};
-use tfserve::proto::tensorflow::{tensor_shape_proto, TensorProto, TensorShapeProto};
 
 /// A port nothing listens on right now.
 fn free_port() -> u16 {
@@ -20,33 +19,6 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("an ephemeral port")
-}
-
-fn request(model: &str) -> PredictRequest {
-    PredictRequest {
-        model_spec: Some(ModelSpec {
-            name: model.into(),
-            ..ModelSpec::default()
-        }),
-        inputs: [(
-            "x".to_string(),
-            TensorProto {
-                dtype: 1,
-                tensor_shape: Some(TensorShapeProto {
-                    dim: vec![tensor_shape_proto::Dim {
-                        size: 1,
-                        name: String::new(),
-                    }],
-                    unknown_rank: false,
-                }),
-                float_val: vec![2.0],
-                ..TensorProto::default()
-            },
-        )]
-        .into_iter()
-        .collect(),
-        output_filter: Vec::new(),
-    }
 }
 
 #[test]
@@ -86,7 +58,7 @@ fn kserve_command_line_serves_grpc_and_rest() {
         let mut client = PredictionServiceClient::connect(format!("http://127.0.0.1:{grpc_port}"))
             .await
             .unwrap();
-        client.predict(request("half")).await
+        client.predict(predict_x("half", 2.0)).await
     });
     assert_eq!(answer.unwrap().into_inner().outputs["y"].float_val, vec![4.0]);
 }
@@ -133,7 +105,7 @@ fn sigterm_drains_grpc_calls_in_flight() {
                             }
                         }
                         let Some(c) = client.as_mut() else { continue };
-                        match c.predict(request("default")).await {
+                        match c.predict(predict_x("default", 2.0)).await {
                             Ok(answer) if answer.get_ref().outputs["y"].float_val == [4.0] => {
                                 answered.fetch_add(1, Ordering::SeqCst);
                             }
@@ -239,9 +211,9 @@ fn json_logs_and_an_access_line_per_rest_and_grpc_request() {
     let grpc = format!("http://{}", server.grpc);
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let mut client = PredictionServiceClient::connect(grpc).await.unwrap();
-        client.predict(request("half")).await.unwrap();
+        client.predict(predict_x("half", 2.0)).await.unwrap();
         assert_eq!(
-            client.predict(request("nope")).await.unwrap_err().code(),
+            client.predict(predict_x("nope", 2.0)).await.unwrap_err().code(),
             tonic::Code::NotFound
         );
     });

@@ -11,11 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::grpc::predict_x;
 use common::{copy_dir, repo_path, spawn_with_grpc, temp_dir};
 use serde_json::{json, Value};
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
-use tfserve::proto::tensorflow::serving::{ModelSpec, PredictRequest};
-use tfserve::proto::tensorflow::{tensor_shape_proto, TensorProto, TensorShapeProto};
 use tfserve::settings::Settings;
 
 const SWAPS: u32 = 20;
@@ -87,33 +86,6 @@ fn rest_call(client: &reqwest::blocking::Client, url: &str, dialect: usize) -> R
     }
 }
 
-fn grpc_request() -> PredictRequest {
-    PredictRequest {
-        model_spec: Some(ModelSpec {
-            name: "adder".into(),
-            ..ModelSpec::default()
-        }),
-        inputs: [(
-            "x".to_string(),
-            TensorProto {
-                dtype: 1,
-                tensor_shape: Some(TensorShapeProto {
-                    dim: vec![tensor_shape_proto::Dim {
-                        size: 1,
-                        name: String::new(),
-                    }],
-                    unknown_rank: false,
-                }),
-                float_val: vec![1.0],
-                ..TensorProto::default()
-            },
-        )]
-        .into_iter()
-        .collect(),
-        output_filter: Vec::new(),
-    }
-}
-
 struct Tally {
     answered: usize,
     failures: Vec<String>,
@@ -147,7 +119,7 @@ fn clients(
                             .await
                             .unwrap();
                         while !stop.load(Ordering::Relaxed) {
-                            let answer = client.predict(grpc_request()).await;
+                            let answer = client.predict(predict_x("adder", 1.0)).await;
                             record(match answer {
                                 Ok(r) => {
                                     let y = r

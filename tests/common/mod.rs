@@ -2,6 +2,7 @@
 //! models, and small HTTP and float helpers.
 #![allow(dead_code)]
 
+pub mod grpc;
 pub mod process;
 
 use std::path::PathBuf;

@@ -7,6 +7,7 @@ import atexit
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -46,6 +47,12 @@ class Server:
         time.sleep(0.1)
         return "".join(self.lines).encode("utf-8")
 
+
+# Every temporary file and directory a suite makes (configs, sockets, model
+# copies) lives under one directory of its own, removed when the suite exits.
+SCRATCH = tempfile.mkdtemp(prefix="tfserve-suite-")
+tempfile.tempdir = SCRATCH
+atexit.register(shutil.rmtree, SCRATCH, True)
 
 REPO_MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                            "models")
