@@ -24,6 +24,7 @@ baseline.
     python3 benches/cost_check.py                 # check (builds its own release binaries, ~8 minutes the first time)
     python3 benches/cost_check.py --update        # measure and write the baseline
     python3 benches/cost_check.py --repeat 10     # ten checks in a row, for the spread
+    python3 benches/cost_check.py --no-build --server-args=--capture_jsonl_dir=/tmp/capture
 """
 import argparse
 import http.client
@@ -156,7 +157,7 @@ def per_request(cmd, port, path, work, name, env=None, exclude=None):
         proc.wait()
 
 
-def measure():
+def measure(server_args=()):
     work = pathlib.Path(tempfile.mkdtemp(prefix="tfserve-cost-"))
     try:
         port = free_port()
@@ -168,7 +169,7 @@ def measure():
         server, server_windows = per_request(
             [str(RELEASE / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(port), "--port", str(grpc),
              "--model_name", "half_plus_three", "--model_base_path", str(MODEL), "--enable_batching=true",
-             "--inline_run_max_micros=1000000"],
+             "--inline_run_max_micros=1000000", *server_args],
             port, "/v1/models/half_plus_three:predict", work, "tfserve", env, exclude=MODEL_RUN)
         return {"ceiling_instructions": round(ceiling), "tfserve_instructions": round(server),
                 "ratio": server / ceiling, "windows": {"ceiling": ceiling_windows, "tfserve": server_windows}}
@@ -181,6 +182,9 @@ def main():
     parser.add_argument("--update", action="store_true", help="write the measurement as the new baseline")
     parser.add_argument("--repeat", type=int, default=1, help="checks in a row (each one full measurement)")
     parser.add_argument("--no-build", action="store_true")
+    parser.add_argument("--server-args", default="",
+                        help="more tfserve flags, to see what a feature costs a request "
+                             "(e.g. --server-args=--capture_jsonl_dir=/tmp/capture)")
     args = parser.parse_args()
     ensure_valgrind()
     if not args.no_build:
@@ -188,7 +192,7 @@ def main():
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None
     failed = False
     for n in range(args.repeat):
-        result = measure()
+        result = measure(args.server_args.split())
         line = (f"instructions per request: tfserve {result['tfserve_instructions']:,} (session runs left out), "
                 f"ceiling {result['ceiling_instructions']:,}, ratio {result['ratio']:.3f} "
                 f"(windows: tfserve {min(result['windows']['tfserve']):,.0f}-{max(result['windows']['tfserve']):,.0f}, "

@@ -152,7 +152,7 @@ impl Service {
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
         let mut capture = match trace.capture {
             None => self.capture.sample(
-                &servable.model,
+                &servable.shared_name,
                 servable.version,
                 &signature.name,
                 servable.logging.as_ref(),

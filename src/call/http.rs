@@ -162,7 +162,9 @@ fn capture(
     let Some(state) = req.app_data::<web::Data<ServerState>>() else {
         return;
     };
-    let text = |value: Option<&HeaderValue>| value.and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let text = |value: Option<&HeaderValue>| {
+        crate::capture::content_type(value.and_then(|v| v.to_str().ok()).unwrap_or_default())
+    };
     record.request = body.map(|body| Payload {
         content_type: text(req.headers().get(CONTENT_TYPE)),
         body,

@@ -114,7 +114,7 @@ fn post(agent: &ureq::Agent, event: &Event, namespace: &str) -> Result<(), Strin
             .header("ce-time", &event.time)
             .header("ce-inferenceservicename", &event.model)
             .header("ce-component", "predictor")
-            .header("content-type", &event.payload.content_type);
+            .header("content-type", event.payload.content_type.as_ref());
         if !namespace.is_empty() {
             request = request.header("ce-namespace", namespace);
         }

@@ -111,7 +111,7 @@ mod tests {
 
     fn payload(content_type: &str, body: &[u8]) -> Payload {
         Payload {
-            content_type: content_type.into(),
+            content_type: content_type.to_string().into(),
             body: Bytes::copy_from_slice(body),
         }
     }

@@ -11,6 +11,7 @@ mod tfrecord;
 mod time;
 mod writer;
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -32,9 +33,9 @@ pub struct Draft {
     pub policy: Option<Arc<Policy>>,
     /// The model's TF Serving `logging_config`, when it sampled the request.
     pub logging: Option<Arc<LoggingConfig>>,
-    pub model: String,
+    pub model: Arc<str>,
     pub version: i64,
-    pub signature: String,
+    pub signature: Arc<str>,
     pub time: SystemTime,
     /// The signature's inputs and outputs by key, kept when a sink needs
     /// tensors (TFRecords, or a transport that has no raw bodies: gRPC).
@@ -62,10 +63,29 @@ impl Draft {
     }
 }
 
+/// A content type, without an allocation when it is one of the usual ones.
+pub fn content_type(value: &str) -> Cow<'static, str> {
+    const COMMON: [&str; 8] = [
+        "application/json",
+        "application/json; charset=utf-8",
+        "text/csv",
+        "text/csv; charset=utf-8",
+        "application/jsonlines",
+        "application/octet-stream",
+        "text/plain",
+        "application/x-npy",
+    ];
+    match COMMON.iter().find(|common| **common == value) {
+        Some(common) => Cow::Borrowed(common),
+        None => Cow::Owned(value.to_string()),
+    }
+}
+
 /// A body as it crossed the wire.
 #[derive(Clone, Debug)]
 pub struct Payload {
-    pub content_type: String,
+    /// Common types are static: most records allocate nothing for them.
+    pub content_type: Cow<'static, str>,
     pub body: Bytes,
 }
 
@@ -132,7 +152,7 @@ impl Capture {
     /// draft to fill, or `None` (almost always one branch: capture off).
     pub fn sample(
         &self,
-        model: &str,
+        model: &Arc<str>,
         version: i64,
         signature: &str,
         logging: Option<&Arc<LoggingConfig>>,
@@ -146,9 +166,9 @@ impl Capture {
         Some(Draft {
             policy,
             logging,
-            model: model.to_string(),
+            model: model.clone(),
             version,
-            signature: signature.to_string(),
+            signature: signature.into(),
             time: SystemTime::now(),
             inputs: Vec::new(),
             outputs: Vec::new(),

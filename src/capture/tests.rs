@@ -90,11 +90,11 @@ fn settings_out_of_range_are_named() {
 #[test]
 fn off_means_no_draft() {
     let capture = Capture::disabled();
-    assert!(capture.sample("m", 1, "serving_default", None).is_none());
+    assert!(capture.sample(&"m".into(), 1, "serving_default", None).is_none());
 }
 
 fn record(capture: &Capture, id: &str) -> Box<Record> {
-    let mut draft = capture.sample("half", 7, "serving_default", None).unwrap();
+    let mut draft = capture.sample(&"half".into(), 7, "serving_default", None).unwrap();
     draft.inputs = vec![("x".into(), Tensor::new(vec![1], TensorData::Float(vec![1.0])))];
     draft.outputs = vec![("y".into(), Tensor::new(vec![1], TensorData::Float(vec![3.5])))];
     let mut record = Record::new(draft, Some(id.into()));
@@ -188,7 +188,7 @@ fn a_model_logging_config_samples_on_its_own() {
         filename_prefix: "/tmp/x".into(),
         sampling_rate: 1.0,
     });
-    let draft = capture.sample("m", 1, "s", Some(&logging)).unwrap();
+    let draft = capture.sample(&"m".into(), 1, "s", Some(&logging)).unwrap();
     assert!(draft.policy.is_none() && draft.logging.is_some());
-    assert!(capture.sample("m", 1, "s", None).is_none());
+    assert!(capture.sample(&"m".into(), 1, "s", None).is_none());
 }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -35,12 +36,16 @@ struct OpenFile {
     hour: u64,
 }
 
+/// A directory's open JSON Lines files, by model.
+type ModelFiles = Vec<(Arc<str>, OpenFile)>;
+
 pub struct Writer {
     rotate_bytes: u64,
     rotate_age: Duration,
     queue_size: usize,
-    /// Open JSON Lines files by directory, then model.
-    jsonl: HashMap<PathBuf, HashMap<String, OpenFile>>,
+    /// Open JSON Lines files by directory, then model: a handful, scanned
+    /// (cheaper per record than hashing the path).
+    jsonl: Vec<(PathBuf, ModelFiles)>,
     /// One line's bytes, reused.
     line: Vec<u8>,
     /// The last second formatted for `inferenceTime`, reused within it.
@@ -58,7 +63,7 @@ impl Writer {
             rotate_bytes: settings.capture_rotate_mb.saturating_mul(1 << 20),
             rotate_age: Duration::from_secs(settings.capture_rotate_seconds),
             queue_size: settings.capture_queue_size,
-            jsonl: HashMap::new(),
+            jsonl: Vec::new(),
             line: Vec::new(),
             second: (u64::MAX, String::new()),
             written: ["jsonl", "tfrecord"].map(|sink| METRICS.capture_records.with_label_values(&[sink])),
@@ -179,7 +184,7 @@ impl Writer {
                         id: record.event_id.to_string(),
                         kind,
                         time: time.rfc3339(),
-                        model: draft.model.clone(),
+                        model: draft.model.to_string(),
                         payload,
                     });
                 }
@@ -212,7 +217,7 @@ impl Writer {
     fn append_jsonl(
         &mut self,
         dir: &Path,
-        model: &str,
+        model: &Arc<str>,
         at: std::time::SystemTime,
         time: &Utc,
         line: &[u8],
@@ -221,26 +226,30 @@ impl Writer {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() / 3600);
         let (rotate_bytes, rotate_age) = (self.rotate_bytes, self.rotate_age);
-        if !self.jsonl.contains_key(dir) {
-            self.jsonl.insert(dir.to_path_buf(), HashMap::new());
-        }
-        let Some(models) = self.jsonl.get_mut(dir) else {
-            return Ok(());
+        let slot = match self.jsonl.iter().position(|(d, _)| d == dir) {
+            Some(slot) => slot,
+            None => {
+                self.jsonl.push((dir.to_path_buf(), Vec::new()));
+                self.jsonl.len() - 1
+            }
         };
-        let stale = models.get(model).is_some_and(|open| {
-            open.hour != hour || open.written >= rotate_bytes || open.opened.elapsed() >= rotate_age
-        });
-        if stale {
-            if let Some(mut old) = models.remove(model) {
+        let models = &mut self.jsonl[slot].1;
+        let found = models.iter().position(|(m, _)| m == model);
+        if let Some(at) = found {
+            let open = &models[at].1;
+            if open.hour != hour || open.written >= rotate_bytes || open.opened.elapsed() >= rotate_age {
+                let (_, mut old) = models.swap_remove(at);
                 old.file.flush()?;
             }
         }
-        let open = match models.get_mut(model) {
-            Some(open) => open,
+        let open = match models.iter().position(|(m, _)| m == model) {
+            Some(at) => &mut models[at].1,
             None => {
                 self.files_made += 1;
                 let path = jsonl::file_name(dir, model, time, &unique(self.files_made));
-                models.entry(model.to_string()).or_insert(open(&path, hour)?)
+                models.push((model.clone(), open(&path, hour)?));
+                let last = models.len() - 1;
+                &mut models[last].1
             }
         };
         open.file.write_all(line)?;
@@ -273,7 +282,7 @@ impl Writer {
 
     fn flush_files(&mut self) {
         for (dir, models) in self.jsonl.iter_mut() {
-            for open in models.values_mut() {
+            for (_, open) in models.iter_mut() {
                 if let Err(e) = open.file.flush() {
                     failed("jsonl", &dir.display().to_string(), &e);
                 }

@@ -16,6 +16,8 @@ use crate::tensor::Tensor;
 /// One loaded model version, ready to run.
 pub struct Servable {
     pub model: String,
+    /// The same name, shared: what each captured record of the model holds.
+    pub shared_name: Arc<str>,
     pub version: i64,
     pub runtime: Arc<dyn Model>,
     /// How uploaded images reach this model.
@@ -206,6 +208,7 @@ pub fn build(
         .collect();
     Ok(Servable {
         model: model.to_string(),
+        shared_name: model.into(),
         version,
         runtime,
         images,
