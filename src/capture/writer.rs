@@ -50,7 +50,8 @@ pub struct Writer {
     line: Vec<u8>,
     /// The last second formatted for `inferenceTime`, reused within it.
     second: (u64, String),
-    written: [IntCounter; 2],
+    jsonl_written: IntCounter,
+    tfrecord_written: IntCounter,
     tfrecord: HashMap<String, OpenFile>,
     /// Started with the first CloudEvent.
     events: Option<Poster>,
@@ -66,7 +67,8 @@ impl Writer {
             jsonl: Vec::new(),
             line: Vec::new(),
             second: (u64::MAX, String::new()),
-            written: ["jsonl", "tfrecord"].map(|sink| METRICS.capture_records.with_label_values(&[sink])),
+            jsonl_written: METRICS.capture_records.with_label_values(&["jsonl"]),
+            tfrecord_written: METRICS.capture_records.with_label_values(&["tfrecord"]),
             tfrecord: HashMap::new(),
             events: None,
             files_made: 0,
@@ -156,8 +158,8 @@ impl Writer {
                 request.as_deref(),
                 response.as_deref(),
             );
-            match self.append_jsonl(dir, &draft.model, draft.time, &time, &line) {
-                Ok(()) => self.written[0].inc(),
+            match self.append_jsonl(dir, &draft.model, second / 3600, &time, &line) {
+                Ok(()) => self.jsonl_written.inc(),
                 Err(e) => failed("jsonl", &dir.display().to_string(), &e),
             }
             self.line = line;
@@ -208,23 +210,22 @@ impl Writer {
                 outputs: mode.response().then_some(&draft.outputs[..]),
             });
             match self.append_tfrecord(prefix, time, &framed) {
-                Ok(()) => self.written[1].inc(),
+                Ok(()) => self.tfrecord_written.inc(),
                 Err(e) => failed("tfrecord", prefix, &e),
             }
         }
     }
 
+    /// Appends to the model's open file under `dir`, first starting a new
+    /// one when the hour (since the epoch) changed or the open one is full or old.
     fn append_jsonl(
         &mut self,
         dir: &Path,
         model: &Arc<str>,
-        at: std::time::SystemTime,
+        hour: u64,
         time: &Utc,
         line: &[u8],
     ) -> std::io::Result<()> {
-        let hour = at
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() / 3600);
         let (rotate_bytes, rotate_age) = (self.rotate_bytes, self.rotate_age);
         let slot = match self.jsonl.iter().position(|(d, _)| d == dir) {
             Some(slot) => slot,
@@ -234,24 +235,25 @@ impl Writer {
             }
         };
         let models = &mut self.jsonl[slot].1;
-        let found = models.iter().position(|(m, _)| m == model);
+        let mut found = models.iter().position(|(m, _)| m == model);
         if let Some(at) = found {
             let open = &models[at].1;
             if open.hour != hour || open.written >= rotate_bytes || open.opened.elapsed() >= rotate_age {
                 let (_, mut old) = models.swap_remove(at);
                 old.file.flush()?;
+                found = None;
             }
         }
-        let open = match models.iter().position(|(m, _)| m == model) {
-            Some(at) => &mut models[at].1,
+        let at = match found {
+            Some(at) => at,
             None => {
                 self.files_made += 1;
                 let path = jsonl::file_name(dir, model, time, &unique(self.files_made));
                 models.push((model.clone(), open(&path, hour)?));
-                let last = models.len() - 1;
-                &mut models[last].1
+                models.len() - 1
             }
         };
+        let open = &mut models[at].1;
         open.file.write_all(line)?;
         open.written += line.len() as u64;
         Ok(())
