@@ -205,6 +205,31 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     }
 });
 
+/// A thread's request metric handles, by label values. Looking a handle up
+/// in its vector takes the vector's lock and clones an `Arc` both worker
+/// threads share, on every request; a short list per thread compares a few
+/// short strings instead. A server with more label sets than this looks the
+/// rest up as before, replacing the newest entry.
+const REQUEST_HANDLES_KEPT: usize = 32;
+
+struct RequestHandles {
+    count: IntCounter,
+    seconds: Histogram,
+}
+
+thread_local! {
+    static REQUEST_HANDLES: std::cell::RefCell<Vec<([String; 6], RequestHandles)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn same_labels(kept: &[String; 6], labels: &[&str; 6]) -> bool {
+    // Lengths first: `==` on two empty strings may read through a dangling
+    // pointer in `memcmp`, which the CPU answers with a slow assist.
+    kept.iter()
+        .zip(labels)
+        .all(|(a, b)| a.len() == b.len() && (a.is_empty() || a.as_str() == *b))
+}
+
 /// What one answered request is counted under.
 pub struct RequestLabels<'a> {
     /// `rest` or `grpc`.
@@ -228,12 +253,28 @@ impl Metrics {
             api,
             status,
         } = *labels;
-        self.requests
-            .with_label_values(&[protocol, model, version, signature, api, status])
-            .inc();
-        self.request_seconds
-            .with_label_values(&[protocol, model, version, signature, api])
-            .observe(seconds);
+        let labels = [protocol, model, version, signature, api, status];
+        REQUEST_HANDLES.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let found = cache.iter().position(|(key, _)| same_labels(key, &labels));
+            let index = match found {
+                Some(index) => index,
+                None => {
+                    if cache.len() == REQUEST_HANDLES_KEPT {
+                        cache.pop();
+                    }
+                    let handles = RequestHandles {
+                        count: self.requests.with_label_values(&labels),
+                        seconds: self.request_seconds.with_label_values(&labels[..5]),
+                    };
+                    cache.push((labels.map(str::to_owned), handles));
+                    cache.len() - 1
+                }
+            };
+            let (_, handles) = &cache[index];
+            handles.count.inc();
+            handles.seconds.observe(seconds);
+        });
     }
 
     /// Sets the GPU gauges from one reading of every GPU.

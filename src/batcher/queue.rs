@@ -21,26 +21,38 @@ pub struct Task<R> {
     pub reply: R,
 }
 
-/// What must agree for tasks to share one tensor: per input, the non-batch
-/// dimensions, or only the rank when variable-length padding is on. `None`
-/// joins nothing: the batch holds one request that runs alone.
-type ShapeKey = Option<Vec<Vec<usize>>>;
-
-fn joinable(open: &ShapeKey, key: &ShapeKey) -> bool {
-    matches!((open, key), (Some(a), Some(b)) if a == b)
+/// Whether two requests' inputs may share one tensor: per input, the same rank
+/// and (unless variable-length padding is on) the same non-batch dimensions.
+/// Compared in place, element by element: a key built per request would cost
+/// an allocation, and comparing empty dimension lists through `memcmp` reads
+/// from a dangling address, which the CPU answers with a slow microcode assist.
+fn joinable(pad: bool, open: &[Tensor], inputs: &[Tensor]) -> bool {
+    open.len() == inputs.len()
+        && open.iter().zip(inputs).all(|(a, b)| {
+            a.shape.len() == b.shape.len() && (pad || a.shape.iter().zip(&b.shape).skip(1).all(|(x, y)| x == y))
+        })
 }
 
 pub struct Batch<R> {
     pub tasks: Vec<Task<R>>,
     pub rows: usize,
     pub opened: Instant,
-    key: ShapeKey,
+    /// One request that must run as it came (no merging, no padding).
+    alone: bool,
 }
 
 impl<R> Batch<R> {
     /// Whether the batch is one request that must run as it came (no merging, no padding).
     pub fn runs_alone(&self) -> bool {
-        self.key.is_none()
+        self.alone
+    }
+
+    /// The inputs later requests must agree with to join, unless the batch runs alone.
+    fn key(&self) -> Option<&[Tensor]> {
+        match self.alone {
+            true => None,
+            false => self.tasks.first().map(|t| t.inputs.as_slice()),
+        }
     }
 }
 
@@ -85,52 +97,43 @@ impl<R> Queue<R> {
         self.batches.is_empty()
     }
 
-    fn key(&self, task: &Task<R>) -> ShapeKey {
-        if task.alone {
-            return None;
+    /// Whether a request with these inputs may join the open batch `open`.
+    fn joins(&self, open: Option<&[Tensor]>, inputs: Option<&[Tensor]>) -> bool {
+        match (open, inputs) {
+            (Some(open), Some(inputs)) => self.merge && joinable(self.params.pad_variable_length_inputs, open, inputs),
+            _ => false,
         }
-        self.inputs_key(&task.inputs)
     }
 
-    fn inputs_key(&self, inputs: &[Tensor]) -> ShapeKey {
-        if !self.merge {
-            return None;
-        }
-        let dims = inputs.iter().map(|t| {
-            if self.params.pad_variable_length_inputs {
-                vec![t.shape.len()]
-            } else {
-                t.shape.get(1..).unwrap_or_default().to_vec()
-            }
-        });
-        Some(dims.collect())
+    /// A task's inputs as a joining key: none when it must run alone.
+    fn key(task: &Task<R>) -> Option<&[Tensor]> {
+        (!task.alone).then_some(task.inputs.as_slice())
     }
 
     /// Rows the open batch can still take from a (batchable) request with these inputs.
     pub fn room_for(&self, inputs: &[Tensor]) -> usize {
         match self.batches.back() {
-            Some(open) if joinable(&open.key, &self.inputs_key(inputs)) => {
-                self.params.max_batch_size.saturating_sub(open.rows)
-            }
+            Some(open) if self.joins(open.key(), Some(inputs)) => self.params.max_batch_size.saturating_sub(open.rows),
             _ => 0,
         }
     }
 
-    /// Batches that tasks with these keys and rows, added in order, would open.
-    fn new_batches_needed(&self, tasks: &[(ShapeKey, usize)]) -> usize {
+    /// Batches that these tasks, added in order, would open.
+    fn new_batches_needed(&self, tasks: &[Task<R>]) -> usize {
         if !self.merge {
             return tasks.len();
         }
-        let mut open = self.batches.back().map(|b| (&b.key, b.rows));
+        let mut open = self.batches.back().map(|b| (b.key(), b.rows));
         let mut opened = 0;
-        for (key, task_rows) in tasks {
+        for task in tasks {
+            let key = Self::key(task);
             match &mut open {
-                Some((k, rows)) if joinable(k, key) && *rows + task_rows <= self.params.max_batch_size => {
-                    *rows += task_rows
+                Some((k, rows)) if self.joins(*k, key) && *rows + task.rows <= self.params.max_batch_size => {
+                    *rows += task.rows
                 }
                 _ => {
                     opened += 1;
-                    open = Some((key, *task_rows));
+                    open = Some((key, task.rows));
                 }
             }
         }
@@ -148,9 +151,7 @@ impl<R> Queue<R> {
                 return Err((error, tasks));
             }
         }
-        // Each task's key is worked out once, for the check and the push.
-        let keyed: Vec<(ShapeKey, usize)> = tasks.iter().map(|t| (self.key(t), t.rows)).collect();
-        if self.batches.len() + self.new_batches_needed(&keyed) > self.params.max_enqueued_batches {
+        if self.batches.len() + self.new_batches_needed(&tasks) > self.params.max_enqueued_batches {
             return Err((
                 EnqueueError::Full {
                     batches: self.params.max_enqueued_batches,
@@ -158,29 +159,28 @@ impl<R> Queue<R> {
                 tasks,
             ));
         }
-        for (task, (key, _)) in tasks.into_iter().zip(keyed) {
-            self.push(task, key);
+        for task in tasks {
+            self.push(task);
         }
         Ok(())
     }
 
-    fn push(&mut self, task: Task<R>, key: ShapeKey) {
+    fn push(&mut self, task: Task<R>) {
         self.tasks += 1;
-        if self.merge {
-            if let Some(open) = self.batches.back_mut() {
-                if joinable(&open.key, &key) && open.rows + task.rows <= self.params.max_batch_size {
-                    open.rows += task.rows;
-                    open.tasks.push(task);
-                    return;
-                }
-            }
+        let joins = self.batches.back().is_some_and(|open| {
+            self.joins(open.key(), Self::key(&task)) && open.rows + task.rows <= self.params.max_batch_size
+        });
+        if let Some(open) = self.batches.back_mut().filter(|_| joins) {
+            open.rows += task.rows;
+            open.tasks.push(task);
+            return;
         }
-        let opened = task.enqueued;
+        let (opened, alone) = (task.enqueued, task.alone || !self.merge);
         self.batches.push_back(Batch {
             rows: task.rows,
             tasks: vec![task],
             opened,
-            key,
+            alone,
         });
     }
 

@@ -72,19 +72,29 @@ fn process(work: Work) {
     let started = Instant::now();
     let (mut live, gone): (Vec<Task<Reply>>, Vec<Task<Reply>>) =
         batch.tasks.into_iter().partition(|t| !t.reply.is_closed());
-    metrics.dropped.inc_by(gone.len() as u64);
+    // Metric updates are atomics every thread shares: one per batch where
+    // one will do, none for a zero.
+    if !gone.is_empty() {
+        metrics.dropped.inc_by(gone.len() as u64);
+    }
     if live.is_empty() {
         return;
     }
     let rows: usize = live.iter().map(|t| t.rows).sum();
     metrics.batch_rows.observe(rows as f64);
-    for task in &live {
-        metrics
-            .queue_wait
-            .observe(started.duration_since(task.enqueued).as_secs_f64());
+    let waited = |task: &Task<Reply>| started.duration_since(task.enqueued).as_secs_f64();
+    match live.as_slice() {
+        [task] => metrics.queue_wait.observe(waited(task)),
+        tasks => {
+            let queue_wait = metrics.queue_wait.local();
+            tasks.iter().for_each(|task| queue_wait.observe(waited(task)));
+            queue_wait.flush();
+        }
     }
     let run_rows = if merge { params.padded_size(rows) } else { rows };
-    metrics.padding_rows.inc_by((run_rows - rows) as u64);
+    if run_rows > rows {
+        metrics.padding_rows.inc_by((run_rows - rows) as u64);
+    }
     let inputs = match assemble_inputs(&mut live, &params, run_rows) {
         Ok(inputs) => inputs,
         Err(message) => return reply_all(live, Err(BatchError::Inputs(message))),

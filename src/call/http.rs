@@ -2,6 +2,8 @@
 //! client-gone check), the body read under the limits, and the answer with
 //! its timing headers and metrics, errors in the status table's words.
 
+use std::cell::RefCell;
+use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::os::fd::{FromRawFd, RawFd};
 use std::time::Instant;
@@ -17,7 +19,7 @@ use serde_json::{json, Value};
 use crate::capture::{Payload, Record};
 use crate::error::{error_response, ApiError};
 use crate::metrics::METRICS;
-use crate::server::access_log::{Sampled, Served};
+use crate::server::access_log::Served;
 use crate::server::{BytesHeld, RequestId, ServerState};
 use crate::service::ModelInfo;
 use crate::service::Trace;
@@ -56,19 +58,49 @@ impl PeerSocket {
     }
 }
 
-/// The id the request-id middleware gave the request.
-pub fn request_id(req: &HttpRequest) -> Option<RequestId> {
-    use actix_web::HttpMessage;
-    req.extensions().get::<RequestId>().cloned()
+/// What the outermost middleware knows of the request its handler serves:
+/// its id, whether it gets an access line, and the body bytes it holds of the
+/// budget (given back when the request is done). A task-local rather than
+/// request extensions: those cost a map and a box per value on every request.
+pub struct RequestScope {
+    pub id: RequestId,
+    pub access_logged: bool,
+    held: RefCell<Option<BytesHeld>>,
+}
+
+tokio::task_local! {
+    static REQUEST: RequestScope;
+}
+
+impl RequestScope {
+    pub fn new(id: RequestId, access_logged: bool) -> RequestScope {
+        RequestScope {
+            id,
+            access_logged,
+            held: RefCell::new(None),
+        }
+    }
+
+    /// Runs `future` (the rest of the request's handling) inside this scope.
+    pub fn around<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+        REQUEST.scope(self, future)
+    }
+}
+
+/// The id the request-id middleware gave the request being handled.
+pub fn request_id() -> Option<RequestId> {
+    REQUEST.try_with(|scope| scope.id.clone()).ok()
 }
 
 /// A fresh trace for an inference request: its id and a way to tell its client left.
 pub fn trace(req: &HttpRequest) -> Trace {
-    let extensions = actix_web::HttpMessage::extensions(req);
+    let (request_id, access_logged) = REQUEST
+        .try_with(|scope| (Some(scope.id.0.clone()), scope.access_logged))
+        .unwrap_or_default();
     Trace {
         client_gone: client_gone(req),
-        request_id: extensions.get::<RequestId>().map(|id| id.0.clone()),
-        access_logged: extensions.contains::<Sampled>(),
+        request_id,
+        access_logged,
         ..Trace::default()
     }
 }
@@ -83,7 +115,7 @@ pub fn client_gone(req: &HttpRequest) -> Option<Box<dyn Fn() -> bool + Send + Sy
 pub fn respond(req: &HttpRequest, result: Result<HttpResponse, ApiError>) -> HttpResponse {
     result.unwrap_or_else(|err| {
         if err.status().is_server_error() {
-            let id = request_id(req).map(|id| id.0).unwrap_or_default();
+            let id = request_id().map(|id| id.0).unwrap_or_default();
             log::warn!("[{id}] {} {}: {err}", req.method(), req.path());
         }
         error_response(err.status(), &err.to_string())
@@ -99,9 +131,19 @@ pub async fn read_body(req: &HttpRequest, payload: web::Payload, state: &ServerS
     let body = {
         let mut read = std::pin::pin!(read_limited(req, payload, limit, &mut held));
         // A body already in the connection's buffer (most small ones) needs no
-        // timer: only one still arriving is raced against the timeout.
-        let first =
-            std::future::poll_fn(|cx| std::task::Poll::Ready(std::future::Future::poll(read.as_mut(), cx))).await;
+        // timer: only one still arriving is raced against the timeout. The
+        // connection hands a small body over just after the handler's first
+        // poll, so the handler asks to be polled once more before arming one.
+        let mut asked_again = false;
+        let first = std::future::poll_fn(|cx| match std::future::Future::poll(read.as_mut(), cx) {
+            std::task::Poll::Pending if !asked_again => {
+                asked_again = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+            polled => std::task::Poll::Ready(polled),
+        })
+        .await;
         match first {
             std::task::Poll::Ready(body) => body?,
             std::task::Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
@@ -110,8 +152,12 @@ pub async fn read_body(req: &HttpRequest, payload: web::Payload, state: &ServerS
             },
         }
     };
-    // Held until the request is done (its extensions drop with it).
-    actix_web::HttpMessage::extensions_mut(req).insert(held);
+    // Held until the request is done: its scope (or its extensions) drop with it.
+    let mut held = Some(held);
+    let _ = REQUEST.try_with(|scope| *scope.held.borrow_mut() = held.take());
+    if let Some(held) = held {
+        actix_web::HttpMessage::extensions_mut(req).insert(held);
+    }
     Ok(body)
 }
 

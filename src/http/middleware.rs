@@ -9,11 +9,12 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
-use actix_web::{web, HttpMessage, HttpRequest};
+use actix_web::{web, HttpRequest};
 use futures_util::FutureExt;
 
+use crate::call::http::RequestScope;
 use crate::error::{error_response, ApiError};
-use crate::server::access_log::{self, Sampled, Served};
+use crate::server::access_log::{self, Served};
 use crate::server::request_id::{RequestId, HEADER};
 
 /// The request id's header, as actix names it.
@@ -30,20 +31,20 @@ pub async fn assign(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let id = RequestId::from_header(req.headers().get(HEADER).and_then(|v| v.to_str().ok()));
-    req.extensions_mut().insert(id.clone());
-    let state = req.app_data::<web::Data<ServerState>>().cloned();
+    let state = req.app_data::<web::Data<ServerState>>();
     // Kept for the log line should the request panic (the request itself is
     // consumed by routing); both are cheap reference-counted clones.
     let (method, uri) = (req.method().clone(), req.uri().clone());
-    let access = state.as_ref().is_some_and(|s| s.access_log.sample()).then(|| {
-        req.extensions_mut().insert(Sampled);
+    let access = state.is_some_and(|s| s.access_log.sample()).then(|| {
         let bytes_in = req
             .headers()
             .get(actix_web::http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse().ok());
         (Instant::now(), bytes_in, req.peer_addr())
     });
-    let mut response = match std::panic::AssertUnwindSafe(next.call(req)).catch_unwind().await {
+    let scope = RequestScope::new(id.clone(), access.is_some());
+    let handled = std::panic::AssertUnwindSafe(scope.around(next.call(req)));
+    let mut response = match handled.catch_unwind().await {
         Ok(result) => result?,
         Err(panic) => return Err(super::panics::contained(&id, &method, &uri, panic.as_ref())),
     };
@@ -70,7 +71,13 @@ pub async fn assign(
     if let Ok(value) = HeaderValue::from_str(&id.0) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
-    if state.is_some_and(|s| s.drain.is_draining()) {
+    // The state is read through the response's request: a clone of its
+    // `Arc` would touch a counter every worker thread shares.
+    let draining = response
+        .request()
+        .app_data::<web::Data<ServerState>>()
+        .is_some_and(|s| s.drain.is_draining());
+    if draining {
         close_after(&mut response);
     }
     Ok(response)
@@ -94,6 +101,7 @@ pub async fn gate(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    // Cloned: the admission outlives the request, which routing consumes.
     let Some(state) = req.app_data::<web::Data<ServerState>>().cloned() else {
         return next
             .call(req)

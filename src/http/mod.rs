@@ -16,10 +16,11 @@ pub use server::{serve, stop};
 use crate::error::{error_response, ApiError};
 use crate::server::ServerState;
 
-/// The route table: the management API and pages, then each dialect's
-/// routes. Order matters where paths overlap (health and `gen_json` under
+/// The route table: TF Serving's inference calls, the management API and
+/// pages, then each dialect's routes. Order matters where paths overlap (health and `gen_json` under
 /// `/v1/`): the first route whose path and method match answers.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    crate::dialects::tfs::configure_inference(cfg);
     routes::configure(cfg);
     dashboard::configure(cfg);
     crate::dialects::stfs::configure(cfg);

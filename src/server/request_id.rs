@@ -39,7 +39,7 @@ impl RequestId {
                 .unwrap_or_default();
             nanos ^ (u64::from(std::process::id()) << 32)
         });
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let n = next_sequence(&NEXT);
         let id = mix(seed.wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
         // Every request without an id gets one: hex by hand, not through `format!`.
         let mut hex = [0u8; 16];
@@ -48,6 +48,24 @@ impl RequestId {
         }
         RequestId(std::str::from_utf8(&hex).unwrap_or("0000000000000000").into())
     }
+}
+
+/// Sequence numbers taken from the shared counter a block at a time, so
+/// threads do not contend on it for every request.
+fn next_sequence(shared: &AtomicU64) -> u64 {
+    const BLOCK: u64 = 1024;
+    thread_local! {
+        static RANGE: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+    }
+    RANGE.with(|range| {
+        let (mut next, mut end) = range.get();
+        if next == end {
+            next = shared.fetch_add(BLOCK, Ordering::Relaxed);
+            end = next + BLOCK;
+        }
+        range.set((next + 1, end));
+        next
+    })
 }
 
 /// splitmix64's finaliser: consecutive inputs give unrelated-looking ids.
@@ -80,5 +98,14 @@ mod tests {
     fn generated_ids_do_not_repeat() {
         let ids: std::collections::HashSet<Arc<str>> = (0..1000).map(|_| RequestId::generate().0).collect();
         assert_eq!(ids.len(), 1000);
+    }
+
+    #[test]
+    fn ids_from_many_threads_do_not_repeat() {
+        let threads: Vec<_> = (0..4)
+            .map(|_| std::thread::spawn(|| (0..3000).map(|_| RequestId::generate().0).collect::<Vec<_>>()))
+            .collect();
+        let ids: std::collections::HashSet<Arc<str>> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        assert_eq!(ids.len(), 12_000);
     }
 }

@@ -108,14 +108,27 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
     if method == Method::POST {
         // `/{model}[/versions/N | /labels/L]:{verb}`; verbs hold no ':'.
         let (target, verb) = rest.rsplit_once(':').ok_or_else(malformed)?;
-        let verb = match verb.to_ascii_lowercase().as_str() {
-            "classify" => Verb::Classify,
-            "regress" => Verb::Regress,
-            "predict" => Verb::Predict,
-            _ => return Err(malformed()),
-        };
-        let segments: Vec<&str> = target.strip_prefix('/').ok_or_else(malformed)?.split('/').collect();
-        let (model, rest) = segments.split_first().ok_or_else(malformed)?;
+        let verb = [
+            ("predict", Verb::Predict),
+            ("classify", Verb::Classify),
+            ("regress", Verb::Regress),
+        ]
+        .into_iter()
+        .find_map(|(name, v)| verb.eq_ignore_ascii_case(name).then_some(v))
+        .ok_or_else(malformed)?;
+        // At most `model/versions/N`: a longer path is malformed, and no
+        // allocation is needed to find that out.
+        let mut parts = target.strip_prefix('/').ok_or_else(malformed)?.split('/');
+        let mut segments = [""; 3];
+        let mut count = 0;
+        for part in parts.by_ref().take(3) {
+            segments[count] = part;
+            count += 1;
+        }
+        if parts.next().is_some() {
+            return Err(malformed());
+        }
+        let (model, rest) = segments[..count].split_first().ok_or_else(malformed)?;
         let (tail, _) = tail(rest, false)
             .filter(|_| name_segment(model))
             .ok_or_else(malformed)?;
@@ -151,6 +164,19 @@ pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
         });
     }
     Err(malformed())
+}
+
+/// TF Serving's inference calls (every POST under `/v1/models`), registered
+/// first: the busiest route is found with one prefix comparison rather than
+/// after every other route has been tried. No other dialect takes a POST there.
+pub fn configure_inference(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/v1/models")
+            // A plain check: actix's method guards record the methods they
+            // tried in the request's extensions, a map allocated per request.
+            .guard(actix_web::guard::fn_guard(|ctx| ctx.head().method == Method::POST))
+            .default_service(web::to(route)),
+    );
 }
 
 /// Everything under `/v1` (health answers first, registered earlier).
