@@ -7,6 +7,8 @@ in every thread, for a window of sequential keep-alive requests:
   - the HTTP ceiling (`tfserve-bench ceiling`: actix-web answering a fixed body),
   - tfserve with default flags and `--enable_batching=true`, serving
     models/half_plus_three's REST :predict (one instance per request),
+  - and, for comparison (not checked), the same server's gRPC Predict, one
+    call at a time on one connection,
 
 and compares the ratio tfserve / ceiling with the committed baseline
 (benches/cost_baseline.json). The model's own session runs (everything under
@@ -55,6 +57,8 @@ TOLERANCE = 1.25
 MODEL_RUN = "as tfserve::runtime::Model>::run"
 WINDOWS = 5
 REQUESTS = 200
+# A gRPC window's length: its calls are counted, whatever valgrind's pace.
+GRPC_SECONDS = 4
 
 
 def log(message):
@@ -131,8 +135,21 @@ def instructions(out_file, exclude):
     return total - inside
 
 
-def per_request(cmd, port, path, work, name, env=None, exclude=None):
-    """Median instructions per request over WINDOWS windows of REQUESTS requests."""
+def grpc_window(grpc_port):
+    """One window of sequential gRPC Predict calls on one connection; returns the calls made."""
+    out = subprocess.run([str(RELEASE / "tfserve-bench"), "grpc", "--model-dir", str(MODEL), "--model",
+                          "half_plus_three", "--target", f"http://127.0.0.1:{grpc_port}", "--concurrency", "1",
+                          "--connections", "1", "--seconds", str(GRPC_SECONDS)],
+                         capture_output=True, text=True, check=True).stdout
+    result = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    if result.get("errors"):
+        raise RuntimeError(f"gRPC Predict failed {result['errors']} times")
+    return result["requests"]
+
+
+def per_request(cmd, port, path, work, name, env=None, exclude=None, grpc_port=None):
+    """Median instructions per request over WINDOWS windows of REQUESTS requests;
+    with `grpc_port`, also per gRPC Predict call (over windows of GRPC_SECONDS)."""
     out = work / f"{name}.callgrind"
     valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                 "--dump-line=no", "--compress-strings=no", "--error-limit=no"]
@@ -142,16 +159,22 @@ def per_request(cmd, port, path, work, name, env=None, exclude=None):
         wait_answering(proc, port, path, timeout=900)
         client = Client(port, path, BODY)
         client.send(REQUESTS)  # warm: caches, lazily built state, measured run times
-        counts = []
-        for window in range(WINDOWS):
+
+        def window(send):
             subprocess.run(["callgrind_control", "--instr=on", str(proc.pid)], check=True, capture_output=True)
-            client.send(REQUESTS)
+            sent = send()
             subprocess.run(["callgrind_control", "--instr=off", str(proc.pid)], check=True, capture_output=True)
             subprocess.run(["callgrind_control", "--dump", str(proc.pid)], check=True, capture_output=True)
             subprocess.run(["callgrind_control", "--zero", str(proc.pid)], check=True, capture_output=True)
             dumps = sorted(work.glob(f"{name}.callgrind.*"), key=lambda p: int(p.suffix[1:]))
-            counts.append(instructions(dumps[-1], exclude) / REQUESTS)
-        return statistics.median(counts), counts
+            return instructions(dumps[-1], exclude) / sent
+
+        counts = [window(lambda: client.send(REQUESTS) or REQUESTS) for _ in range(WINDOWS)]
+        if grpc_port is None:
+            return statistics.median(counts), counts, None
+        grpc_window(grpc_port)  # warm, as REST was
+        grpc_counts = [window(lambda: grpc_window(grpc_port)) for _ in range(WINDOWS)]
+        return statistics.median(counts), counts, statistics.median(grpc_counts)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -161,17 +184,18 @@ def measure(server_args=()):
     work = pathlib.Path(tempfile.mkdtemp(prefix="tfserve-cost-"))
     try:
         port = free_port()
-        ceiling, ceiling_windows = per_request(
+        ceiling, ceiling_windows, _ = per_request(
             [str(RELEASE / "tfserve-bench"), "ceiling", "--port", str(port), "--workers", "1"], port, "/", work,
             "ceiling")
         port, grpc = free_port(), free_port()
         env = dict(os.environ, RUST_LOG="warn", TF_CPP_MIN_LOG_LEVEL="2")
-        server, server_windows = per_request(
+        server, server_windows, grpc_server = per_request(
             [str(RELEASE / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(port), "--port", str(grpc),
              "--model_name", "half_plus_three", "--model_base_path", str(MODEL), "--enable_batching=true",
              "--inline_run_max_micros=1000000", *server_args],
-            port, "/v1/models/half_plus_three:predict", work, "tfserve", env, exclude=MODEL_RUN)
+            port, "/v1/models/half_plus_three:predict", work, "tfserve", env, exclude=MODEL_RUN, grpc_port=grpc)
         return {"ceiling_instructions": round(ceiling), "tfserve_instructions": round(server),
+                "grpc_instructions": round(grpc_server),
                 "ratio": server / ceiling, "windows": {"ceiling": ceiling_windows, "tfserve": server_windows}}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -196,7 +220,8 @@ def main():
         line = (f"instructions per request: tfserve {result['tfserve_instructions']:,} (session runs left out), "
                 f"ceiling {result['ceiling_instructions']:,}, ratio {result['ratio']:.3f} "
                 f"(windows: tfserve {min(result['windows']['tfserve']):,.0f}-{max(result['windows']['tfserve']):,.0f}, "
-                f"ceiling {min(result['windows']['ceiling']):,.0f}-{max(result['windows']['ceiling']):,.0f})")
+                f"ceiling {min(result['windows']['ceiling']):,.0f}-{max(result['windows']['ceiling']):,.0f}); "
+                f"gRPC Predict {result['grpc_instructions']:,} per call")
         if args.update:
             BASELINE.write_text(json.dumps({k: result[k] for k in
                                             ("ceiling_instructions", "tfserve_instructions", "ratio")}, indent=2) + "\n")

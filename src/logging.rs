@@ -38,7 +38,104 @@ pub fn init(filter: &str) -> Result<(), log::SetLoggerError> {
     let max = text.filter();
     log::set_boxed_logger(Box::new(ServerLogger { text, json }))?;
     log::set_max_level(max);
+    // A second process-wide default is refused; the first one stays in force.
+    let _ = tracing::subscriber::set_global_default(DependencyEvents);
     Ok(())
+}
+
+/// Where the HTTP and gRPC stacks' `tracing` events go: to this logger, as
+/// log records. Without a subscriber `tracing` forwards them itself, but
+/// then every span those stacks open (h2 opens several per frame) is checked
+/// against the logger as well, on every request; spans are dropped here.
+struct DependencyEvents;
+
+impl DependencyEvents {
+    fn logs(metadata: &tracing::Metadata<'_>) -> bool {
+        metadata.is_event()
+            && log::logger().enabled(
+                &Metadata::builder()
+                    .level(log_level(*metadata.level()))
+                    .target(metadata.target())
+                    .build(),
+            )
+    }
+}
+
+fn log_level(level: tracing::Level) -> Level {
+    match level {
+        tracing::Level::ERROR => Level::Error,
+        tracing::Level::WARN => Level::Warn,
+        tracing::Level::INFO => Level::Info,
+        tracing::Level::DEBUG => Level::Debug,
+        tracing::Level::TRACE => Level::Trace,
+    }
+}
+
+impl tracing::Subscriber for DependencyEvents {
+    fn register_callsite(&self, metadata: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
+        match Self::logs(metadata) {
+            true => tracing::subscriber::Interest::always(),
+            false => tracing::subscriber::Interest::never(),
+        }
+    }
+
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        Self::logs(metadata)
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(match log::max_level() {
+            log::LevelFilter::Off => tracing::level_filters::LevelFilter::OFF,
+            log::LevelFilter::Error => tracing::level_filters::LevelFilter::ERROR,
+            log::LevelFilter::Warn => tracing::level_filters::LevelFilter::WARN,
+            log::LevelFilter::Info => tracing::level_filters::LevelFilter::INFO,
+            log::LevelFilter::Debug => tracing::level_filters::LevelFilter::DEBUG,
+            log::LevelFilter::Trace => tracing::level_filters::LevelFilter::TRACE,
+        })
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        let metadata = event.metadata();
+        let mut message = EventText::default();
+        event.record(&mut message);
+        log::logger().log(
+            &Record::builder()
+                .level(log_level(*metadata.level()))
+                .target(metadata.target())
+                .module_path(metadata.module_path())
+                .file(metadata.file())
+                .line(metadata.line())
+                .args(format_args!("{}", message.0))
+                .build(),
+        );
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// An event's message, then its other fields as `name=value`.
+#[derive(Default)]
+struct EventText(String);
+
+impl tracing::field::Visit for EventText {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        let separator = if self.0.is_empty() { "" } else { " " };
+        let _ = match field.name() {
+            "message" => write!(self.0, "{separator}{value:?}"),
+            name => write!(self.0, "{separator}{name}={value:?}"),
+        };
+    }
 }
 
 struct ServerLogger {

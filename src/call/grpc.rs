@@ -92,9 +92,10 @@ impl<'a> Call<'a> {
             }
         };
         let trace = &self.trace;
+        let mut digits = itoa::Buffer::new();
         let (model, version) = match trace.version {
-            Some(v) => (trace.model.as_deref().unwrap_or(model), v.to_string()),
-            None => ("", String::new()),
+            Some(v) => (trace.model.as_deref().unwrap_or(model), digits.format(v)),
+            None => ("", ""),
         };
         let code = match &answer {
             Ok(_) => tonic::Code::Ok,
@@ -104,7 +105,7 @@ impl<'a> Call<'a> {
             &RequestLabels {
                 protocol: "grpc",
                 model,
-                version: &version,
+                version,
                 signature: trace.signature.as_deref().unwrap_or(""),
                 api: self.api,
                 status: code_name(code),
@@ -136,7 +137,11 @@ pub fn request_id(metadata: &MetadataMap) -> RequestId {
 }
 
 fn set_request_id(metadata: &mut MetadataMap, id: &RequestId) {
-    if let Ok(value) = MetadataValue::try_from(id.0.as_ref()) {
+    if let Ok(mut value) = MetadataValue::try_from(id.0.as_ref()) {
+        // Never indexed by HPACK: every id is new, so indexing one would only
+        // evict useful entries, and each response would compare its id with
+        // every id the connection's table still holds.
+        value.set_sensitive(true);
         metadata.insert("x-request-id", value);
     }
 }

@@ -235,6 +235,11 @@ pub fn json_response(body: Vec<u8>) -> HttpResponse {
         .body(body)
 }
 
+// Constants, so each name is checked once at compile time, not per response.
+const QUEUE_TIME: HeaderName = HeaderName::from_static("x-queue-time-ms");
+const INFERENCE_TIME: HeaderName = HeaderName::from_static("x-inference-time-ms");
+const BATCH_SIZE: HeaderName = HeaderName::from_static("x-batch-size");
+
 /// The response to an inference request, with timing headers, recorded in the
 /// request metrics; a sampled request's capture record completed with the
 /// bodies and content types as they crossed the wire, and queued.
@@ -269,17 +274,14 @@ pub fn answer(
     };
     let headers = response.headers_mut();
     if let Some(queue) = trace.queue_time {
-        headers.insert(HeaderName::from_static("x-queue-time-ms"), millis_value(queue));
+        headers.insert(QUEUE_TIME, millis_value(queue));
     }
     if let Some(run) = trace.run_time {
-        headers.insert(HeaderName::from_static("x-inference-time-ms"), millis_value(run));
+        headers.insert(INFERENCE_TIME, millis_value(run));
     }
     if let Some(rows) = trace.batch_rows {
         let mut digits = itoa::Buffer::new();
-        headers.insert(
-            HeaderName::from_static("x-batch-size"),
-            header_value(digits.format(rows)),
-        );
+        headers.insert(BATCH_SIZE, header_value(digits.format(rows)));
     }
     // Unresolved names are user input: keep them out of metric labels.
     let mut digits = itoa::Buffer::new();
