@@ -306,7 +306,19 @@ mod tests {
         );
         padded.enqueue(vec![task(1, 2, now)]).map_err(|e| e.0).unwrap();
         padded.enqueue(vec![task(1, 3, now)]).map_err(|e| e.0).unwrap();
-        assert_eq!(padded.pop_ready(now).unwrap().tasks.len(), 2);
+        let mut rank_one = task(1, 1, now);
+        rank_one.inputs = vec![Tensor::new(vec![1], TensorData::Float(vec![0.0]))];
+        padded.enqueue(vec![rank_one]).map_err(|e| e.0).unwrap();
+        assert_eq!(
+            padded.pop_ready(now).unwrap().tasks.len(),
+            2,
+            "equal ranks join when padding"
+        );
+        assert_eq!(
+            padded.pop_ready(now).unwrap().tasks.len(),
+            1,
+            "another rank never joins"
+        );
     }
 
     #[test]

@@ -26,6 +26,10 @@ use crate::service::Trace;
 
 /// A URL path segment, percent-decoded.
 pub fn decode_segment(segment: &str) -> String {
+    // Most names carry no escapes: a copy, without the decoder's pass.
+    if !segment.contains('%') {
+        return segment.to_owned();
+    }
     percent_encoding::percent_decode_str(segment)
         .decode_utf8_lossy()
         .into_owned()
@@ -359,6 +363,13 @@ pub fn versions_json(info: &ModelInfo) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segments_are_percent_decoded_only_when_escaped() {
+        assert_eq!(decode_segment("half_plus_three"), "half_plus_three");
+        assert_eq!(decode_segment("my%20model"), "my model");
+        assert_eq!(decode_segment("bad%ff"), "bad\u{fffd}");
+    }
 
     #[test]
     fn durations_print_as_milliseconds_with_three_decimals() {

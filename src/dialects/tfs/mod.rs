@@ -5,9 +5,8 @@ use std::time::Instant;
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
-use percent_encoding::percent_decode_str;
 
-use crate::call::http::{answer, read_body};
+use crate::call::http::{answer, decode_segment as decode, read_body};
 use crate::error::ApiError;
 use crate::server::ServerState;
 use crate::service::tfs_json;
@@ -36,10 +35,6 @@ pub enum Route {
         model: String,
         selector: VersionSelector,
     },
-}
-
-fn decode(segment: &str) -> String {
-    percent_decode_str(segment).decode_utf8_lossy().into_owned()
 }
 
 /// A model or label segment: TF Serving's `[^/:]+`.
