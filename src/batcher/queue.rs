@@ -97,10 +97,11 @@ impl<R> Queue<R> {
         self.batches.is_empty()
     }
 
-    /// Whether a request with these inputs may join the open batch `open`.
+    /// Whether a request with these inputs may join the open batch `open`
+    /// (a batch formed without merging runs alone, so it has no key).
     fn joins(&self, open: Option<&[Tensor]>, inputs: Option<&[Tensor]>) -> bool {
         match (open, inputs) {
-            (Some(open), Some(inputs)) => self.merge && joinable(self.params.pad_variable_length_inputs, open, inputs),
+            (Some(open), Some(inputs)) => joinable(self.params.pad_variable_length_inputs, open, inputs),
             _ => false,
         }
     }

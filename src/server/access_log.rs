@@ -37,11 +37,6 @@ impl AccessLog {
     }
 }
 
-/// Marks a REST request as sampled (request extensions), so its handler
-/// leaves a [`Served`] on the response for the line.
-#[derive(Clone, Copy, Debug)]
-pub struct Sampled;
-
 /// What the service learnt about a request: the route and what it ran.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Served {
