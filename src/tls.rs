@@ -29,29 +29,11 @@ pub struct TlsFiles {
 }
 
 impl TlsFiles {
-    fn read(path: &Path, error: impl Fn(String) -> TlsError) -> Result<Vec<u8>, TlsError> {
-        std::fs::read(path).map_err(|e| error(e.to_string()))
-    }
-
-    /// The gRPC listener's configuration: the same certificate, key and client CAs.
-    pub fn grpc(&self) -> Result<tonic::transport::ServerTlsConfig, TlsError> {
-        let certificate = Self::read(&self.certificate, |message| TlsError::Certificate {
-            path: self.certificate.display().to_string(),
-            message,
-        })?;
-        let key = Self::read(&self.key, |message| TlsError::Key {
-            path: self.key.display().to_string(),
-            message,
-        })?;
-        let identity = tonic::transport::Identity::from_pem(certificate, key);
-        let mut config = tonic::transport::ServerTlsConfig::new().identity(identity);
-        if let Some(ca) = &self.client_ca {
-            let pem = Self::read(ca, |message| TlsError::ClientCa {
-                path: ca.display().to_string(),
-                message,
-            })?;
-            config = config.client_ca_root(tonic::transport::Certificate::from_pem(pem));
-        }
+    /// The gRPC listener's configuration: the same certificate, key and
+    /// client CAs, offering HTTP/2.
+    pub fn grpc(&self) -> Result<ServerConfig, TlsError> {
+        let mut config = self.rest()?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(config)
     }
 

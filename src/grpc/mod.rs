@@ -1,10 +1,11 @@
-//! The gRPC listener: tonic on its own multi-thread runtime beside actix,
+//! The gRPC listener: tonic's services on their own multi-thread runtime beside actix,
 //! serving TF Serving's and the Open Inference Protocol's services over the
 //! same state (service core, registry, auth, in-flight bound, drain), plus
 //! `grpc.health.v1.Health` and server reflection (v1 and v1alpha).
 
 pub mod channel_args;
 mod health;
+mod transport;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,19 +13,15 @@ use std::time::Duration;
 
 use health::ServingStatus;
 use tonic::codec::CompressionEncoding;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::server::TcpIncoming;
 
 use crate::dialects::kserve::grpc::InferenceApi;
 use crate::dialects::tfs_grpc::{ModelApi, PredictionApi};
-use crate::error::ApiError;
 use crate::proto::inference::grpc_inference_service_server::GrpcInferenceServiceServer;
 use crate::proto::tensorflow::serving::model_service_server::ModelServiceServer;
 use crate::proto::tensorflow::serving::prediction_service_server::PredictionServiceServer;
 use crate::server::{ServerState, StartError};
 use crate::settings::Settings;
 use channel_args::ChannelArguments;
-use tonic::{Request, Status};
 
 /// The services health answers for by name (besides the overall "").
 const SERVICES: [&str; 3] = [
@@ -37,7 +34,7 @@ const SERVICES: [&str; 3] = [
 pub struct GrpcServer {
     pub addr: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
-    served: Vec<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
+    served: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl GrpcServer {
@@ -48,10 +45,8 @@ impl GrpcServer {
             return;
         };
         for served in std::mem::take(&mut self.served) {
-            match runtime.block_on(served) {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => log::error!("gRPC server: {error}"),
-                Err(error) => log::error!("gRPC server task: {error}"),
+            if let Err(error) = runtime.block_on(served) {
+                log::error!("gRPC server task: {error}");
             }
         }
     }
@@ -77,7 +72,7 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
     let listener = std::net::TcpListener::bind(&addr).map_err(bind_error)?;
     listener.set_nonblocking(true).map_err(bind_error)?;
     let local = listener.local_addr().map_err(bind_error)?;
-    let tls = tls_config(settings)?;
+    let tls = tls_acceptor(settings)?;
     let channel_args = channel_arguments(settings)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.grpc.grpc_num_threads.max(1))
@@ -97,7 +92,6 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
     };
     let _entered = runtime.enter();
     let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_error)?;
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let health = health::HealthService::new();
     tokio::spawn(report_health(health.clone(), state.clone()));
     let closing = |state: &ServerState| {
@@ -107,22 +101,20 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
             let _ = closing.wait_for(|phase| *phase == crate::server::Phase::Closing).await;
         }
     };
-    let router = |tls| -> Result<_, StartError> {
-        let routes = routes(&state, settings.grpc.grpc_max_message_bytes, &channel_args)?;
-        Ok(server_builder(settings, tls, &channel_args)?
-            .add_routes(routes)
-            .add_service(health.server()))
-    };
-    let tcp = router(tls)?;
-    grpc.served.push(tokio::spawn(
-        tcp.serve_with_incoming_shutdown(incoming, closing(&state)),
-    ));
+    let services = services(&state, &health, settings.grpc.grpc_max_message_bytes, &channel_args)?;
+    let options = Arc::new(connection_options(settings, &channel_args));
+    let tcp = transport::Listener::Tcp { listener, tls };
+    grpc.served.push(tokio::spawn(transport::serve(
+        tcp,
+        services.clone(),
+        options.clone(),
+        closing(&state),
+    )));
     if let Some(path) = &settings.grpc.grpc_socket_path {
-        let unix = unix_listener(path)?;
         // Local callers only, as TF Serving's socket: no TLS on it.
-        let uds = router(None)?;
+        let unix = transport::Listener::Unix(unix_listener(path)?);
         grpc.served
-            .push(tokio::spawn(uds.serve_with_incoming_shutdown(unix, closing(&state))));
+            .push(tokio::spawn(transport::serve(unix, services, options, closing(&state))));
         log::info!("gRPC also on Unix socket {}", path.display());
     }
     drop(_entered);
@@ -130,13 +122,11 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
 }
 
 /// The listener's TLS, when `--enable_ssl` gives the files.
-fn tls_config(settings: &Settings) -> Result<Option<tonic::transport::ServerTlsConfig>, StartError> {
+fn tls_acceptor(settings: &Settings) -> Result<Option<tokio_rustls::TlsAcceptor>, StartError> {
     let Some(files) = settings.tls_files() else {
         return Ok(None);
     };
-    // The REST configuration checks the files and names what is wrong with them.
-    files.rest()?;
-    Ok(Some(files.grpc()?))
+    Ok(Some(tokio_rustls::TlsAcceptor::from(Arc::new(files.grpc()?))))
 }
 
 /// `--grpc_channel_arguments`, saying once which of them have no effect here.
@@ -153,7 +143,7 @@ fn channel_arguments(settings: &Settings) -> Result<ChannelArguments, StartError
 
 /// Binds `--grpc_socket_path`, replacing a socket a previous run left behind
 /// (gRPC does the same) but never another kind of file.
-fn unix_listener(path: &std::path::Path) -> Result<tokio_stream::wrappers::UnixListenerStream, StartError> {
+fn unix_listener(path: &std::path::Path) -> Result<tokio::net::UnixListener, StartError> {
     use std::os::unix::fs::FileTypeExt;
     let bind_error = |source| StartError::Bind {
         addr: format!("unix:{}", path.display()),
@@ -164,17 +154,12 @@ fn unix_listener(path: &std::path::Path) -> Result<tokio_stream::wrappers::UnixL
             std::fs::remove_file(path).map_err(bind_error)?;
         }
     }
-    let listener = tokio::net::UnixListener::bind(path).map_err(bind_error)?;
-    Ok(tokio_stream::wrappers::UnixListenerStream::new(listener))
+    tokio::net::UnixListener::bind(path).map_err(bind_error)
 }
 
-/// The server's connection management: the flags, then `--grpc_channel_arguments`
+/// The connections' management: the flags, then `--grpc_channel_arguments`
 /// where it says otherwise.
-fn server_builder(
-    settings: &Settings,
-    tls: Option<tonic::transport::ServerTlsConfig>,
-    args: &ChannelArguments,
-) -> Result<tonic::transport::Server, StartError> {
+fn connection_options(settings: &Settings, args: &ChannelArguments) -> transport::ConnectionOptions {
     let grpc = &settings.grpc;
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
     let nonzero = |d: Option<Duration>| d.filter(|d| !d.is_zero());
@@ -184,36 +169,27 @@ fn server_builder(
     let keepalive_timeout = args
         .keepalive_timeout
         .map_or(seconds(grpc.grpc_keepalive_timeout_seconds), |d| nonzero(Some(d)));
-    let mut server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(keepalive)
-        .http2_keepalive_timeout(keepalive_timeout)
-        .max_concurrent_streams(args.max_concurrent_streams)
-        .tcp_nodelay(true);
-    let age = args
+    let mut options = transport::ConnectionOptions::new(keepalive, keepalive_timeout, args.max_concurrent_streams);
+    options.max_age = args
         .max_connection_age
         .map_or(seconds(grpc.grpc_max_connection_age_seconds), |d| nonzero(Some(d)));
-    if let Some(age) = age {
-        let grace = args
-            .max_connection_age_grace
-            .unwrap_or(Duration::from_secs(grpc.grpc_max_connection_age_grace_seconds));
-        server = server.max_connection_age(age).max_connection_age_grace(grace);
+    if options.max_age.is_some() {
+        options.grace = Some(
+            args.max_connection_age_grace
+                .unwrap_or(Duration::from_secs(grpc.grpc_max_connection_age_grace_seconds)),
+        );
     }
-    if let Some(tls) = tls {
-        server = server
-            .tls_config(tls)
-            .map_err(|e| crate::tls::TlsError::Pair(e.to_string()))?;
-    }
-    Ok(server)
+    options
 }
 
-/// Every service behind the auth interceptor, with TF Serving's message size
-/// limit and gzip both ways.
-fn routes(
+/// Every service, with TF Serving's message size limit and gzip both ways;
+/// all but health sit behind `--enable_auth`'s check.
+fn services(
     state: &Arc<ServerState>,
+    health: &health::HealthService,
     limit: usize,
     args: &ChannelArguments,
-) -> Result<tonic::service::Routes, StartError> {
-    let auth = authenticate(state.clone());
+) -> Result<transport::Services, StartError> {
     let receive = args.max_receive_message_length.unwrap_or(limit);
     let send = args.max_send_message_length.unwrap_or(limit);
     let prediction = PredictionServiceServer::new(PredictionApi { state: state.clone() })
@@ -237,14 +213,32 @@ fn routes(
     };
     let v1 = reflection_builder().build_v1().map_err(reflection)?;
     let v1alpha = reflection_builder().build_v1alpha().map_err(reflection)?;
-    let mut routes = tonic::service::Routes::builder();
-    routes
-        .add_service(InterceptedService::new(prediction, auth.clone()))
-        .add_service(InterceptedService::new(model, auth.clone()))
-        .add_service(InterceptedService::new(inference, auth.clone()))
-        .add_service(InterceptedService::new(v1, auth.clone()))
-        .add_service(InterceptedService::new(v1alpha, auth));
-    Ok(routes.routes())
+    Ok(transport::Services {
+        state: state.clone(),
+        prediction,
+        model,
+        inference,
+        health: health.server(),
+        others: vec![(named(&v1), boxed(v1)), (named(&v1alpha), boxed(v1alpha))],
+    })
+}
+
+fn named<S: tonic::server::NamedService>(_: &S) -> &'static str {
+    S::NAME
+}
+
+fn boxed<S>(service: S) -> transport::BoxedService
+where
+    S: tower::Service<
+            tonic::codegen::http::Request<hyper::body::Incoming>,
+            Response = tonic::codegen::http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    tower::util::BoxCloneService::new(service)
 }
 
 /// Keeps health in step with readiness: SERVING while every model is
@@ -267,22 +261,6 @@ async fn report_health(reporter: health::HealthService, state: Arc<ServerState>)
         tokio::select! {
             changed = drain.changed() => if changed.is_err() { return },
             () = tokio::time::sleep(Duration::from_millis(500)) => {}
-        }
-    }
-}
-
-/// The interceptor every service but health sits behind: with
-/// `--enable_auth`, calls need the basic-auth credentials in `authorization`.
-fn authenticate(state: Arc<ServerState>) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
-    move |request: Request<()>| {
-        let Some(auth) = state.auth.as_ref() else {
-            return Ok(request);
-        };
-        let header = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
-        if auth.allows_header(header) {
-            Ok(request)
-        } else {
-            Err(Status::unauthenticated(ApiError::Unauthorized.to_string()))
         }
     }
 }

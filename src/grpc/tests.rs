@@ -1,11 +1,11 @@
-//! Every gRPC service through tonic's own server and generated clients over
+//! Every gRPC service through the listener's connection code and tonic's generated clients over
 //! an in-memory pipe, on the mock runtime: no socket, no TensorFlow. The
 //! mock model `m` serves `y = x + version` (versions 1 and 2).
 
 use std::sync::Arc;
 
 use hyper_util::rt::TokioIo;
-use tonic::transport::{Channel, Endpoint, Server, Uri};
+use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::Code;
 
 use super::channel_args::ChannelArguments;
@@ -23,13 +23,18 @@ use crate::server::testing::mock_state;
 use crate::server::ServerState;
 use crate::tensor::{Tensor, TensorData};
 
-/// A client channel to the real routes (auth interceptor, limits, gzip)
-/// served over one in-memory connection.
+/// A client channel to the real services (auth, limits, gzip, dispatch by
+/// name) served over one in-memory connection by the listener's own code.
 async fn connect(state: Arc<ServerState>) -> Channel {
-    let routes = super::routes(&state, 4 << 20, &ChannelArguments::default()).unwrap();
+    let health = super::health::HealthService::new();
+    let services = super::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
+    let options = Arc::new(super::transport::ConnectionOptions::new(None, None, None));
     let (client, server) = tokio::io::duplex(1 << 20);
-    let incoming = tokio_stream::once(Ok::<_, std::io::Error>(server));
-    tokio::spawn(Server::builder().add_routes(routes).serve_with_incoming(incoming));
+    let (_open, shutdown) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let _open = _open;
+        super::transport::serve_connection(server, services, None, options, shutdown).await
+    });
     let mut client = Some(client);
     Endpoint::try_from("http://in-process")
         .unwrap()
@@ -243,4 +248,97 @@ async fn open_inference_protocol_infers_answers_health_and_refuses() {
         "unexpected inference input 'z' for model 'm'; its inputs are: x"
     );
     std::fs::remove_dir_all(root).unwrap();
+}
+
+/// The listener's connection code on one in-memory connection, with the
+/// options given, the client's channel and the task serving the connection.
+async fn serve_one(
+    state: Arc<ServerState>,
+    options: super::transport::ConnectionOptions,
+) -> (Channel, tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let health = super::health::HealthService::new();
+    let services = super::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let (shutdown, watching) = tokio::sync::watch::channel(false);
+    let served = tokio::spawn(super::transport::serve_connection(
+        server,
+        services,
+        None,
+        Arc::new(options),
+        watching,
+    ));
+    let mut client = Some(client);
+    let channel = Endpoint::try_from("http://in-process")
+        .unwrap()
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let client = client.take();
+            async move {
+                client
+                    .map(TokioIo::new)
+                    .ok_or_else(|| std::io::Error::other("one connection only"))
+            }
+        }))
+        .await
+        .unwrap();
+    (channel, shutdown, served)
+}
+
+#[tokio::test]
+async fn an_unknown_service_or_method_is_unimplemented() {
+    let (state, root) = mock_state("grpc-unknown");
+    let channel = connect(state).await;
+    let mut client = tonic::client::Grpc::new(channel);
+    for path in [
+        "/no.such.Service/Predict",
+        "/tensorflow.serving.PredictionService/NoSuchMethod",
+        "/",
+    ] {
+        client.ready().await.unwrap();
+        let error = client
+            .unary::<PredictRequest, crate::proto::tensorflow::serving::PredictResponse, _>(
+                tonic::Request::new(PredictRequest::default()),
+                tonic::codegen::http::uri::PathAndQuery::from_static(path),
+                tonic_prost::ProstCodec::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), Code::Unimplemented, "{path}: {error:?}");
+    }
+    std::fs::remove_dir_all(root).ok();
+}
+
+#[tokio::test]
+async fn a_connection_past_its_age_is_sent_away_and_closes() {
+    let (state, root) = mock_state("grpc-age");
+    let mut options = super::transport::ConnectionOptions::new(None, None, None);
+    options.max_age = Some(std::time::Duration::from_millis(300));
+    options.grace = Some(std::time::Duration::from_secs(60));
+    let (channel, _shutdown, served) = serve_one(state, options).await;
+    let mut prediction = PredictionServiceClient::new(channel);
+    prediction.predict(predict("m", None, vec![1.0])).await.unwrap();
+    // GOAWAY at the age, and with no call in flight the connection closes
+    // then, long before the grace period would force it.
+    tokio::time::timeout(std::time::Duration::from_secs(30), served)
+        .await
+        .expect("the connection outlived its age")
+        .unwrap();
+    std::fs::remove_dir_all(root).ok();
+}
+
+#[tokio::test]
+async fn the_drain_sends_connections_away_and_they_close() {
+    let (state, root) = mock_state("grpc-drain");
+    let options = super::transport::ConnectionOptions::new(None, None, None);
+    let (channel, shutdown, served) = serve_one(state, options).await;
+    let mut prediction = PredictionServiceClient::new(channel);
+    prediction.predict(predict("m", None, vec![1.0])).await.unwrap();
+    assert!(!served.is_finished());
+    shutdown.send(true).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(30), served)
+        .await
+        .expect("the connection stayed open after the drain")
+        .unwrap();
+    let error = prediction.predict(predict("m", None, vec![1.0])).await.unwrap_err();
+    assert_eq!(error.code(), Code::Unavailable, "{error:?}");
+    std::fs::remove_dir_all(root).ok();
 }

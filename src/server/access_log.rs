@@ -23,6 +23,11 @@ impl AccessLog {
         }
     }
 
+    /// Whether any request gets a line.
+    pub fn enabled(&self) -> bool {
+        self.rate > 0.0
+    }
+
     /// Whether this request gets a line: all at rate 1, none at 0, and in
     /// between every request that moves `seen × rate` past a whole number.
     pub fn sample(&self) -> bool {
