@@ -174,11 +174,11 @@ impl Service {
         }
         let submitted = queue.submit_or_drive(inputs, &names, trace.request_id.clone())?;
         let mut pending = submitted.pending;
-        if submitted.drive {
+        if let Some(drive) = submitted.drive {
             // Requests that arrived in this same turn of the event loop queue
             // behind this one before the batch is taken.
             tokio::task::yield_now().await;
-            while pending.is_empty() && queue.run_ready() {}
+            while pending.is_empty() && queue.run_ready(drive) {}
         }
         let output = match pending.try_recv() {
             Ok(answer) => answer?,

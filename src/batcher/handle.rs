@@ -8,11 +8,11 @@ use super::*;
 pub struct QueueHandle {
     pub(super) id: u64,
     pub(super) name: String,
-    pub(super) params: BatchParams,
     pub(super) merge: bool,
     pub(super) shared: Arc<Shared>,
-    pub(super) metrics: QueueMetrics,
-    pub(super) clock: Arc<RunClock>,
+    pub(super) context: Arc<QueueContext>,
+    /// Where requests run by their callers queue (see [`super::inline`]).
+    pub(super) shards: Shards,
     pub(super) inline_limit: Duration,
 }
 
@@ -20,14 +20,21 @@ pub struct QueueHandle {
 pub struct Submitted {
     pub pending: Pending,
     /// No batch thread was asked: the caller yields once, then calls
-    /// [`QueueHandle::run_ready`] until its answer is in or the queue is empty.
-    pub drive: bool,
+    /// [`QueueHandle::run_ready`] with this until its answer is in or the
+    /// shard is empty.
+    pub drive: Option<Drive>,
+}
+
+/// The shard a request run by its caller queued on.
+#[derive(Clone, Copy, Debug)]
+pub struct Drive {
+    pub(super) shard: usize,
 }
 
 impl QueueHandle {
     /// The batching parameters this queue runs with.
     pub fn params(&self) -> &BatchParams {
-        &self.params
+        &self.context.params
     }
 
     /// Queues a request for the batch threads. `input_names` label the
@@ -50,20 +57,31 @@ impl QueueHandle {
         input_names: &[&str],
         request_id: Option<Arc<str>>,
     ) -> Result<Submitted, BatchError> {
-        self.queue_request(inputs, input_names, request_id, self.clock.within(self.inline_limit))
+        self.queue_request(
+            inputs,
+            input_names,
+            request_id,
+            self.context.clock.within(self.inline_limit),
+        )
     }
 
-    /// Takes this queue's ready batch and runs it on the calling thread;
-    /// false when there was none.
-    pub fn run_ready(&self) -> bool {
-        let work = self.shared.lock().take_from(self.id, Instant::now());
-        match work {
-            Some(work) => {
-                worker::run_contained(work);
-                true
-            }
-            None => false,
-        }
+    /// Takes the ready batch of the shard a request queued on and runs it on
+    /// the calling thread; false when there was none.
+    pub fn run_ready(&self, drive: Drive) -> bool {
+        let batch = match self.shards.lock(drive.shard) {
+            Some(mut shard) => shard.pop_ready(Instant::now()),
+            None => None,
+        };
+        let Some(batch) = batch else {
+            return false;
+        };
+        let merge = self.merge && !batch.runs_alone();
+        worker::run_contained(Work {
+            batch,
+            context: self.context.clone(),
+            merge,
+        });
+        true
     }
 
     fn queue_request(
@@ -75,9 +93,25 @@ impl QueueHandle {
     ) -> Result<Submitted, BatchError> {
         let (rows, alone) = self.rows_of(&inputs, input_names);
         let (sender, receiver) = oneshot::channel();
-        let splitting = !alone && rows > self.params.max_batch_size && self.params.enable_large_batch_splitting;
+        let params = &self.context.params;
+        let splitting = !alone && rows > params.max_batch_size && params.enable_large_batch_splitting;
         // Pieces of a split request may land in batches its caller never sees.
-        let drive = inline && !splitting;
+        let shard = self.shards.this_thread().filter(|_| inline && !splitting);
+        if let Some(shard) = shard {
+            let task = Task {
+                inputs,
+                rows,
+                alone,
+                request_id,
+                enqueued: Instant::now(),
+                reply: Reply::Whole(sender),
+            };
+            self.enqueue_on_shard(shard, task)?;
+            return Ok(Submitted {
+                pending: receiver,
+                drive: Some(Drive { shard }),
+            });
+        }
         let tasks = if splitting {
             self.split_tasks(inputs, rows, request_id, sender)
         } else {
@@ -90,10 +124,10 @@ impl QueueHandle {
                 reply: Reply::Whole(sender),
             }]
         };
-        self.enqueue(tasks, drive)?;
+        self.enqueue(tasks)?;
         Ok(Submitted {
             pending: receiver,
-            drive,
+            drive: None,
         })
     }
 
@@ -135,7 +169,7 @@ impl QueueHandle {
             .get(&self.id)
             .map(|e| e.queue.room_for(&inputs))
             .unwrap_or(0);
-        let sizes = queue::chunk_sizes(rows, room, self.params.max_batch_size);
+        let sizes = queue::chunk_sizes(rows, room, self.context.params.max_batch_size);
         let gather = Arc::new(Gather {
             state: Mutex::new(GatherState {
                 sender: Some(sender),
@@ -161,34 +195,52 @@ impl QueueHandle {
             .collect()
     }
 
-    /// Puts the tasks on the queue, or refuses them all (full, too large,
-    /// shutting down); wakes an idle batch thread unless the caller drives.
-    fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool) -> Result<(), BatchError> {
+    /// Puts a request run by its caller on its thread's shard, or refuses
+    /// it (full, too large, shutting down) as the shared queue would.
+    fn enqueue_on_shard(&self, shard: usize, task: Task<Reply>) -> Result<(), BatchError> {
+        if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(BatchError::ShuttingDown);
+        }
+        let mut queue = self.shards.lock(shard).ok_or(BatchError::ShuttingDown)?;
+        queue.enqueue_one(task).map_err(|(error, _)| self.refused(error))
+    }
+
+    /// A refusal in the batcher's words, counted.
+    fn refused(&self, error: EnqueueError) -> BatchError {
+        let metrics = &self.context.metrics;
+        match error {
+            EnqueueError::Full { batches } => {
+                metrics.rejected_full.inc();
+                BatchError::QueueFull {
+                    queue: self.name.clone(),
+                    batches,
+                }
+            }
+            EnqueueError::TooLarge { rows, max } => {
+                metrics.rejected_too_large.inc();
+                BatchError::TooLarge {
+                    queue: self.name.clone(),
+                    rows,
+                    max,
+                }
+            }
+        }
+    }
+
+    /// Puts the tasks on the shared queue, or refuses them all (full, too
+    /// large, shutting down); wakes an idle batch thread.
+    fn enqueue(&self, tasks: Vec<Task<Reply>>) -> Result<(), BatchError> {
         let wake = {
             let mut state = self.shared.lock();
             if state.shutdown {
                 return Err(BatchError::ShuttingDown);
             }
             let entry = state.queues.get_mut(&self.id).ok_or(BatchError::ShuttingDown)?;
-            match entry.queue.enqueue(tasks) {
-                Ok(()) => entry.metrics.depth.set(entry.queue.depth() as i64),
-                Err((EnqueueError::Full { batches }, _)) => {
-                    self.metrics.rejected_full.inc();
-                    return Err(BatchError::QueueFull {
-                        queue: self.name.clone(),
-                        batches,
-                    });
-                }
-                Err((EnqueueError::TooLarge { rows, max }, _)) => {
-                    self.metrics.rejected_too_large.inc();
-                    return Err(BatchError::TooLarge {
-                        queue: self.name.clone(),
-                        rows,
-                        max,
-                    });
-                }
+            if let Err((error, _)) = entry.queue.enqueue(tasks) {
+                return Err(self.refused(error));
             }
-            !drive && state.idle > 0
+            entry.context.metrics.depth.set(entry.queue.depth() as i64);
+            state.idle > 0
         };
         // A busy thread looks at the queues again when its batch is done.
         if wake {

@@ -7,9 +7,21 @@
 //! turn of its event loop joins the batch) and then runs the ready batch on
 //! its own thread. Slower queues, queues that wait for a batch timeout, and
 //! requests split across batches keep to the batch threads.
+//!
+//! Such requests queue on their thread's own shard of the queue, not on the
+//! queue the batch threads share: a batch then holds one thread's requests,
+//! so its answers wake no other thread, and the threads do not contend for
+//! one lock. A request drives the shard it queued on, wherever its task
+//! resumes (a multi-thread runtime may move it), so none waits on a shard
+//! nobody drives.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+use super::params::BatchParams;
+use super::queue::Queue;
+use super::reply::Reply;
 
 /// Runs measured before a queue may run inline: until then its speed is unknown.
 const MEASURED_RUNS: u64 = 4;
@@ -38,6 +50,49 @@ impl RunClock {
             && self.runs.load(Ordering::Relaxed) >= MEASURED_RUNS
             && u128::from(self.mean_nanos.load(Ordering::Relaxed)) <= limit.as_nanos()
     }
+}
+
+/// A fast queue's per-thread shards.
+pub(super) struct Shards {
+    queues: Box<[Mutex<Queue<Reply>>]>,
+}
+
+impl Shards {
+    /// No shards: the queue never runs inline.
+    pub(super) fn none() -> Shards {
+        Shards { queues: Box::new([]) }
+    }
+
+    /// Twice as many shards as cores, so that the HTTP and gRPC threads
+    /// rarely share one (sharing is correct, only slower).
+    pub(super) fn new(params: &BatchParams, merge: bool) -> Shards {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let count = (2 * cores).clamp(2, 128);
+        Shards {
+            queues: (0..count)
+                .map(|_| Mutex::new(Queue::new(params.clone(), merge)))
+                .collect(),
+        }
+    }
+
+    /// The calling thread's shard, when there are shards.
+    pub(super) fn this_thread(&self) -> Option<usize> {
+        (!self.queues.is_empty()).then(|| thread_index() % self.queues.len())
+    }
+
+    pub(super) fn lock(&self, shard: usize) -> Option<MutexGuard<'_, Queue<Reply>>> {
+        let queue = self.queues.get(shard)?;
+        Some(queue.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// A number per thread, given out in the order threads first ask.
+fn thread_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    INDEX.with(|index| *index)
 }
 
 #[cfg(test)]

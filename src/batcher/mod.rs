@@ -15,14 +15,15 @@ mod reply;
 mod worker;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-pub use handle::{QueueHandle, Submitted};
-use inline::RunClock;
+pub use handle::{Drive, QueueHandle, Submitted};
+use inline::{RunClock, Shards};
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Queue, Task};
 use reply::{Gather, GatherState, Reply};
@@ -80,14 +81,21 @@ type ReplyResult = Result<BatchOutput, BatchError>;
 pub type Pending = oneshot::Receiver<ReplyResult>;
 
 struct Entry {
-    /// Describes the queue in log lines and errors.
-    name: Arc<str>,
     queue: Queue<Reply>,
-    runner: Arc<dyn Runner>,
-    metrics: QueueMetrics,
-    clock: Arc<RunClock>,
+    context: Arc<QueueContext>,
     /// Its handle was dropped: remove once drained.
     closing: bool,
+}
+
+/// What running one of a queue's batches needs, shared by the queue's entry
+/// and its handle: one reference count per batch rather than one per part.
+struct QueueContext {
+    /// Describes the queue in log lines and errors.
+    name: Arc<str>,
+    runner: Arc<dyn Runner>,
+    metrics: QueueMetrics,
+    params: BatchParams,
+    clock: Arc<RunClock>,
 }
 
 #[derive(Default)]
@@ -103,13 +111,9 @@ struct State {
 
 /// A batch taken off a queue, with what is needed to run it.
 struct Work {
-    name: Arc<str>,
     batch: Batch<Reply>,
-    runner: Arc<dyn Runner>,
-    metrics: QueueMetrics,
-    params: BatchParams,
+    context: Arc<QueueContext>,
     merge: bool,
-    clock: Arc<RunClock>,
 }
 
 impl State {
@@ -135,15 +139,11 @@ impl State {
         let entry = self.queues.get_mut(&id)?;
         let batch = entry.queue.pop_ready(now)?;
         let merge = entry.queue.merges() && !batch.runs_alone();
-        entry.metrics.depth.set(entry.queue.depth() as i64);
+        entry.context.metrics.depth.set(entry.queue.depth() as i64);
         Some(Work {
-            name: entry.name.clone(),
             batch,
-            runner: entry.runner.clone(),
-            metrics: entry.metrics.clone(),
-            params: entry.queue.params().clone(),
+            context: entry.context.clone(),
             merge,
-            clock: entry.clock.clone(),
         })
     }
 
@@ -155,6 +155,9 @@ impl State {
 struct Shared {
     state: Mutex<State>,
     wake: Condvar,
+    /// `State::shutdown`, readable without the lock by requests that queue
+    /// on their own thread's shard.
+    shutting_down: AtomicBool,
 }
 
 impl Shared {
@@ -183,6 +186,7 @@ impl Batcher {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
+            shutting_down: AtomicBool::new(false),
         });
         let threads = (0..num_batch_threads.max(1))
             .map(|i| {
@@ -209,35 +213,40 @@ impl Batcher {
         runner: Arc<dyn Runner>,
         metrics: QueueMetrics,
     ) -> QueueHandle {
-        let mut state = self.shared.lock();
-        state.next_id += 1;
-        let id = state.next_id;
-        let queue = Queue::new(params.clone(), merge);
-        let clock = Arc::new(RunClock::default());
-        state.queues.insert(
-            id,
-            Entry {
-                name: name.as_str().into(),
-                queue,
-                runner,
-                metrics: metrics.clone(),
-                clock: clock.clone(),
-                closing: false,
-            },
-        );
         // A batch that waits for its timeout needs a thread to watch the clock.
         let inline_limit = match params.batch_timeout_micros {
             0 => self.inline_limit,
             _ => Duration::ZERO,
         };
+        let shards = match inline_limit.is_zero() {
+            true => Shards::none(),
+            false => Shards::new(&params, merge),
+        };
+        let context = Arc::new(QueueContext {
+            name: name.as_str().into(),
+            runner,
+            metrics,
+            params,
+            clock: Arc::new(RunClock::default()),
+        });
+        let mut state = self.shared.lock();
+        state.next_id += 1;
+        let id = state.next_id;
+        state.queues.insert(
+            id,
+            Entry {
+                queue: Queue::new(context.params.clone(), merge),
+                context: context.clone(),
+                closing: false,
+            },
+        );
         QueueHandle {
             id,
             name,
-            params,
             merge,
             shared: self.shared.clone(),
-            metrics,
-            clock,
+            context,
+            shards,
             inline_limit,
         }
     }
@@ -245,6 +254,7 @@ impl Batcher {
     /// Stops taking requests, lets queued batches run, and joins the threads.
     pub fn shutdown(&self) {
         self.shared.lock().shutdown = true;
+        self.shared.shutting_down.store(true, Ordering::Release);
         self.shared.wake.notify_all();
         let threads: Vec<_> = self
             .threads

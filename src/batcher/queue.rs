@@ -166,6 +166,27 @@ impl<R> Queue<R> {
         Ok(())
     }
 
+    /// Adds one task, or gives it back with the reason: `enqueue` without
+    /// the vector.
+    pub fn enqueue_one(&mut self, task: Task<R>) -> Result<(), (EnqueueError, Task<R>)> {
+        if self.merge && !task.alone && task.rows > self.params.max_batch_size {
+            let error = EnqueueError::TooLarge {
+                rows: task.rows,
+                max: self.params.max_batch_size,
+            };
+            return Err((error, task));
+        }
+        if self.batches.len() + self.new_batches_needed(std::slice::from_ref(&task)) > self.params.max_enqueued_batches
+        {
+            let error = EnqueueError::Full {
+                batches: self.params.max_enqueued_batches,
+            };
+            return Err((error, task));
+        }
+        self.push(task);
+        Ok(())
+    }
+
     fn push(&mut self, task: Task<R>) {
         self.tasks += 1;
         let joins = self.batches.back().is_some_and(|open| {

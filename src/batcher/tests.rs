@@ -386,7 +386,7 @@ fn a_fast_queue_is_run_by_its_callers_once_measured() {
         let submitted = handle
             .submit_or_drive(vec![rows(&[value as f32])], &["x"], None)
             .unwrap();
-        assert!(!submitted.drive);
+        assert!(submitted.drive.is_none());
         answer(submitted.pending).unwrap();
     }
     assert!(runner
@@ -398,9 +398,11 @@ fn a_fast_queue_is_run_by_its_callers_once_measured() {
     // Measured and fast: requests queued together are one batch, run here.
     let first = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
     let second = handle.submit_or_drive(vec![rows(&[2.0, 3.0])], &["x"], None).unwrap();
-    assert!(first.drive && second.drive);
-    assert!(handle.run_ready());
-    assert!(!handle.run_ready(), "one batch held both requests");
+    let (Some(drive), Some(_)) = (first.drive, second.drive) else {
+        panic!("both requests are run by their caller");
+    };
+    assert!(handle.run_ready(drive));
+    assert!(!handle.run_ready(drive), "one batch held both requests");
     let threads = runner.threads.lock().unwrap().clone();
     assert_eq!(threads.len(), 5);
     assert_eq!(threads[4], std::thread::current().id());
@@ -421,8 +423,71 @@ fn queues_with_a_batch_timeout_or_no_limit_keep_to_the_batch_threads() {
         let handle = batcher.add_queue("q".into(), params(8, timeout), true, runner, metrics);
         for _ in 0..8 {
             let submitted = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
-            assert!(!submitted.drive, "limit {limit:?}, timeout {timeout:?}");
+            assert!(submitted.drive.is_none(), "limit {limit:?}, timeout {timeout:?}");
             answer(submitted.pending).unwrap();
         }
     }
+}
+
+/// Measures a fast queue so that its requests are run by their callers.
+fn measured_inline_queue(runner: Arc<ThreadRecorder>) -> (Arc<Batcher>, QueueHandle) {
+    let batcher = Batcher::with_inline_limit(1, Duration::from_secs(1)).unwrap();
+    let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
+    let handle = batcher.add_queue("q".into(), params(8, Duration::ZERO), true, runner, metrics);
+    for _ in 0..4 {
+        let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None).unwrap();
+        answer(submitted.pending).unwrap();
+    }
+    (batcher, handle)
+}
+
+#[test]
+fn each_thread_batches_its_own_requests_and_any_thread_can_drive_them() {
+    let runner = Arc::new(ThreadRecorder::default());
+    let (_batcher, handle) = measured_inline_queue(runner.clone());
+    let here = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
+    // Threads take shards in turn; other tests' threads may take turns too,
+    // so try threads until one lands on another shard.
+    let there = (0..100)
+        .find_map(|_| {
+            std::thread::scope(|scope| {
+                scope
+                    .spawn(|| {
+                        (handle.shards.this_thread() != here.drive.map(|d| d.shard))
+                            .then(|| handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None).unwrap())
+                    })
+                    .join()
+                    .unwrap()
+            })
+        })
+        .expect("a thread on another shard");
+    let (Some(here_drive), Some(there_drive)) = (here.drive, there.drive) else {
+        panic!("both requests are run by their callers");
+    };
+    // This thread's batch holds only its own request ...
+    assert!(handle.run_ready(here_drive));
+    assert!(!handle.run_ready(here_drive));
+    let (mut here, mut there) = (here.pending, there.pending);
+    assert_eq!(floats(&here.try_recv().unwrap()), vec![1.0]);
+    assert!(
+        there.try_recv().is_err(),
+        "the other thread's request is in its own batch"
+    );
+    // ... and a request whose task resumed on another thread is still run.
+    assert!(handle.run_ready(there_drive));
+    assert_eq!(floats(&there.try_recv().unwrap()), vec![2.0]);
+    assert_eq!(runner.threads.lock().unwrap().len(), 6);
+    let threads = runner.threads.lock().unwrap().clone();
+    assert!(threads[4..].iter().all(|t| *t == std::thread::current().id()));
+}
+
+#[test]
+fn shards_refuse_as_the_shared_queue_does() {
+    let runner = Arc::new(ThreadRecorder::default());
+    let (batcher, handle) = measured_inline_queue(runner);
+    let too_large = handle.submit_or_drive(vec![rows(&[0.0; 9])], &["x"], None);
+    assert!(matches!(too_large, Err(BatchError::TooLarge { rows: 9, max: 8, .. })));
+    batcher.shutdown();
+    let closed = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None);
+    assert!(matches!(closed, Err(BatchError::ShuttingDown)));
 }

@@ -60,15 +60,14 @@ pub(super) fn run_contained(work: Work) {
 
 /// Runs one batch: drop abandoned requests, assemble, run, split, reply.
 fn process(work: Work) {
-    let Work {
+    let Work { batch, context, merge } = work;
+    let super::QueueContext {
         name,
-        batch,
         runner,
         metrics,
         params,
-        merge,
         clock,
-    } = work;
+    } = context.as_ref();
     let started = Instant::now();
     let (mut live, gone): (Vec<Task<Reply>>, Vec<Task<Reply>>) =
         batch.tasks.into_iter().partition(|t| !t.reply.is_closed());
@@ -95,7 +94,7 @@ fn process(work: Work) {
     if run_rows > rows {
         metrics.padding_rows.inc_by((run_rows - rows) as u64);
     }
-    let inputs = match assemble_inputs(&mut live, &params, run_rows) {
+    let inputs = match assemble_inputs(&mut live, params, run_rows) {
         Ok(inputs) => inputs,
         Err(message) => return reply_all(live, Err(BatchError::Inputs(message))),
     };
