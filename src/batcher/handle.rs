@@ -25,10 +25,13 @@ pub struct Submitted {
     pub drive: Option<Drive>,
 }
 
-/// The shard a request run by its caller queued on.
+/// Where a request run by its caller queued: its thread's shard (batching
+/// on), or the shared queue (batching off, where a request is a batch of its
+/// own and any caller may run any of them).
 #[derive(Clone, Copy, Debug)]
-pub struct Drive {
-    pub(super) shard: usize,
+pub enum Drive {
+    Shard(usize),
+    Shared,
 }
 
 impl QueueHandle {
@@ -68,20 +71,25 @@ impl QueueHandle {
     /// Takes the ready batch of the shard a request queued on and runs it on
     /// the calling thread; false when there was none.
     pub fn run_ready(&self, drive: Drive) -> bool {
-        let batch = match self.shards.lock(drive.shard) {
-            Some(mut shard) => shard.pop_ready(Instant::now()),
-            None => None,
+        let work = match drive {
+            Drive::Shard(shard) => self.shards.lock(shard).and_then(|mut queue| {
+                let batch = queue.pop_ready(Instant::now())?;
+                let merge = self.merge && !batch.runs_alone();
+                Some(Work {
+                    batch,
+                    context: self.context.clone(),
+                    merge,
+                })
+            }),
+            Drive::Shared => self.shared.lock().take_from(self.id, Instant::now()),
         };
-        let Some(batch) = batch else {
-            return false;
-        };
-        let merge = self.merge && !batch.runs_alone();
-        worker::run_contained(Work {
-            batch,
-            context: self.context.clone(),
-            merge,
-        });
-        true
+        match work {
+            Some(work) => {
+                worker::run_contained(work);
+                true
+            }
+            None => false,
+        }
     }
 
     fn queue_request(
@@ -96,7 +104,8 @@ impl QueueHandle {
         let params = &self.context.params;
         let splitting = !alone && rows > params.max_batch_size && params.enable_large_batch_splitting;
         // Pieces of a split request may land in batches its caller never sees.
-        let shard = self.shards.this_thread().filter(|_| inline && !splitting);
+        let drive = inline && !splitting;
+        let shard = self.shards.this_thread().filter(|_| drive);
         if let Some(shard) = shard {
             let task = Task {
                 inputs,
@@ -109,7 +118,7 @@ impl QueueHandle {
             self.enqueue_on_shard(shard, task)?;
             return Ok(Submitted {
                 pending: receiver,
-                drive: Some(Drive { shard }),
+                drive: Some(Drive::Shard(shard)),
             });
         }
         let tasks = if splitting {
@@ -124,10 +133,10 @@ impl QueueHandle {
                 reply: Reply::Whole(sender),
             }]
         };
-        self.enqueue(tasks)?;
+        self.enqueue(tasks, drive)?;
         Ok(Submitted {
             pending: receiver,
-            drive: None,
+            drive: drive.then_some(Drive::Shared),
         })
     }
 
@@ -228,8 +237,8 @@ impl QueueHandle {
     }
 
     /// Puts the tasks on the shared queue, or refuses them all (full, too
-    /// large, shutting down); wakes an idle batch thread.
-    fn enqueue(&self, tasks: Vec<Task<Reply>>) -> Result<(), BatchError> {
+    /// large, shutting down); wakes an idle batch thread unless the caller drives.
+    fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool) -> Result<(), BatchError> {
         let wake = {
             let mut state = self.shared.lock();
             if state.shutdown {
@@ -240,7 +249,7 @@ impl QueueHandle {
                 return Err(self.refused(error));
             }
             entry.context.metrics.depth.set(entry.queue.depth() as i64);
-            state.idle > 0
+            !drive && state.idle > 0
         };
         // A busy thread looks at the queues again when its batch is done.
         if wake {

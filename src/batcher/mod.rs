@@ -218,7 +218,9 @@ impl Batcher {
             0 => self.inline_limit,
             _ => Duration::ZERO,
         };
-        let shards = match inline_limit.is_zero() {
+        // Without merging, every request is a batch of its own: callers may
+        // as well run whichever is first, so they share the queue.
+        let shards = match inline_limit.is_zero() || !merge {
             true => Shards::none(),
             false => Shards::new(&params, merge),
         };

@@ -453,8 +453,12 @@ fn each_thread_batches_its_own_requests_and_any_thread_can_drive_them() {
             std::thread::scope(|scope| {
                 scope
                     .spawn(|| {
-                        (handle.shards.this_thread() != here.drive.map(|d| d.shard))
-                            .then(|| handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None).unwrap())
+                        (handle.shards.this_thread()
+                            != here.drive.and_then(|d| match d {
+                                Drive::Shard(s) => Some(s),
+                                Drive::Shared => None,
+                            }))
+                        .then(|| handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None).unwrap())
                     })
                     .join()
                     .unwrap()
