@@ -311,14 +311,44 @@ const OFFLOAD_ELEMENTS: usize = 32 * 1024;
 /// Decodes a request body where it is cheapest: inline when small, on the
 /// blocking pool (after one copy of the body) when large.
 pub async fn decode_body<T: Send + 'static>(
-    body: &[u8],
+    body: &(impl RequestBody + ?Sized),
     decode: impl FnOnce(&[u8]) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    if body.len() < OFFLOAD_BYTES {
-        return decode(body);
+    let bytes = body.as_slice();
+    if bytes.len() < OFFLOAD_BYTES {
+        return decode(bytes);
     }
-    let owned = body.to_vec();
+    let owned = body.shared();
     off_worker(move || decode(&owned)).await
+}
+
+/// A request body as a dialect holds it: the bytes read off the connection
+/// (shared with the blocking pool at no cost), or a slice of something the
+/// dialect made of them (copied when it must leave the thread).
+pub trait RequestBody {
+    fn as_slice(&self) -> &[u8];
+    /// The body, owned, for work off the HTTP worker.
+    fn shared(&self) -> bytes::Bytes;
+}
+
+impl RequestBody for bytes::Bytes {
+    fn as_slice(&self) -> &[u8] {
+        self
+    }
+
+    fn shared(&self) -> bytes::Bytes {
+        self.clone()
+    }
+}
+
+impl RequestBody for [u8] {
+    fn as_slice(&self) -> &[u8] {
+        self
+    }
+
+    fn shared(&self) -> bytes::Bytes {
+        bytes::Bytes::copy_from_slice(self)
+    }
 }
 
 /// Runs CPU-heavy request work off the HTTP workers.

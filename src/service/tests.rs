@@ -130,7 +130,7 @@ fn running_out_of_memory_answers_503_and_the_next_request_runs() {
 fn the_trace_records_what_a_request_resolved_to() {
     let (service, root) = service("trace", true, 0, Duration::from_secs(5));
     let mut trace = Trace::default();
-    let body = br#"{"instances": [1.0, 2.0, 3.0]}"#;
+    let body: &[u8] = br#"{"instances": [1.0, 2.0, 3.0]}"#;
     block_on(crate::service::tfs_json::predict(
         &service,
         "model",
@@ -191,7 +191,7 @@ fn a_client_that_went_away_stops_the_wait() {
         client_gone: Some(Box::new(|| true)),
         ..Trace::default()
     };
-    let body = br#"{"instances": [1.0]}"#;
+    let body: &[u8] = br#"{"instances": [1.0]}"#;
     let error = block_on(crate::service::tfs_json::predict(
         &service,
         "model",
@@ -259,4 +259,19 @@ fn classify_needs_an_examples_input() {
         "Expected regression signature method_name to be tensorflow/serving/regress. Was: tensorflow/serving/predict"
     );
     std::fs::remove_dir_all(root).unwrap();
+}
+
+#[test]
+fn large_bodies_leave_the_worker_without_a_copy_when_shared() {
+    use crate::service::RequestBody;
+    let read = bytes::Bytes::from(vec![7u8; 1 << 20]);
+    assert_eq!(
+        read.shared().as_ptr(),
+        read.as_ptr(),
+        "the connection's bytes are shared"
+    );
+    let made: &[u8] = &read[..16];
+    assert_ne!(made.shared().as_ptr(), made.as_ptr(), "a borrowed slice is copied");
+    let decoded = block_on(crate::service::decode_body(&read, |body: &[u8]| Ok(body.len())));
+    assert_eq!(decoded.unwrap(), 1 << 20);
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
 use crate::codec::{PredictEnvelope, RequestFormat};
 use crate::error::ApiError;
-use crate::service::{decode_body, Service, Trace};
+use crate::service::{decode_body, RequestBody, Service, Trace};
 use crate::service::{TfsError, VersionSelector};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::{DType, Tensor};
@@ -20,7 +20,7 @@ pub async fn predict(
     service: &Service,
     model: &str,
     selector: &VersionSelector,
-    body: &[u8],
+    body: &(impl RequestBody + ?Sized),
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
     let servable = service.servable(model, selector)?;
