@@ -43,7 +43,8 @@ impl Default for ImagePolicy {
 pub struct ImageFile {
     /// The upload's file name (or form field), for error messages.
     pub name: String,
-    pub bytes: Vec<u8>,
+    /// Shared with the request body it came in, where it is the whole body.
+    pub bytes: bytes::Bytes,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +137,7 @@ pub fn batch_tensor(files: &[ImageFile], feed: Feed) -> Result<Tensor, ImageErro
     match feed {
         Feed::Raw => Ok(Tensor::new(
             vec![rows],
-            TensorData::String(files.iter().map(|f| f.bytes.clone()).collect()),
+            TensorData::String(files.iter().map(|f| f.bytes.to_vec()).collect()),
         )),
         Feed::Base64 => {
             let engine = base64::engine::general_purpose::URL_SAFE;
@@ -286,7 +287,7 @@ mod tests {
         assert_eq!(feed_for(&sig, input, raw).unwrap(), Feed::Raw);
         let files = [ImageFile {
             name: "a.png".into(),
-            bytes: vec![0xff, 0xfe, 0x01],
+            bytes: vec![0xff, 0xfe, 0x01].into(),
         }];
         let tensor = batch_tensor(&files, Feed::Base64).unwrap();
         assert_eq!(tensor.data, TensorData::String(vec![b"__4B".to_vec()]));
@@ -299,11 +300,11 @@ mod tests {
         let files = vec![
             ImageFile {
                 name: "small.png".into(),
-                bytes: png(3, 4),
+                bytes: png(3, 4).into(),
             },
             ImageFile {
                 name: "big.png".into(),
-                bytes: png(6, 8),
+                bytes: png(6, 8).into(),
             },
         ];
         let tensor = batch_tensor(&files, feed).unwrap();
@@ -321,7 +322,7 @@ mod tests {
         assert!(err.contains("'big.png'") && err.contains("6x8"), "{err}");
         let corrupt = [ImageFile {
             name: "notes.txt".into(),
-            bytes: b"hello".to_vec(),
+            bytes: b"hello".to_vec().into(),
         }];
         let err = batch_tensor(&corrupt, strict).unwrap_err().to_string();
         assert!(err.starts_with("image 'notes.txt'"), "{err}");
@@ -334,7 +335,7 @@ mod tests {
         bomb[29..33].copy_from_slice(&crc.sum().to_be_bytes());
         let huge = [ImageFile {
             name: "bomb.png".into(),
-            bytes: bomb,
+            bytes: bomb.into(),
         }];
         let err = batch_tensor(&huge, strict).unwrap_err().to_string();
         assert!(

@@ -23,7 +23,7 @@ fuzz_target!(|bytes: &[u8]| {
         };
         let file = ImageFile {
             name: "upload".into(),
-            bytes: bytes.to_vec(),
+            bytes: bytes.to_vec().into(),
         };
         let _ = batch_tensor(&[file], feed);
     }

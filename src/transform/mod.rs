@@ -198,7 +198,7 @@ async fn answer(
             args.max_payload_in_mb
         )),
         Ok(data) => invocation
-            .respond(service, data, &mut Trace::default())
+            .respond(service, data.as_slice(), &mut Trace::default())
             .await
             .map(|answer| answer.body)
             .map_err(|e: ApiError| e.to_string()),

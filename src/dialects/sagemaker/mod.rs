@@ -24,7 +24,7 @@ use crate::imaging::{self, ImageFile};
 use crate::python_handlers::{Answer, CallContext};
 use crate::service::tfs_json as tfs;
 use crate::service::VersionSelector;
-use crate::service::{decode_body, Service, Trace};
+use crate::service::{decode_body, RequestBody, Service, Trace};
 use crate::signature::{SignatureSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::Tensor;
 
@@ -65,7 +65,12 @@ impl Invocation {
     }
 
     /// Reads the body as the container does and runs it.
-    pub async fn run(&self, service: &Service, body: &[u8], trace: &mut Trace) -> Result<Vec<u8>, ApiError> {
+    pub async fn run(
+        &self,
+        service: &Service,
+        body: &(impl RequestBody + ?Sized),
+        trace: &mut Trace,
+    ) -> Result<Vec<u8>, ApiError> {
         self.attributes.validate()?;
         let method = self.attributes.method.as_deref().unwrap_or("predict");
         let model = self.model_name(service);
@@ -80,7 +85,7 @@ impl Invocation {
         if method == "predict" {
             return predict_payload(service, &model, &selector, media, body, trace).await;
         }
-        let request = match read_payload(&media, body)? {
+        let request = match read_payload(&media, body.as_slice())? {
             Payload::Tfs(request) => request,
             // The container sends anything else as `{"instances": ...}`,
             // which has no examples: TF Serving answers as for an empty object.
@@ -91,7 +96,12 @@ impl Invocation {
 
     /// Runs the invocation through the model's `inference.py` when it ships
     /// one, else converts the body as the container does ([`Invocation::run`]).
-    pub async fn respond(&self, service: &Service, body: &[u8], trace: &mut Trace) -> Result<Answer, ApiError> {
+    pub async fn respond(
+        &self,
+        service: &Service,
+        body: &(impl RequestBody + ?Sized),
+        trace: &mut Trace,
+    ) -> Result<Answer, ApiError> {
         self.attributes.validate()?;
         let model = self.model_name(service);
         let Some(handlers) = service.handlers.get(&model) else {
@@ -121,14 +131,20 @@ impl Invocation {
             custom_attributes: self.custom_attributes.clone(),
             request_content_type: or_json(&self.content_type),
             accept_header: or_json(&self.accept),
-            content_length: body.len(),
+            content_length: body.as_slice().len(),
             grpc_port: service.handlers.grpc_port(),
         };
         let run_model =
             |request: Vec<u8>| async move { call_model(service, &model, &selector, &method, &request, trace).await };
         service
             .handlers
-            .invoke(&handlers, context, body.to_vec(), service.timeout(), run_model)
+            .invoke(
+                &handlers,
+                context,
+                body.as_slice().to_vec(),
+                service.timeout(),
+                run_model,
+            )
             .await
     }
 }
@@ -138,7 +154,7 @@ async fn predict_image(
     service: &Service,
     model: &str,
     selector: &VersionSelector,
-    body: &[u8],
+    body: &(impl RequestBody + ?Sized),
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
     let (servable, signature) = service.resolve(model, selector, None)?;
@@ -146,7 +162,7 @@ async fn predict_image(
     let feed = imaging::feed_for(&signature, input, servable.images)?;
     let file = ImageFile {
         name: "request body".into(),
-        bytes: body.to_vec(),
+        bytes: body.shared(),
     };
     let input = imaging::batch_tensor_off_thread(vec![file], feed).await?;
     trace.resolved(&servable, &signature);
@@ -166,7 +182,7 @@ async fn predict_payload(
     model: &str,
     selector: &VersionSelector,
     media: String,
-    body: &[u8],
+    body: &(impl RequestBody + ?Sized),
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
     let servable = service.servable(model, selector)?;

@@ -119,7 +119,10 @@ async fn read_upload(req: &HttpRequest, payload: web::Payload, limit: usize) -> 
         }
         if name == "image" || name == "images" {
             let name = file_name.unwrap_or_else(|| format!("{name}[{}]", upload.files.len()));
-            upload.files.push(ImageFile { name, bytes });
+            upload.files.push(ImageFile {
+                name,
+                bytes: bytes.into(),
+            });
         } else if file_name.is_some() {
             return Err(StfsError::FileField(name).into());
         } else {
