@@ -72,14 +72,13 @@ impl QueueHandle {
     /// the calling thread; false when there was none.
     pub fn run_ready(&self, drive: Drive) -> bool {
         let work = match drive {
-            Drive::Shard(shard) => self.shards.lock(shard).and_then(|mut queue| {
-                let batch = queue.pop_ready(Instant::now())?;
+            Drive::Shard(shard) => self.shards.pop_ready(shard, Instant::now()).map(|batch| {
                 let merge = self.merge && !batch.runs_alone();
-                Some(Work {
+                Work {
                     batch,
                     context: self.context.clone(),
                     merge,
-                })
+                }
             }),
             Drive::Shared => self.shared.lock().take_from(self.id, Instant::now()),
         };
@@ -115,10 +114,20 @@ impl QueueHandle {
                 enqueued: Instant::now(),
                 reply: Reply::Whole(sender),
             };
-            self.enqueue_on_shard(shard, task)?;
+            if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
+                return Err(BatchError::ShuttingDown);
+            }
+            let drive = match self.shards.push(shard, task) {
+                Ok(()) => Drive::Shard(shard),
+                // The shared queue takes it or refuses it, in its own words.
+                Err(task) => {
+                    self.enqueue(vec![task], true)?;
+                    Drive::Shared
+                }
+            };
             return Ok(Submitted {
                 pending: receiver,
-                drive: Some(Drive::Shard(shard)),
+                drive: Some(drive),
             });
         }
         let tasks = if splitting {
@@ -202,16 +211,6 @@ impl QueueHandle {
                 },
             })
             .collect()
-    }
-
-    /// Puts a request run by its caller on its thread's shard, or refuses
-    /// it (full, too large, shutting down) as the shared queue would.
-    fn enqueue_on_shard(&self, shard: usize, task: Task<Reply>) -> Result<(), BatchError> {
-        if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(BatchError::ShuttingDown);
-        }
-        let mut queue = self.shards.lock(shard).ok_or(BatchError::ShuttingDown)?;
-        queue.enqueue_one(task).map_err(|(error, _)| self.refused(error))
     }
 
     /// A refusal in the batcher's words, counted.

@@ -17,10 +17,10 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::params::BatchParams;
-use super::queue::Queue;
+use super::queue::{Batch, Queue, Task};
 use super::reply::Reply;
 
 /// Runs measured before a queue may run inline: until then its speed is unknown.
@@ -52,15 +52,26 @@ impl RunClock {
     }
 }
 
-/// A fast queue's per-thread shards.
+/// A fast queue's per-thread shards. Together they hold at most
+/// `max_enqueued_batches` batches; a request that would open one more (or
+/// that a shard's queue refuses) queues on the shared queue instead, which
+/// takes it or refuses it as TF Serving does. A batch left on a shard by a
+/// request given up before it ran therefore never makes the queue refuse work.
 pub(super) struct Shards {
     queues: Box<[Mutex<Queue<Reply>>]>,
+    /// Batches on every shard together, and their bound.
+    batches: AtomicUsize,
+    limit: usize,
 }
 
 impl Shards {
     /// No shards: the queue never runs inline.
     pub(super) fn none() -> Shards {
-        Shards { queues: Box::new([]) }
+        Shards {
+            queues: Box::new([]),
+            batches: AtomicUsize::new(0),
+            limit: 0,
+        }
     }
 
     /// Twice as many shards as cores, so that the HTTP and gRPC threads
@@ -72,7 +83,35 @@ impl Shards {
             queues: (0..count)
                 .map(|_| Mutex::new(Queue::new(params.clone(), merge)))
                 .collect(),
+            batches: AtomicUsize::new(0),
+            limit: params.max_enqueued_batches,
         }
+    }
+
+    /// Queues a task on a shard, or gives it back for the shared queue: the
+    /// shards' batches are all taken, or the shard's queue refuses it.
+    pub(super) fn push(&self, shard: usize, task: Task<Reply>) -> Result<(), Task<Reply>> {
+        let Some(mut queue) = self.lock(shard) else {
+            return Err(task);
+        };
+        let opens = queue.opens_batch(&task);
+        if opens && self.batches.fetch_add(1, Ordering::AcqRel) >= self.limit {
+            self.batches.fetch_sub(1, Ordering::AcqRel);
+            return Err(task);
+        }
+        queue.enqueue_one(task).map_err(|(_, task)| {
+            if opens {
+                self.batches.fetch_sub(1, Ordering::AcqRel);
+            }
+            task
+        })
+    }
+
+    /// A shard's ready batch, if it has one.
+    pub(super) fn pop_ready(&self, shard: usize, now: Instant) -> Option<Batch<Reply>> {
+        let batch = self.lock(shard)?.pop_ready(now)?;
+        self.batches.fetch_sub(1, Ordering::AcqRel);
+        Some(batch)
     }
 
     /// The calling thread's shard, when there are shards.
@@ -80,7 +119,7 @@ impl Shards {
         (!self.queues.is_empty()).then(|| thread_index() % self.queues.len())
     }
 
-    pub(super) fn lock(&self, shard: usize) -> Option<MutexGuard<'_, Queue<Reply>>> {
+    fn lock(&self, shard: usize) -> Option<MutexGuard<'_, Queue<Reply>>> {
         let queue = self.queues.get(shard)?;
         Some(queue.lock().unwrap_or_else(|p| p.into_inner()))
     }

@@ -166,6 +166,11 @@ impl<R> Queue<R> {
         Ok(())
     }
 
+    /// Whether adding this task would open a batch.
+    pub fn opens_batch(&self, task: &Task<R>) -> bool {
+        self.new_batches_needed(std::slice::from_ref(task)) > 0
+    }
+
     /// Adds one task, or gives it back with the reason: `enqueue` without
     /// the vector.
     pub fn enqueue_one(&mut self, task: Task<R>) -> Result<(), (EnqueueError, Task<R>)> {

@@ -495,3 +495,41 @@ fn shards_refuse_as_the_shared_queue_does() {
     let closed = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None);
     assert!(matches!(closed, Err(BatchError::ShuttingDown)));
 }
+
+#[test]
+fn shards_hold_at_most_max_enqueued_batches_and_the_rest_take_the_shared_queue() {
+    let batcher = Batcher::with_inline_limit(1, Duration::from_secs(1)).unwrap();
+    let runner = Arc::new(ThreadRecorder::default());
+    let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
+    let params = BatchParams {
+        max_batch_size: 1,
+        batch_timeout_micros: 0,
+        max_enqueued_batches: 1,
+        ..BatchParams::default()
+    };
+    let handle = batcher.add_queue("q".into(), params, true, runner, metrics);
+    for _ in 0..4 {
+        let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None).unwrap();
+        answer(submitted.pending).unwrap();
+    }
+    let first = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
+    let second = handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None).unwrap();
+    assert!(matches!(first.drive, Some(Drive::Shard(_))), "{:?}", first.drive);
+    assert!(matches!(second.drive, Some(Drive::Shared)), "{:?}", second.drive);
+    // The shards' one batch and the shared queue's one are taken: refused
+    // in the shared queue's words.
+    let third = handle.submit_or_drive(vec![rows(&[3.0])], &["x"], None);
+    assert!(matches!(third, Err(BatchError::QueueFull { batches: 1, .. })));
+    for (submitted, value) in [(second, 2.0), (first, 1.0)] {
+        if let Some(drive) = submitted.drive {
+            // A batch thread may have taken the shared one first; either way it runs.
+            let _ = handle.run_ready(drive);
+        }
+        assert_eq!(floats(&answer(submitted.pending)), vec![value]);
+    }
+    let fourth = handle.submit_or_drive(vec![rows(&[4.0])], &["x"], None).unwrap();
+    assert!(
+        matches!(fourth.drive, Some(Drive::Shard(_))),
+        "the shards' batch was given back"
+    );
+}
