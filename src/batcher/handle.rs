@@ -102,50 +102,46 @@ impl QueueHandle {
         let (sender, receiver) = oneshot::channel();
         let params = &self.context.params;
         let splitting = !alone && rows > params.max_batch_size && params.enable_large_batch_splitting;
-        // Pieces of a split request may land in batches its caller never sees.
-        let drive = inline && !splitting;
-        let shard = self.shards.this_thread().filter(|_| drive);
-        if let Some(shard) = shard {
-            let task = Task {
-                inputs,
-                rows,
-                alone,
-                request_id,
-                enqueued: Instant::now(),
-                reply: Reply::Whole(sender),
-            };
-            if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
-                return Err(BatchError::ShuttingDown);
-            }
-            let drive = match self.shards.push(shard, task) {
-                Ok(()) => Drive::Shard(shard),
-                // The shared queue takes it or refuses it, in its own words.
-                Err(task) => {
-                    self.enqueue(vec![task], true)?;
-                    Drive::Shared
-                }
-            };
+        // Pieces of a split request may land in batches its caller never
+        // sees: the batch threads run them.
+        if splitting {
+            let tasks = self.split_tasks(inputs, rows, request_id, sender);
+            self.enqueue(tasks, false)?;
             return Ok(Submitted {
                 pending: receiver,
-                drive: Some(drive),
+                drive: None,
             });
         }
-        let tasks = if splitting {
-            self.split_tasks(inputs, rows, request_id, sender)
-        } else {
-            vec![Task {
-                inputs,
-                rows,
-                alone,
-                request_id,
-                enqueued: Instant::now(),
-                reply: Reply::Whole(sender),
-            }]
+        let task = Task {
+            inputs,
+            rows,
+            alone,
+            request_id,
+            enqueued: Instant::now(),
+            reply: Reply::Whole(sender),
         };
-        self.enqueue(tasks, drive)?;
+        let drive = match self.shards.this_thread().filter(|_| inline) {
+            Some(shard) => {
+                if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
+                    return Err(BatchError::ShuttingDown);
+                }
+                match self.shards.push(shard, task) {
+                    Ok(()) => Some(Drive::Shard(shard)),
+                    // The shared queue takes it or refuses it, in its own words.
+                    Err(task) => {
+                        self.enqueue(vec![task], true)?;
+                        Some(Drive::Shared)
+                    }
+                }
+            }
+            None => {
+                self.enqueue(vec![task], inline)?;
+                inline.then_some(Drive::Shared)
+            }
+        };
         Ok(Submitted {
             pending: receiver,
-            drive: drive.then_some(Drive::Shared),
+            drive,
         })
     }
 

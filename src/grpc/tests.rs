@@ -35,6 +35,11 @@ async fn connect(state: Arc<ServerState>) -> Channel {
         let _open = _open;
         super::transport::serve_connection(server, services, None, options, shutdown).await
     });
+    channel_over(client).await
+}
+
+/// A channel whose one connection is the in-memory pipe's client end.
+async fn channel_over(client: tokio::io::DuplexStream) -> Channel {
     let mut client = Some(client);
     Endpoint::try_from("http://in-process")
         .unwrap()
@@ -267,19 +272,7 @@ async fn serve_one(
         Arc::new(options),
         watching,
     ));
-    let mut client = Some(client);
-    let channel = Endpoint::try_from("http://in-process")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let client = client.take();
-            async move {
-                client
-                    .map(TokioIo::new)
-                    .ok_or_else(|| std::io::Error::other("one connection only"))
-            }
-        }))
-        .await
-        .unwrap();
+    let channel = channel_over(client).await;
     (channel, shutdown, served)
 }
 
