@@ -105,6 +105,24 @@ fn idle_keep_alive_connections_are_closed() {
     );
 }
 
+#[test]
+fn idle_connections_are_closed_after_a_prediction_too() {
+    let addr = server();
+    let mut idle = TcpStream::connect(addr).unwrap();
+    idle.write_all(
+        b"POST /v1/models/half:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n{\"instances\": [1.0]}",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let answer = read_to_close(&mut idle);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(800) && elapsed < Duration::from_secs(4),
+        "closed after {elapsed:?}"
+    );
+}
+
 /// The 99th percentile of `count` sequential predict calls on one keep-alive connection.
 fn p99_ms(url: &str, count: usize) -> f64 {
     let client = common::client();

@@ -201,26 +201,52 @@ async fn read_limited(
     Ok(body.freeze())
 }
 
+/// The request an inference answer is for, as far as its capture record
+/// needs it: an actix-web request, or one the HTTP front read itself.
+#[derive(Clone, Copy)]
+pub enum Exchange<'a> {
+    Actix(&'a HttpRequest),
+    Front {
+        state: &'a ServerState,
+        /// The request's `Content-Type`, as sent.
+        content_type: Option<&'a str>,
+    },
+}
+
+impl Exchange<'_> {
+    fn state(&self) -> Option<&ServerState> {
+        match self {
+            Exchange::Actix(req) => req.app_data::<web::Data<ServerState>>().map(|s| s.get_ref()),
+            Exchange::Front { state, .. } => Some(state),
+        }
+    }
+
+    fn content_type(&self) -> Option<&str> {
+        match self {
+            Exchange::Actix(req) => req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+            Exchange::Front { content_type, .. } => *content_type,
+        }
+    }
+}
+
 /// Completes a capture record with what crossed the wire, and queues it.
 fn capture(
-    req: &HttpRequest,
+    exchange: Exchange<'_>,
     mut record: Box<Record>,
     body: Option<Bytes>,
     content_type: &HeaderValue,
     answer: &Bytes,
 ) {
-    let Some(state) = req.app_data::<web::Data<ServerState>>() else {
+    let Some(state) = exchange.state() else {
         return;
     };
-    let text = |value: Option<&HeaderValue>| {
-        crate::capture::content_type(value.and_then(|v| v.to_str().ok()).unwrap_or_default())
-    };
+    let text = |value: Option<&str>| crate::capture::content_type(value.unwrap_or_default());
     record.request = body.map(|body| Payload {
-        content_type: text(req.headers().get(CONTENT_TYPE)),
+        content_type: text(exchange.content_type()),
         body,
     });
     record.response = Some(Payload {
-        content_type: text(Some(content_type)),
+        content_type: text(content_type.to_str().ok()),
         body: answer.clone(),
     });
     state.service.capture.submit(record);
@@ -230,6 +256,12 @@ fn capture(
 pub fn keep_body(state: &ServerState, trace: &mut Trace, body: &Bytes) {
     if state.service.capture.active() {
         trace.raw_request = Some(body.clone());
+    }
+}
+
+impl<'a> From<&'a HttpRequest> for Exchange<'a> {
+    fn from(req: &'a HttpRequest) -> Self {
+        Exchange::Actix(req)
     }
 }
 
@@ -248,8 +280,8 @@ const BATCH_SIZE: HeaderName = HeaderName::from_static("x-batch-size");
 /// request metrics; a sampled request's capture record completed with the
 /// bodies and content types as they crossed the wire, and queued.
 /// `content_type` is the success's own (JSON when `None`).
-pub fn answer(
-    req: &HttpRequest,
+pub fn answer<'a>(
+    exchange: impl Into<Exchange<'a>>,
     result: Result<Vec<u8>, ApiError>,
     content_type: Option<HeaderValue>,
     model: &str,
@@ -262,7 +294,7 @@ pub fn answer(
             let body = Bytes::from(body);
             let content_type = content_type.unwrap_or(HeaderValue::from_static("application/json"));
             if let Some(record) = trace.capture.take() {
-                capture(req, record, trace.raw_request.take(), &content_type, &body);
+                capture(exchange.into(), record, trace.raw_request.take(), &content_type, &body);
             }
             HttpResponse::build(StatusCode::OK)
                 .insert_header((CONTENT_TYPE, content_type))

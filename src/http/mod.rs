@@ -4,6 +4,7 @@
 //! dashboard) and one line per dialect.
 
 mod dashboard;
+mod front;
 pub mod middleware;
 pub mod panics;
 mod routes;

@@ -7,7 +7,9 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use actix_web::dev::{Extensions, ServerHandle};
+use actix_service::IntoServiceFactory;
+use actix_web::body::MessageBody;
+use actix_web::dev::{AppConfig, Extensions, ServerHandle, ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{web, App, HttpServer};
 
 use super::middleware;
@@ -35,26 +37,6 @@ pub fn serve(
     rest_address: impl FnOnce(SocketAddr),
 ) -> Result<Served, StartError> {
     let addr = format!("{}:{}", settings.http.host, settings.http_port());
-    let cors = settings.http.enable_cors;
-    let server = HttpServer::new(move || {
-        App::new()
-            .wrap(actix_web::middleware::from_fn(middleware::gate))
-            .wrap(actix_web::middleware::Condition::new(cors, self::cors()))
-            .wrap(actix_web::middleware::from_fn(middleware::assign))
-            .app_data(state.clone())
-            .configure(super::configure)
-    })
-    .on_connect(on_connect)
-    .workers(settings.http.rest_api_num_threads)
-    .client_request_timeout(Duration::from_millis(settings.http.client_request_timeout_ms))
-    .keep_alive(match settings.http.keep_alive_seconds {
-        0 => actix_web::http::KeepAlive::Disabled,
-        seconds => actix_web::http::KeepAlive::Timeout(Duration::from_secs(seconds)),
-    })
-    .max_connections(settings.http.max_connections)
-    // Signals are the caller's: `crate::serve::run` drains first.
-    .disable_signals()
-    .shutdown_timeout(30);
     let bind_error = |addr: &str| {
         let addr = addr.to_string();
         move |source| StartError::Bind { addr, source }
@@ -67,6 +49,30 @@ pub fn serve(
         .collect::<std::io::Result<Vec<_>>>()
         .map_err(bind_error(&addr))?;
     let tls = settings.tls_files().map(|files| files.rest()).transpose()?;
+    // The front answers inference calls past the middleware, so only where
+    // the middleware would let them through untouched.
+    let front =
+        tls.is_none() && !settings.http.enable_cors && state.auth.is_none() && settings.http.keep_alive_seconds > 0;
+    if front {
+        let server = serve_front(settings, state, listeners).map_err(bind_error(&addr))?;
+        if let Some(rest) = server.1.last() {
+            rest_address(*rest);
+        }
+        return Ok((server.0, "http", server.1, handles));
+    }
+    let cors = settings.http.enable_cors;
+    let server = HttpServer::new(move || app(state.clone(), cors))
+        .on_connect(on_connect)
+        .workers(settings.http.rest_api_num_threads)
+        .client_request_timeout(Duration::from_millis(settings.http.client_request_timeout_ms))
+        .keep_alive(match settings.http.keep_alive_seconds {
+            0 => actix_web::http::KeepAlive::Disabled,
+            seconds => actix_web::http::KeepAlive::Timeout(Duration::from_secs(seconds)),
+        })
+        .max_connections(settings.http.max_connections)
+        // Signals are the caller's: `crate::serve::run` drains first.
+        .disable_signals()
+        .shutdown_timeout(SHUTDOWN_SECONDS);
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut server = server;
     for listener in listeners {
@@ -86,6 +92,83 @@ pub fn serve(
         rest_address(*rest);
     }
     Ok((server.run(), scheme, public, handles))
+}
+
+/// How long a stop waits for connections still open.
+const SHUTDOWN_SECONDS: u64 = 30;
+
+/// The application every REST connection reaches through actix-web: the
+/// middleware and the route table.
+fn app(
+    state: web::Data<ServerState>,
+    cors: bool,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .wrap(actix_web::middleware::from_fn(middleware::gate))
+        .wrap(actix_web::middleware::Condition::new(cors, self::cors()))
+        .wrap(actix_web::middleware::from_fn(middleware::assign))
+        .app_data(state)
+        .configure(super::configure)
+}
+
+/// Plain HTTP with the front (`super::front`) before actix-web on every
+/// connection: the server actix-web's `HttpServer` would build, with the
+/// same limits and timeouts. Returns it and its addresses.
+fn serve_front(
+    settings: &Settings,
+    state: web::Data<ServerState>,
+    listeners: Vec<std::net::TcpListener>,
+) -> std::io::Result<(actix_web::dev::Server, Vec<SocketAddr>)> {
+    use actix_service::ServiceFactoryExt;
+    let http = &settings.http;
+    let keep_alive = Duration::from_secs(http.keep_alive_seconds);
+    let request_timeout = Duration::from_millis(http.client_request_timeout_ms);
+    let mut builder = actix_server::Server::build()
+        .workers(http.rest_api_num_threads)
+        .max_concurrent_connections(http.max_connections)
+        .disable_signals()
+        .shutdown_timeout(SHUTDOWN_SECONDS);
+    let shutdown = builder.graceful_shutdown_signal();
+    let mut addrs = Vec::new();
+    for listener in listeners {
+        let addr = listener.local_addr()?;
+        addrs.push(addr);
+        let (state, shutdown) = (state.clone(), shutdown.clone());
+        builder = builder.listen(format!("tfserve-rest-{addr}"), listener, move || {
+            let signal = shutdown.clone();
+            let app = app(state.clone(), false)
+                .into_factory()
+                .map_err(|error| error.error_response());
+            let service = actix_http::HttpService::build()
+                .keep_alive(keep_alive)
+                .client_request_timeout(request_timeout)
+                .client_disconnect_timeout(Duration::from_secs(1))
+                .local_addr(addr)
+                .graceful_shutdown_signal(move || {
+                    let signal = signal.clone();
+                    async move { signal.notified().await }
+                })
+                .on_connect_ext(|io: &_, extensions: _| on_connect(io as &dyn Any, extensions))
+                .finish(actix_service::map_config(app, |_| AppConfig::default()))
+                .map_err(|_| ());
+            let front = super::front::Front {
+                state: state.clone(),
+                keep_alive,
+                request_timeout,
+                shutdown: shutdown.clone(),
+            };
+            super::front::factory(front, service)
+        })?;
+    }
+    Ok((builder.run(), addrs))
 }
 
 /// A listening socket on every address `addr` resolves to.
@@ -111,7 +194,9 @@ fn bind_listeners(addr: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
 /// `HttpServer::on_connect` hook.
 pub fn on_connect(connection: &dyn Any, extensions: &mut Extensions) {
     type TlsStream = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
-    if let Some(stream) = connection.downcast_ref::<actix_web::rt::net::TcpStream>() {
+    if let Some(stream) = connection.downcast_ref::<super::front::Prefixed>() {
+        extensions.insert(PeerSocket::new(stream.socket().as_raw_fd()));
+    } else if let Some(stream) = connection.downcast_ref::<actix_web::rt::net::TcpStream>() {
         extensions.insert(PeerSocket::new(stream.as_raw_fd()));
     } else if let Some(stream) = connection.downcast_ref::<TlsStream>() {
         // Peeking the TCP socket under TLS still tells a close from bytes waiting.

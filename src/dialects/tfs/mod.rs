@@ -198,18 +198,7 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &ServerStat
             let mut trace = crate::call::http::trace(req);
             let result = async {
                 let body = read_body(req, payload, state).await?;
-                crate::call::http::keep_body(state, &mut trace, &body);
-                match verb {
-                    Verb::Predict => tfs_json::predict(service, &model, &selector, &body, &mut trace).await,
-                    Verb::Classify => {
-                        tfs_json::classify_or_regress(service, &model, &selector, &body, CLASSIFY_METHOD, &mut trace)
-                            .await
-                    }
-                    Verb::Regress => {
-                        tfs_json::classify_or_regress(service, &model, &selector, &body, REGRESS_METHOD, &mut trace)
-                            .await
-                    }
-                }
+                infer(state, &model, &selector, &verb, &body, &mut trace).await
             }
             .await;
             Ok(answer(req, result, None, &model, verb.api(), &mut trace, started))
@@ -219,8 +208,27 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &ServerStat
     }
 }
 
+/// An inference call on its whole body, whichever side of the HTTP
+/// transport read it (actix-web's route or the front, `crate::http::front`).
+pub async fn infer(
+    state: &ServerState,
+    model: &str,
+    selector: &VersionSelector,
+    verb: &Verb,
+    body: &bytes::Bytes,
+    trace: &mut crate::service::Trace,
+) -> Result<Vec<u8>, ApiError> {
+    let service = &state.service;
+    crate::call::http::keep_body(state, trace, body);
+    match verb {
+        Verb::Predict => tfs_json::predict(service, model, selector, body, trace).await,
+        Verb::Classify => tfs_json::classify_or_regress(service, model, selector, body, CLASSIFY_METHOD, trace).await,
+        Verb::Regress => tfs_json::classify_or_regress(service, model, selector, body, REGRESS_METHOD, trace).await,
+    }
+}
+
 impl Verb {
-    fn api(&self) -> &'static str {
+    pub fn api(&self) -> &'static str {
         match self {
             Verb::Predict => "predict",
             Verb::Classify => "classify",

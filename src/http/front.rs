@@ -1,0 +1,692 @@
+//! The HTTP/1.1 front of plain REST connections. It reads each connection
+//! itself and answers TF Serving's inference calls (`POST /v1/models/...:
+//! predict|classify|regress` with a small body of declared length) without
+//! actix-web's per-request machinery (app service, middleware futures,
+//! request and header objects, per-request timers). At the first request it
+//! does not take, it hands the connection, with the bytes it has read, to
+//! actix-web, which serves that request and every later one on the
+//! connection. The answers are built by the same code as actix-web's
+//! route's (`dialects::tfs::infer`, `call::http::answer`), so a request is
+//! answered alike whichever side serves it. Used only where every request of
+//! that shape would pass the middleware untouched: no TLS, auth or CORS, and
+//! keep-alive on (`server::serve`).
+
+use std::io;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use actix_http::Protocol;
+use actix_service::{Service, ServiceFactory};
+use actix_web::body::MessageBody;
+use actix_web::http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
+use actix_web::http::Method;
+use actix_web::rt::net::TcpStream;
+use actix_web::{web, HttpResponse};
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::FutureExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use super::middleware::REQUEST_ID;
+use crate::call::http::{answer, Exchange, PeerSocket};
+use crate::dialects::tfs::{self, Route, Verb};
+use crate::error::{error_response, ApiError};
+use crate::server::access_log::{self, Served};
+use crate::server::{Admitted, BytesHeld, RequestId, ServerState};
+use crate::service::{Trace, VersionSelector};
+
+/// Bodies the front reads itself; larger ones are decoded off the worker
+/// thread, through actix-web.
+const BODY_LIMIT: usize = 64 << 10;
+/// Headers a request the front takes may carry.
+const MAX_HEADERS: usize = 32;
+/// A request head longer than this is actix-web's to refuse.
+const HEAD_LIMIT: usize = 16 << 10;
+/// What one read asks for at least.
+const READ_SIZE: usize = 8 << 10;
+
+/// What the front needs to serve a worker's connections.
+pub struct Front {
+    pub state: web::Data<ServerState>,
+    /// How long an idle connection stays open (`--keep_alive_seconds`, not 0).
+    pub keep_alive: Duration,
+    /// How long a request's head may take to arrive (`--client_request_timeout_ms`).
+    pub request_timeout: Duration,
+    /// Set when the server stops: idle connections close.
+    pub shutdown: actix_server::GracefulShutdownSignal,
+}
+
+/// Wraps actix-web's HTTP service (`app`) in the front: one service per
+/// connection accepted, as `actix_server` wants for a listener.
+pub fn factory<A>(
+    front: Front,
+    app: A,
+) -> impl ServiceFactory<TcpStream, Config = (), Response = (), Error = (), InitError = ()>
+where
+    A: ServiceFactory<(Prefixed, Protocol, Option<SocketAddr>), Config = (), Response = (), InitError = ()> + 'static,
+    A::Service: 'static,
+{
+    let front = Rc::new(front);
+    actix_service::fn_factory(move || {
+        let (front, app) = (front.clone(), app.new_service(()));
+        async move {
+            let app = Rc::new(app.await?);
+            Ok::<_, ()>(actix_service::fn_service(move |stream: TcpStream| {
+                let (front, app) = (front.clone(), app.clone());
+                async move {
+                    front.serve(stream, &*app).await;
+                    Ok::<_, ()>(())
+                }
+            }))
+        }
+    })
+}
+
+/// A request the front takes: its route, and where its parts lie in the
+/// connection's buffer.
+struct Head {
+    /// Bytes of the request line and headers.
+    len: usize,
+    /// Bytes of the body (its `Content-Length`).
+    body: usize,
+    path: Range<usize>,
+    request_id: Option<Range<usize>>,
+    content_type: Option<Range<usize>>,
+    /// The client asked to close the connection after this answer.
+    close: bool,
+    model: String,
+    selector: VersionSelector,
+    verb: Verb,
+}
+
+enum Parsed {
+    Take(Box<Head>),
+    /// The head has not all arrived.
+    Partial,
+    /// A request the front leaves to actix-web.
+    HandOff,
+}
+
+/// Reads the request at the start of `buf`: the front takes HTTP/1.1 POSTs
+/// of TF Serving's inference routes with a declared body of at most
+/// `body_limit` bytes, no transfer or content coding, and no `Expect`,
+/// `Upgrade` or query string. Anything else, malformed requests included, is
+/// actix-web's, which answers it as it always has.
+fn parse(buf: &[u8], body_limit: usize) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    let len = match request.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if buf.len() < HEAD_LIMIT => return Parsed::Partial,
+        _ => return Parsed::HandOff,
+    };
+    let (Some("POST"), Some(1), Some(path)) = (request.method, request.version, request.path) else {
+        return Parsed::HandOff;
+    };
+    if path.contains(['?', '#']) {
+        return Parsed::HandOff;
+    }
+    let Ok(Route::Infer { model, selector, verb }) = tfs::parse_route(&Method::POST, path) else {
+        return Parsed::HandOff;
+    };
+    let at = |part: &[u8]| {
+        let start = part.as_ptr() as usize - buf.as_ptr() as usize;
+        start..start + part.len()
+    };
+    let mut head = Head {
+        len,
+        body: usize::MAX,
+        path: at(path.as_bytes()),
+        request_id: None,
+        content_type: None,
+        close: false,
+        model,
+        selector,
+        verb,
+    };
+    for header in request.headers.iter() {
+        let name = header.name;
+        let is = |wanted: &str| name.eq_ignore_ascii_case(wanted);
+        if is("content-length") {
+            match content_length(header.value) {
+                Some(length) if head.body == usize::MAX => head.body = length,
+                _ => return Parsed::HandOff,
+            }
+        } else if is("connection") {
+            for token in header.value.split(|&b| b == b',') {
+                match token.trim_ascii() {
+                    t if t.eq_ignore_ascii_case(b"close") => head.close = true,
+                    t if t.eq_ignore_ascii_case(b"keep-alive") => {}
+                    _ => return Parsed::HandOff,
+                }
+            }
+        } else if is("x-request-id") {
+            head.request_id = Some(at(header.value));
+        } else if is("content-type") {
+            head.content_type = Some(at(header.value));
+        } else if is("transfer-encoding") || is("content-encoding") || is("expect") || is("upgrade") {
+            return Parsed::HandOff;
+        }
+    }
+    if head.body > body_limit {
+        return Parsed::HandOff;
+    }
+    Parsed::Take(Box::new(head))
+}
+
+fn content_length(value: &[u8]) -> Option<usize> {
+    if value.is_empty() || value.len() > 12 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+/// A header value as actix-web's `HeaderValue::to_str` reads it: visible
+/// ASCII (and tabs) only.
+fn header_text(value: &[u8]) -> Option<&str> {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (32..127).contains(&b))
+        .then(|| std::str::from_utf8(value).ok())
+        .flatten()
+}
+
+/// The connection a request came on.
+#[derive(Clone, Copy)]
+struct Connection {
+    peer: PeerSocket,
+    client: Option<SocketAddr>,
+}
+
+/// What a request holds from its head on.
+struct Gate<'a> {
+    /// Its in-flight slot, or why it has none.
+    admitted: Result<Admitted<'a>, ApiError>,
+    held: BytesHeld,
+    /// Whether its body fits the byte budget.
+    budget: Result<(), ApiError>,
+}
+
+impl Gate<'_> {
+    /// Refused before its body is read.
+    fn refused(&self) -> bool {
+        self.admitted.is_err() || self.budget.is_err()
+    }
+}
+
+/// How much of a request's body arrived.
+struct Answered {
+    /// The error reading it gave, if any.
+    arrived: Result<(), ApiError>,
+    /// Bytes of it are still on the connection: it closes after the answer.
+    unread: bool,
+}
+
+/// Why a connection's loop stopped reading requests.
+enum End {
+    Close,
+    HandOff,
+}
+
+impl Front {
+    /// Serves a connection until its client closes it, it idles out, the
+    /// server stops, or a request goes to actix-web (`app`).
+    async fn serve<A>(&self, mut stream: TcpStream, app: &A)
+    where
+        A: Service<(Prefixed, Protocol, Option<SocketAddr>), Response = ()>,
+    {
+        let connection = Connection {
+            peer: PeerSocket::new(stream.as_raw_fd()),
+            client: stream.peer_addr().ok(),
+        };
+        let body_limit = BODY_LIMIT.min(self.state.max_request_bytes);
+        let mut buf = BytesMut::with_capacity(READ_SIZE);
+        let mut out = Vec::with_capacity(512);
+        // One timer for the connection's life, moved on only when it fires
+        // early (a request came since it was set): no timer work per request.
+        let mut last_request = Instant::now();
+        let mut timer = std::pin::pin!(tokio::time::sleep(self.request_timeout));
+        let mut shutdown = std::pin::pin!(self.shutdown.notified());
+        let mut waiting_since: Option<Instant> = None;
+        let mut idle_limit = self.request_timeout;
+        // The gate a request whose body is still arriving passed.
+        let mut gate = None;
+        let end = loop {
+            let body_arriving = match parse(&buf, body_limit) {
+                Parsed::Take(head) => {
+                    let passed = match gate.take() {
+                        Some(passed) => passed,
+                        None => self.gate(&head),
+                    };
+                    let complete = buf.len() >= head.len + head.body;
+                    if !complete && !passed.refused() {
+                        gate = Some(passed);
+                        true
+                    } else {
+                        // A refused request is answered at once, its body unread.
+                        waiting_since = None;
+                        let request = match complete {
+                            true => buf.split_to(head.len + head.body),
+                            false => buf.split(),
+                        };
+                        let request = request.freeze();
+                        let answered = Answered {
+                            arrived: Ok(()),
+                            unread: !complete,
+                        };
+                        let close = self
+                            .answer((&request, &head), passed, answered, connection, &mut out)
+                            .await;
+                        last_request = Instant::now();
+                        idle_limit = self.keep_alive;
+                        if close {
+                            break End::Close;
+                        }
+                        continue;
+                    }
+                }
+                Parsed::HandOff => break End::HandOff,
+                Parsed::Partial => false,
+            };
+            if !out.is_empty() {
+                if stream.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+            }
+            // Nothing (more) to answer: wait for bytes, within the limit for
+            // an idle connection, a request's head or its body.
+            let limit = match (buf.is_empty(), body_arriving) {
+                (true, _) => idle_limit,
+                (false, false) => self.request_timeout,
+                (false, true) => self.state.body_timeout,
+            };
+            let since = match buf.is_empty() {
+                true => last_request,
+                false => *waiting_since.get_or_insert_with(Instant::now),
+            };
+            let deadline = tokio::time::Instant::from_std(since + limit);
+            if timer.deadline() > deadline {
+                timer.as_mut().reset(deadline);
+            }
+            if buf.capacity() - buf.len() < READ_SIZE / 2 {
+                buf.reserve(READ_SIZE);
+            }
+            let read = tokio::select! {
+                biased;
+                read = stream.read_buf(&mut buf) => read,
+                () = &mut timer => {
+                    if tokio::time::Instant::now() < deadline {
+                        timer.as_mut().reset(deadline);
+                        continue;
+                    }
+                    self.timed_out(&mut buf, body_limit, gate.take(), connection, &mut out).await;
+                    break End::Close;
+                }
+                () = &mut shutdown, if buf.is_empty() => break End::Close,
+            };
+            match read {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        };
+        if !out.is_empty() && stream.write_all(&out).await.is_err() {
+            return;
+        }
+        match end {
+            End::Close => {
+                let _ = stream.shutdown().await;
+            }
+            End::HandOff => {
+                let _ = app
+                    .call((Prefixed { head: buf, stream }, Protocol::Http1, connection.client))
+                    .await;
+            }
+        }
+    }
+
+    /// What a connection whose request did not all arrive in time is
+    /// answered before it closes: an idle one nothing, a head 408 (as
+    /// actix-web answers a slow first request), a body its request's answer
+    /// with TF Serving's timeout error (as its route's body reader does).
+    async fn timed_out(
+        &self,
+        buf: &mut BytesMut,
+        body_limit: usize,
+        gate: Option<Gate<'_>>,
+        connection: Connection,
+        out: &mut Vec<u8>,
+    ) {
+        if buf.is_empty() {
+            return;
+        }
+        match parse(buf, body_limit) {
+            Parsed::Take(head) => {
+                let request = buf.split().freeze();
+                let passed = gate.unwrap_or_else(|| self.gate(&head));
+                let timeout = ApiError::BodyTimeout(self.state.body_timeout.as_millis() as u64);
+                let answered = Answered {
+                    arrived: Err(timeout),
+                    unread: true,
+                };
+                self.answer((&request, &head), passed, answered, connection, out).await;
+            }
+            _ => write_response(HttpResponse::RequestTimeout().finish(), true, out).await,
+        }
+    }
+
+    /// A request's admission and its declared body's bytes of the budget,
+    /// taken when its head has arrived, as the gate middleware and the body
+    /// reader take them.
+    fn gate(&self, head: &Head) -> Gate<'_> {
+        let admitted = self.state.in_flight.admit();
+        let mut held = self.state.body_budget.start();
+        // Only an admitted request reads its body.
+        let budget = match admitted {
+            Ok(_) => held.grow(head.body),
+            Err(_) => Ok(()),
+        };
+        Gate { admitted, held, budget }
+    }
+
+    /// Answers one request, as actix-web's middleware and TF Serving route
+    /// would, into `out`. Whether the connection closes after it.
+    async fn answer(
+        &self,
+        (request, head): (&Bytes, &Head),
+        gate: Gate<'_>,
+        answered: Answered,
+        connection: Connection,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let Connection { peer, client } = connection;
+        let state = &*self.state;
+        let text = |range: &Option<Range<usize>>| range.clone().and_then(|r| header_text(&request[r]));
+        let path = std::str::from_utf8(&request[head.path.clone()]).unwrap_or_default();
+        let id = RequestId::from_header(text(&head.request_id));
+        let access = state.access_log.sample().then(Instant::now);
+        let cut_short = answered.unread || answered.arrived.is_err();
+        let handled =
+            AssertUnwindSafe(self.handle((request, head), gate, answered.arrived, &id, access.is_some(), peer))
+                .catch_unwind()
+                .await;
+        let mut response = match handled {
+            Ok(response) => response,
+            Err(panic) => {
+                let uri = actix_web::http::Uri::try_from(path).unwrap_or_default();
+                super::panics::contained(&id, &Method::POST, &uri, panic.as_ref()).error_response()
+            }
+        };
+        if let Some(started) = access {
+            let served = response.extensions().get::<Served>().cloned();
+            access_log::write(&access_log::Line {
+                protocol: "rest",
+                request_id: &id.0,
+                method: "POST",
+                path,
+                status: response.status().as_str(),
+                bytes_in: Some(head.body as u64),
+                bytes_out: match response.body().size() {
+                    actix_web::body::BodySize::Sized(n) => Some(n),
+                    actix_web::body::BodySize::None => Some(0),
+                    actix_web::body::BodySize::Stream => None,
+                },
+                client,
+                total: started.elapsed(),
+                served: served.as_ref(),
+            });
+        }
+        if let Ok(value) = HeaderValue::from_str(&id.0) {
+            response.headers_mut().insert(REQUEST_ID, value);
+        }
+        let close = head.close || cut_short || state.drain.is_draining();
+        write_response(response, close, out).await;
+        close
+    }
+
+    /// The gate's admission, then TF Serving's route on the body read.
+    async fn handle(
+        &self,
+        (request, head): (&Bytes, &Head),
+        gate: Gate<'_>,
+        arrived: Result<(), ApiError>,
+        id: &RequestId,
+        access_logged: bool,
+        peer: PeerSocket,
+    ) -> HttpResponse {
+        let state = &*self.state;
+        let _admitted = match gate.admitted {
+            Ok(admitted) => admitted,
+            Err(error) => return error_response(error.status(), &error.to_string()),
+        };
+        let _held = gate.held;
+        let started = Instant::now();
+        let mut trace = Trace {
+            client_gone: Some(Box::new(move || peer.closed())),
+            request_id: Some(id.0.clone()),
+            access_logged,
+            ..Trace::default()
+        };
+        let body = request.slice(head.len.min(request.len())..);
+        let result = match gate.budget.and(arrived) {
+            Ok(()) => tfs::infer(state, &head.model, &head.selector, &head.verb, &body, &mut trace).await,
+            Err(error) => Err(error),
+        };
+        let content_type = head.content_type.clone().and_then(|r| header_text(&request[r]));
+        let exchange = Exchange::Front { state, content_type };
+        answer(
+            exchange,
+            result,
+            None,
+            &head.model,
+            head.verb.api(),
+            &mut trace,
+            started,
+        )
+    }
+}
+
+/// Writes a response as actix-web's HTTP/1.1 encoder does: the status line,
+/// `content-length`, `connection: close` when closing, the headers, `date`.
+async fn write_response(response: HttpResponse, close: bool, out: &mut Vec<u8>) {
+    let (response, body) = response.into_parts();
+    let body = match body.try_into_bytes() {
+        Ok(bytes) => bytes,
+        Err(body) => actix_web::body::to_bytes(body).await.unwrap_or_default(),
+    };
+    let status = response.status();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("<unknown status code>").as_bytes());
+    out.extend_from_slice(b"\r\ncontent-length: ");
+    out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    let mut dated = false;
+    for (name, value) in response.headers() {
+        match *name {
+            CONNECTION | CONTENT_LENGTH | TRANSFER_ENCODING => continue,
+            DATE => dated = true,
+            _ => {}
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !dated {
+        out.extend_from_slice(b"date: ");
+        write_date(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+}
+
+/// Today's `Date` value, formatted once a second per worker thread.
+fn write_date(out: &mut Vec<u8>) {
+    thread_local! {
+        static DATE: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let second = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    DATE.with_borrow_mut(|(cached, text)| {
+        if *cached != second {
+            *cached = second;
+            *text = httpdate::fmt_http_date(now);
+        }
+        out.extend_from_slice(text.as_bytes());
+    });
+}
+
+/// A connection handed to actix-web: the bytes the front read but did not
+/// answer come first, then the socket's.
+pub struct Prefixed {
+    head: BytesMut,
+    stream: TcpStream,
+}
+
+impl Prefixed {
+    pub fn socket(&self) -> &TcpStream {
+        &self.stream
+    }
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.head.is_empty() {
+            return Pin::new(&mut this.stream).poll_read(cx, buf);
+        }
+        let n = this.head.len().min(buf.remaining());
+        buf.put_slice(&this.head[..n]);
+        this.head.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(request: &[u8]) -> Option<Box<Head>> {
+        match parse(request, BODY_LIMIT) {
+            Parsed::Take(head) => Some(head),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn takes_tf_serving_inference_posts_only() {
+        let head = taken(b"POST /v1/models/half/versions/2:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\nX-Request-Id: abc\r\nConnection: keep-alive\r\n\r\n").unwrap();
+        assert_eq!(
+            (head.model.as_str(), &head.selector, &head.verb),
+            ("half", &VersionSelector::Specific(2), &Verb::Predict)
+        );
+        assert_eq!(head.body, 20);
+        assert!(!head.close);
+        let close =
+            taken(b"POST /V1/Models/m:Regress HTTP/1.1\r\nconnection: Close\r\ncontent-length: 0\r\n\r\n").unwrap();
+        assert!(close.close);
+        assert_eq!(close.verb, Verb::Regress);
+        for other in [
+            &b"GET /v1/models/half HTTP/1.1\r\n\r\n"[..],
+            b"POST /v1/models/half:predict HTTP/1.0\r\nContent-Length: 2\r\n\r\n",
+            b"POST /v1/models/half:predict?x=1 HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
+            b"POST /v1/models/half:explain HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
+            b"POST /v2/models/half/infer HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
+            b"POST /v1/models/half:predict HTTP/1.1\r\n\r\n",
+            b"POST /v1/models/half:predict HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+            b"POST /v1/models/half:predict HTTP/1.1\r\nContent-Length: +2\r\n\r\n",
+            b"POST /v1/models/half:predict HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST /v1/models/half:predict HTTP/1.1\r\nContent-Length: 2\r\nContent-Encoding: gzip\r\n\r\n",
+            b"POST /v1/models/half:predict HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n",
+            b"POST /v1/models/half:predict HTTP/1.1\r\nContent-Length: 2\r\nConnection: upgrade\r\n\r\n",
+            b"POST /v1/models/half:predict HTTP/1.1\r\nContent-Length: 65537\r\n\r\n",
+            b"BREW /v1/models/half:predict HTTP/1.1\r\n\r\n",
+            b"\x00garbage\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse(other, BODY_LIMIT), Parsed::HandOff),
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
+        assert!(matches!(
+            parse(b"POST /v1/models/half:pre", BODY_LIMIT),
+            Parsed::Partial
+        ));
+        assert!(matches!(
+            parse(&vec![b'a'; HEAD_LIMIT + 1], BODY_LIMIT),
+            Parsed::HandOff
+        ));
+    }
+
+    #[test]
+    fn header_values_read_as_actix_reads_them() {
+        assert_eq!(header_text(b"abc-1"), Some("abc-1"));
+        assert_eq!(header_text(b"a\tb"), Some("a\tb"));
+        assert_eq!(header_text("é".as_bytes()), None);
+        assert_eq!(header_text(b"a\x7fb"), None);
+    }
+
+    #[test]
+    fn responses_are_written_as_actix_writes_them() {
+        actix_web::rt::System::new().block_on(async {
+            let mut out = Vec::new();
+            let response = HttpResponse::Ok()
+                .content_type("application/json")
+                .insert_header(("x-batch-size", "3"))
+                .body("{}");
+            write_response(response, true, &mut out).await;
+            let text = String::from_utf8(out).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            assert_eq!(body, "{}");
+            let lines: Vec<&str> = head.split("\r\n").collect();
+            assert_eq!(
+                lines[..3],
+                ["HTTP/1.1 200 OK", "content-length: 2", "connection: close"]
+            );
+            assert!(lines.contains(&"content-type: application/json"));
+            assert!(lines.contains(&"x-batch-size: 3"));
+            assert!(lines.last().unwrap().starts_with("date: "));
+        });
+    }
+}

@@ -1,0 +1,226 @@
+//! The HTTP front (`http::front`): TF Serving's inference calls answered on a
+//! connection the front serves read exactly as actix-web's answers to the
+//! same requests (on a connection handed to it), pipelined and split
+//! requests, `Connection: close`, and connections handed over mid-stream.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::{repo_path, spawn_server};
+use tfserve::settings::Settings;
+
+fn server() -> SocketAddr {
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings.models.model_name = "half".into();
+    settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+    spawn_server(settings)
+}
+
+struct Answer {
+    status: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Its headers with the values that differ from one request to the next blanked.
+    fn comparable_headers(&self) -> Vec<(String, String)> {
+        let mut headers: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .map(|(name, value)| match name.as_str() {
+                "date" | "x-queue-time-ms" | "x-inference-time-ms" => (name.clone(), String::new()),
+                _ => (name.clone(), value.clone()),
+            })
+            .collect();
+        headers.sort();
+        headers
+    }
+}
+
+fn connect(addr: SocketAddr) -> BufReader<TcpStream> {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    BufReader::new(stream)
+}
+
+fn read_answer(reader: &mut BufReader<TcpStream>) -> Answer {
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').unwrap();
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map(|(_, v)| v.parse().unwrap())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    Answer {
+        status: status.trim_end().to_string(),
+        headers,
+        body: String::from_utf8(body).unwrap(),
+    }
+}
+
+fn post(path: &str, body: &str, extra: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Request-Id: req-1\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+const STATUS: &str = "GET /v1/models/half HTTP/1.1\r\nHost: x\r\n\r\n";
+
+#[test]
+fn the_front_answers_as_actix_web_does() {
+    let addr = server();
+    let cases = [
+        ("/v1/models/half:predict", r#"{"instances": [1.0, 2.0]}"#),
+        ("/v1/models/half/versions/123:predict", r#"{"instances": [1.0]}"#),
+        ("/v1/models/half/labels/stable:predict", r#"{"instances": [1.0]}"#),
+        ("/v1/models/half:predict", r#"{"instances": [1.0"#),
+        ("/v1/models/half:predict", r#"{"inputs": {"nope": [1.0]}}"#),
+        ("/v1/models/absent:predict", r#"{"instances": [1.0]}"#),
+        ("/v1/models/half:regress", r#"{"examples": [{"x": 1.0}]}"#),
+        ("/v1/models/half:classify", r#"{"examples": [{"x": 1.0}]}"#),
+        ("/V1/Models/half:PREDICT", r#"{"instances": [3.0]}"#),
+    ];
+    for (path, body) in cases {
+        let request = post(path, body, "");
+        // A fresh connection: the front answers.
+        let mut front = connect(addr);
+        front.get_mut().write_all(request.as_bytes()).unwrap();
+        let from_front = read_answer(&mut front);
+        // A connection whose first request the front leaves to actix-web,
+        // which then answers every request on it.
+        let mut handed = connect(addr);
+        handed.get_mut().write_all(STATUS.as_bytes()).unwrap();
+        assert!(read_answer(&mut handed).status.starts_with("HTTP/1.1 200"));
+        handed.get_mut().write_all(request.as_bytes()).unwrap();
+        let from_actix = read_answer(&mut handed);
+        assert_eq!(from_front.status, from_actix.status, "{path} {body}");
+        assert_eq!(from_front.body, from_actix.body, "{path} {body}");
+        assert_eq!(
+            from_front.comparable_headers(),
+            from_actix.comparable_headers(),
+            "{path} {body}"
+        );
+        assert_eq!(from_front.header("x-request-id"), Some("req-1"));
+    }
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_across_the_hand_over() {
+    let addr = server();
+    let mut connection = connect(addr);
+    let mut burst = String::new();
+    burst += &post("/v1/models/half:predict", r#"{"instances": [1.0]}"#, "");
+    burst += &post("/v1/models/half:predict", r#"{"instances": [2.0]}"#, "");
+    burst += STATUS;
+    burst += &post("/v1/models/half:predict", r#"{"instances": [3.0]}"#, "");
+    connection.get_mut().write_all(burst.as_bytes()).unwrap();
+    let bodies: Vec<String> = (0..4).map(|_| read_answer(&mut connection).body).collect();
+    assert_eq!(bodies[0], r#"{"predictions":[3.5]}"#);
+    assert_eq!(bodies[1], r#"{"predictions":[4.0]}"#);
+    assert!(bodies[2].contains("AVAILABLE"), "{}", bodies[2]);
+    assert_eq!(bodies[3], r#"{"predictions":[4.5]}"#);
+}
+
+#[test]
+fn a_request_split_across_writes_is_answered() {
+    let addr = server();
+    let mut connection = connect(addr);
+    let request = post("/v1/models/half:predict", r#"{"instances": [1.0, 5.0]}"#, "");
+    for part in [
+        &request[..20],
+        &request[20..request.len() - 10],
+        &request[request.len() - 10..],
+    ] {
+        connection.get_mut().write_all(part.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let answer = read_answer(&mut connection);
+    assert_eq!(answer.body, r#"{"predictions":[3.5,5.5]}"#);
+    // And the connection serves the next request too.
+    connection.get_mut().write_all(request.as_bytes()).unwrap();
+    assert_eq!(read_answer(&mut connection).body, r#"{"predictions":[3.5,5.5]}"#);
+}
+
+#[test]
+fn connection_close_is_honoured() {
+    let addr = server();
+    let mut connection = connect(addr);
+    let request = post(
+        "/v1/models/half:predict",
+        r#"{"instances": [1.0]}"#,
+        "Connection: close\r\n",
+    );
+    connection.get_mut().write_all(request.as_bytes()).unwrap();
+    let answer = read_answer(&mut connection);
+    assert!(answer.status.starts_with("HTTP/1.1 200"), "{}", answer.status);
+    assert_eq!(answer.header("connection"), Some("close"));
+    let mut rest = Vec::new();
+    connection.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+}
+
+#[test]
+fn requests_the_front_leaves_are_served_by_actix_web() {
+    let addr = server();
+    // A chunked body, a gzip body and a query string: each actix-web's.
+    let chunked = "POST /v1/models/half:predict HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n14\r\n{\"instances\": [1.0]}\r\n0\r\n\r\n";
+    let mut connection = connect(addr);
+    connection.get_mut().write_all(chunked.as_bytes()).unwrap();
+    assert_eq!(read_answer(&mut connection).body, r#"{"predictions":[3.5]}"#);
+    let mut gzipped = Vec::new();
+    {
+        let mut encoder = flate2::write::GzEncoder::new(&mut gzipped, flate2::Compression::default());
+        encoder.write_all(br#"{"instances": [2.0]}"#).unwrap();
+        encoder.finish().unwrap();
+    }
+    let mut request = format!(
+        "POST /v1/models/half:predict HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n",
+        gzipped.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&gzipped);
+    let mut connection = connect(addr);
+    connection.get_mut().write_all(&request).unwrap();
+    assert_eq!(read_answer(&mut connection).body, r#"{"predictions":[4.0]}"#);
+    let mut connection = connect(addr);
+    let query = post("/v1/models/half:predict?x=1", r#"{"instances": [3.0]}"#, "");
+    connection.get_mut().write_all(query.as_bytes()).unwrap();
+    assert_eq!(read_answer(&mut connection).body, r#"{"predictions":[4.5]}"#);
+    // A body larger than the front reads itself.
+    let values = vec!["1.0"; 20_000].join(",");
+    let large = post(
+        "/v1/models/half:predict",
+        &format!(r#"{{"instances": [{values}]}}"#),
+        "",
+    );
+    let mut connection = connect(addr);
+    connection.get_mut().write_all(large.as_bytes()).unwrap();
+    let answer = read_answer(&mut connection);
+    assert!(answer.status.starts_with("HTTP/1.1 200"), "{}", answer.status);
+    let predictions: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+    assert_eq!(predictions["predictions"].as_array().unwrap().len(), 20_000);
+}
