@@ -117,21 +117,33 @@ impl ApiError {
     }
 }
 
-/// `{"error": message}` with the given status.
-pub fn error_response(status: StatusCode, message: &str) -> HttpResponse {
+/// `{"error": message}`.
+pub fn error_body(message: &str) -> Vec<u8> {
     let mut body = Vec::with_capacity(message.len() + 16);
     body.extend_from_slice(b"{\"error\":");
     crate::codec::encode::write_str(&mut body, message);
     body.push(b'}');
+    body
+}
+
+/// The headers an error answer with this status carries beside its body:
+/// when to retry an overloaded server, how to authenticate.
+pub fn error_headers(status: StatusCode) -> &'static [(&'static str, &'static str)] {
+    match status {
+        StatusCode::SERVICE_UNAVAILABLE => &[("retry-after", "1")],
+        StatusCode::UNAUTHORIZED => &[("www-authenticate", "Basic realm=\"tfserve\"")],
+        _ => &[],
+    }
+}
+
+/// `{"error": message}` with the given status.
+pub fn error_response(status: StatusCode, message: &str) -> HttpResponse {
     let mut response = HttpResponse::build(status);
     response.content_type("application/json");
-    if status == StatusCode::SERVICE_UNAVAILABLE {
-        response.insert_header(("Retry-After", "1"));
+    for header in error_headers(status) {
+        response.insert_header(*header);
     }
-    if status == StatusCode::UNAUTHORIZED {
-        response.insert_header(("WWW-Authenticate", "Basic realm=\"tfserve\""));
-    }
-    response.body(body)
+    response.body(error_body(message))
 }
 
 impl ResponseError for ApiError {

@@ -276,6 +276,19 @@ const QUEUE_TIME: HeaderName = HeaderName::from_static("x-queue-time-ms");
 const INFERENCE_TIME: HeaderName = HeaderName::from_static("x-inference-time-ms");
 const BATCH_SIZE: HeaderName = HeaderName::from_static("x-batch-size");
 
+/// An inference call's answer, before a transport writes it: as actix-web's
+/// response ([`Answer::into_response`]) or on the HTTP front's connection.
+pub struct Answer {
+    pub status: StatusCode,
+    pub content_type: HeaderValue,
+    pub body: Bytes,
+    pub queue_time: Option<std::time::Duration>,
+    pub run_time: Option<std::time::Duration>,
+    pub batch_rows: Option<usize>,
+    /// What ran, for the access line (when the request gets one).
+    pub served: Option<Served>,
+}
+
 /// The response to an inference request, with timing headers, recorded in the
 /// request metrics; a sampled request's capture record completed with the
 /// bodies and content types as they crossed the wire, and queued.
@@ -289,36 +302,41 @@ pub fn answer<'a>(
     trace: &mut Trace,
     started: Instant,
 ) -> HttpResponse {
-    let mut response = match result {
+    conclude(exchange, result, content_type, model, api, trace, started).into_response()
+}
+
+/// An inference request's answer, recorded as [`answer`] records it.
+pub fn conclude<'a>(
+    exchange: impl Into<Exchange<'a>>,
+    result: Result<Vec<u8>, ApiError>,
+    content_type: Option<HeaderValue>,
+    model: &str,
+    api: &str,
+    trace: &mut Trace,
+    started: Instant,
+) -> Answer {
+    const JSON: HeaderValue = HeaderValue::from_static("application/json");
+    let (status, content_type, body) = match result {
         Ok(body) => {
             let body = Bytes::from(body);
-            let content_type = content_type.unwrap_or(HeaderValue::from_static("application/json"));
+            let content_type = content_type.unwrap_or(JSON);
             if let Some(record) = trace.capture.take() {
                 capture(exchange.into(), record, trace.raw_request.take(), &content_type, &body);
             }
-            HttpResponse::build(StatusCode::OK)
-                .insert_header((CONTENT_TYPE, content_type))
-                .body(body)
+            (StatusCode::OK, content_type, body)
         }
         Err(err) => {
             if err.status().is_server_error() {
                 let id = trace.request_id.as_deref().unwrap_or_default();
                 log::warn!("[{id}] {api} on model {model}: {err}");
             }
-            error_response(err.status(), &err.to_string())
+            (
+                err.status(),
+                JSON,
+                Bytes::from(crate::error::error_body(&err.to_string())),
+            )
         }
     };
-    let headers = response.headers_mut();
-    if let Some(queue) = trace.queue_time {
-        headers.insert(QUEUE_TIME, millis_value(queue));
-    }
-    if let Some(run) = trace.run_time {
-        headers.insert(INFERENCE_TIME, millis_value(run));
-    }
-    if let Some(rows) = trace.batch_rows {
-        let mut digits = itoa::Buffer::new();
-        headers.insert(BATCH_SIZE, header_value(digits.format(rows)));
-    }
     // Unresolved names are user input: keep them out of metric labels.
     let mut digits = itoa::Buffer::new();
     let (model, version) = match trace.version {
@@ -326,16 +344,12 @@ pub fn answer<'a>(
         None => ("", ""),
     };
     let signature = trace.signature.as_deref().unwrap_or("");
-    let status = response.status();
-    let status = status.as_str();
     log::debug!(
-        "[{}] {api} {model} {version} {signature}: {status} in {:.3} ms",
+        "[{}] {api} {model} {version} {signature}: {} in {:.3} ms",
         trace.request_id.as_deref().unwrap_or_default(),
+        status.as_str(),
         started.elapsed().as_secs_f64() * 1000.0
     );
-    if trace.access_logged {
-        response.extensions_mut().insert(Served::of(api, trace));
-    }
     METRICS.record_request(
         &crate::metrics::RequestLabels {
             protocol: "rest",
@@ -343,11 +357,66 @@ pub fn answer<'a>(
             version,
             signature,
             api,
-            status,
+            status: status.as_str(),
         },
         started.elapsed().as_secs_f64(),
     );
-    response
+    Answer {
+        status,
+        content_type,
+        body,
+        queue_time: trace.queue_time,
+        run_time: trace.run_time,
+        batch_rows: trace.batch_rows,
+        served: trace.access_logged.then(|| Served::of(api, trace)),
+    }
+}
+
+impl Answer {
+    pub fn into_response(self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status);
+        response.insert_header((CONTENT_TYPE, self.content_type));
+        if self.status != StatusCode::OK {
+            for header in crate::error::error_headers(self.status) {
+                response.insert_header(*header);
+            }
+        }
+        let mut response = response.body(self.body);
+        let headers = response.headers_mut();
+        if let Some(queue) = self.queue_time {
+            headers.insert(QUEUE_TIME, header_value(millis(queue).as_str()));
+        }
+        if let Some(run) = self.run_time {
+            headers.insert(INFERENCE_TIME, header_value(millis(run).as_str()));
+        }
+        if let Some(rows) = self.batch_rows {
+            let mut digits = itoa::Buffer::new();
+            headers.insert(BATCH_SIZE, header_value(digits.format(rows)));
+        }
+        if let Some(served) = self.served {
+            response.extensions_mut().insert(served);
+        }
+        response
+    }
+
+    /// Its headers beyond the content type, as name and value, in the order
+    /// a transport writing them by hand writes them.
+    pub fn write_headers(&self, mut write: impl FnMut(&str, &[u8])) {
+        if self.status != StatusCode::OK {
+            for (name, value) in crate::error::error_headers(self.status) {
+                write(name, value.as_bytes());
+            }
+        }
+        if let Some(queue) = self.queue_time {
+            write(QUEUE_TIME.as_str(), millis(queue).as_str().as_bytes());
+        }
+        if let Some(run) = self.run_time {
+            write(INFERENCE_TIME.as_str(), millis(run).as_str().as_bytes());
+        }
+        if let Some(rows) = self.batch_rows {
+            write(BATCH_SIZE.as_str(), itoa::Buffer::new().format(rows).as_bytes());
+        }
+    }
 }
 
 fn header_value(text: &str) -> HeaderValue {
@@ -356,7 +425,18 @@ fn header_value(text: &str) -> HeaderValue {
 
 /// A duration as milliseconds with three decimals (`12.345`), written
 /// without float formatting: it goes on every inference response.
-fn millis_value(duration: std::time::Duration) -> HeaderValue {
+struct Millis {
+    text: [u8; 24],
+    len: usize,
+}
+
+impl Millis {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.text[..self.len]).unwrap_or("0")
+    }
+}
+
+fn millis(duration: std::time::Duration) -> Millis {
     let micros = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
     let mut whole = itoa::Buffer::new();
     let whole = whole.format(micros / 1000).as_bytes();
@@ -370,7 +450,10 @@ fn millis_value(duration: std::time::Duration) -> HeaderValue {
         b'0' + (fraction % 10) as u8,
     ];
     text[whole.len()..whole.len() + 4].copy_from_slice(&digits);
-    HeaderValue::from_bytes(&text[..whole.len() + 4]).unwrap_or_else(|_| HeaderValue::from_static("0"))
+    Millis {
+        text,
+        len: whole.len() + 4,
+    }
 }
 
 pub fn json(status: StatusCode, value: Value) -> HttpResponse {
@@ -406,8 +489,8 @@ mod tests {
     #[test]
     fn durations_print_as_milliseconds_with_three_decimals() {
         use std::time::Duration;
-        assert_eq!(millis_value(Duration::from_micros(12_345)), "12.345");
-        assert_eq!(millis_value(Duration::from_nanos(7_999)), "0.007");
-        assert_eq!(millis_value(Duration::from_secs(3)), "3000.000");
+        assert_eq!(millis(Duration::from_micros(12_345)).as_str(), "12.345");
+        assert_eq!(millis(Duration::from_nanos(7_999)).as_str(), "0.007");
+        assert_eq!(millis(Duration::from_secs(3)).as_str(), "3000.000");
     }
 }

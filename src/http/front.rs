@@ -24,8 +24,8 @@ use std::time::{Duration, Instant, SystemTime};
 use actix_http::Protocol;
 use actix_service::{Service, ServiceFactory};
 use actix_web::body::MessageBody;
-use actix_web::http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
-use actix_web::http::Method;
+use actix_web::http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, DATE, TRANSFER_ENCODING};
+use actix_web::http::{Method, StatusCode};
 use actix_web::rt::net::TcpStream;
 use actix_web::{web, HttpResponse};
 use bytes::{Buf, Bytes, BytesMut};
@@ -33,10 +33,10 @@ use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use super::middleware::REQUEST_ID;
-use crate::call::http::{answer, Exchange, PeerSocket};
+use crate::call::http::{conclude, Answer, Exchange, PeerSocket};
 use crate::dialects::tfs::{self, Route, Verb};
 use crate::error::{error_response, ApiError};
-use crate::server::access_log::{self, Served};
+use crate::server::access_log;
 use crate::server::{Admitted, BytesHeld, RequestId, ServerState};
 use crate::service::{Trace, VersionSelector};
 
@@ -227,6 +227,13 @@ struct Answered {
     unread: bool,
 }
 
+/// What a request gets: an inference call's answer, or a response made
+/// before the call (admission refused) or instead of it (a panic).
+enum Reply {
+    Answered(Answer),
+    Refused(HttpResponse),
+}
+
 /// Why a connection's loop stopped reading requests.
 enum End {
     Close,
@@ -415,37 +422,49 @@ impl Front {
             AssertUnwindSafe(self.handle((request, head), gate, answered.arrived, &id, access.is_some(), peer))
                 .catch_unwind()
                 .await;
-        let mut response = match handled {
-            Ok(response) => response,
+        let reply = match handled {
+            Ok(reply) => reply,
             Err(panic) => {
                 let uri = actix_web::http::Uri::try_from(path).unwrap_or_default();
-                super::panics::contained(&id, &Method::POST, &uri, panic.as_ref()).error_response()
+                Reply::Refused(super::panics::contained(&id, &Method::POST, &uri, panic.as_ref()).error_response())
             }
         };
         if let Some(started) = access {
-            let served = response.extensions().get::<Served>().cloned();
+            let (status, bytes_out, served) = match &reply {
+                Reply::Answered(answer) => (answer.status, Some(answer.body.len() as u64), answer.served.as_ref()),
+                Reply::Refused(response) => (response.status(), Some(0), None),
+            };
+            let bytes_out = match &reply {
+                Reply::Refused(response) => match response.body().size() {
+                    actix_web::body::BodySize::Sized(n) => Some(n),
+                    actix_web::body::BodySize::None => Some(0),
+                    actix_web::body::BodySize::Stream => None,
+                },
+                Reply::Answered(_) => bytes_out,
+            };
             access_log::write(&access_log::Line {
                 protocol: "rest",
                 request_id: &id.0,
                 method: "POST",
                 path,
-                status: response.status().as_str(),
+                status: status.as_str(),
                 bytes_in: Some(head.body as u64),
-                bytes_out: match response.body().size() {
-                    actix_web::body::BodySize::Sized(n) => Some(n),
-                    actix_web::body::BodySize::None => Some(0),
-                    actix_web::body::BodySize::Stream => None,
-                },
+                bytes_out,
                 client,
                 total: started.elapsed(),
-                served: served.as_ref(),
+                served,
             });
         }
-        if let Ok(value) = HeaderValue::from_str(&id.0) {
-            response.headers_mut().insert(REQUEST_ID, value);
-        }
         let close = head.close || cut_short || state.drain.is_draining();
-        write_response(response, close, out).await;
+        match reply {
+            Reply::Answered(answer) => write_answer(&answer, &id.0, close, out),
+            Reply::Refused(mut response) => {
+                if let Ok(value) = HeaderValue::from_str(&id.0) {
+                    response.headers_mut().insert(REQUEST_ID, value);
+                }
+                write_response(response, close, out).await;
+            }
+        }
         close
     }
 
@@ -458,11 +477,11 @@ impl Front {
         id: &RequestId,
         access_logged: bool,
         peer: PeerSocket,
-    ) -> HttpResponse {
+    ) -> Reply {
         let state = &*self.state;
         let _admitted = match gate.admitted {
             Ok(admitted) => admitted,
-            Err(error) => return error_response(error.status(), &error.to_string()),
+            Err(error) => return Reply::Refused(error_response(error.status(), &error.to_string())),
         };
         let _held = gate.held;
         let started = Instant::now();
@@ -479,15 +498,41 @@ impl Front {
         };
         let content_type = head.content_type.clone().and_then(|r| header_text(&request[r]));
         let exchange = Exchange::Front { state, content_type };
-        answer(
-            exchange,
-            result,
-            None,
-            &head.model,
-            head.verb.api(),
-            &mut trace,
-            started,
-        )
+        let api = head.verb.api();
+        Reply::Answered(conclude(exchange, result, None, &head.model, api, &mut trace, started))
+    }
+}
+
+/// Writes an inference call's answer as [`write_response`] writes the
+/// response actix-web's route makes of it, without making one.
+fn write_answer(answer: &Answer, request_id: &str, close: bool, out: &mut Vec<u8>) {
+    write_status(answer.status, answer.body.len(), close, out);
+    let mut header = |name: &str, value: &[u8]| {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    };
+    header(CONTENT_TYPE.as_str(), answer.content_type.as_bytes());
+    answer.write_headers(&mut header);
+    header(REQUEST_ID.as_str(), request_id.as_bytes());
+    out.extend_from_slice(b"date: ");
+    write_date(out);
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(&answer.body);
+}
+
+/// The status line, `content-length` and, when closing, `connection: close`.
+fn write_status(status: StatusCode, length: usize, close: bool, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("<unknown status code>").as_bytes());
+    out.extend_from_slice(b"\r\ncontent-length: ");
+    out.extend_from_slice(itoa::Buffer::new().format(length).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
     }
 }
 
@@ -499,17 +544,7 @@ async fn write_response(response: HttpResponse, close: bool, out: &mut Vec<u8>) 
         Ok(bytes) => bytes,
         Err(body) => actix_web::body::to_bytes(body).await.unwrap_or_default(),
     };
-    let status = response.status();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("<unknown status code>").as_bytes());
-    out.extend_from_slice(b"\r\ncontent-length: ");
-    out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
+    write_status(response.status(), body.len(), close, out);
     let mut dated = false;
     for (name, value) in response.headers() {
         match *name {
