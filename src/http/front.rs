@@ -11,6 +11,8 @@
 //! that shape would pass the middleware untouched: no TLS, auth or CORS, and
 //! keep-alive on (`server::serve`).
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -18,7 +20,7 @@ use std::os::fd::AsRawFd;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime};
 
 use actix_http::Protocol;
@@ -37,7 +39,7 @@ use crate::call::http::{conclude, Answer, Exchange, PeerSocket};
 use crate::dialects::tfs::{self, Route, Verb};
 use crate::error::{error_response, ApiError};
 use crate::server::access_log;
-use crate::server::{Admitted, BytesHeld, RequestId, ServerState};
+use crate::server::{Admitted, BytesBorrowed, RequestId, ServerState};
 use crate::service::{Trace, VersionSelector};
 
 /// Bodies the front reads itself; larger ones are decoded off the worker
@@ -76,15 +78,71 @@ where
         let (front, app) = (front.clone(), app.new_service(()));
         async move {
             let app = Rc::new(app.await?);
-            Ok::<_, ()>(actix_service::fn_service(move |stream: TcpStream| {
-                let (front, app) = (front.clone(), app.clone());
+            let stopping = Rc::new(Stopping::default());
+            let signal = front.shutdown.clone();
+            actix_web::rt::spawn({
+                let stopping = stopping.clone();
                 async move {
-                    front.serve(stream, &*app).await;
+                    signal.notified().await;
+                    stopping.stop();
+                }
+            });
+            Ok::<_, ()>(actix_service::fn_service(move |stream: TcpStream| {
+                let (front, app, stopping) = (front.clone(), app.clone(), stopping.clone());
+                async move {
+                    front.serve(stream, &*app, &stopping).await;
                     Ok::<_, ()>(())
                 }
             }))
         }
     })
+}
+
+/// A worker's connections, woken when the server stops so that idle ones
+/// close. One task per worker waits for the stop, and each connection gives
+/// its waker once: waiting for a request then touches nothing another
+/// thread writes (the stop signal's own channel is shared by every worker).
+#[derive(Default)]
+struct Stopping {
+    stopped: Cell<bool>,
+    next: Cell<u64>,
+    waiting: RefCell<HashMap<u64, Waker>>,
+}
+
+impl Stopping {
+    fn stop(&self) {
+        self.stopped.set(true);
+        let waiting = std::mem::take(&mut *self.waiting.borrow_mut());
+        waiting.into_values().for_each(Waker::wake);
+    }
+
+    /// Wakes the calling task when the server stops, until the registration drops.
+    async fn register(&self) -> Registered<'_> {
+        let key = self.next.get();
+        self.next.set(key + 1);
+        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        self.waiting.borrow_mut().insert(key, waker);
+        Registered { stopping: self, key }
+    }
+
+    /// Ready once the server stops; polling it costs a flag's read.
+    fn stopped(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(|_| match self.stopped.get() {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        })
+    }
+}
+
+struct Registered<'a> {
+    stopping: &'a Stopping,
+    key: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.stopping.waiting.borrow_mut().remove(&self.key);
+    }
 }
 
 /// A request the front takes: its route, and where its parts lie in the
@@ -105,7 +163,7 @@ struct Head {
 }
 
 enum Parsed {
-    Take(Box<Head>),
+    Take(Head),
     /// The head has not all arrived.
     Partial,
     /// A request the front leaves to actix-web.
@@ -176,7 +234,7 @@ fn parse(buf: &[u8], body_limit: usize) -> Parsed {
     if head.body > body_limit {
         return Parsed::HandOff;
     }
-    Parsed::Take(Box::new(head))
+    Parsed::Take(head)
 }
 
 fn content_length(value: &[u8]) -> Option<usize> {
@@ -207,15 +265,14 @@ struct Connection {
 struct Gate<'a> {
     /// Its in-flight slot, or why it has none.
     admitted: Result<Admitted<'a>, ApiError>,
-    held: BytesHeld,
-    /// Whether its body fits the byte budget.
-    budget: Result<(), ApiError>,
+    /// Its body's bytes of the budget, or why they do not fit.
+    held: Option<Result<BytesBorrowed<'a>, ApiError>>,
 }
 
 impl Gate<'_> {
     /// Refused before its body is read.
     fn refused(&self) -> bool {
-        self.admitted.is_err() || self.budget.is_err()
+        self.admitted.is_err() || matches!(self.held, Some(Err(_)))
     }
 }
 
@@ -243,7 +300,7 @@ enum End {
 impl Front {
     /// Serves a connection until its client closes it, it idles out, the
     /// server stops, or a request goes to actix-web (`app`).
-    async fn serve<A>(&self, mut stream: TcpStream, app: &A)
+    async fn serve<A>(&self, mut stream: TcpStream, app: &A, stopping: &Stopping)
     where
         A: Service<(Prefixed, Protocol, Option<SocketAddr>), Response = ()>,
     {
@@ -258,7 +315,7 @@ impl Front {
         // early (a request came since it was set): no timer work per request.
         let mut last_request = Instant::now();
         let mut timer = std::pin::pin!(tokio::time::sleep(self.request_timeout));
-        let mut shutdown = std::pin::pin!(self.shutdown.notified());
+        let _registered = stopping.register().await;
         let mut waiting_since: Option<Instant> = None;
         let mut idle_limit = self.request_timeout;
         // The gate a request whose body is still arriving passed.
@@ -335,7 +392,7 @@ impl Front {
                     self.timed_out(&mut buf, body_limit, gate.take(), connection, &mut out).await;
                     break End::Close;
                 }
-                () = &mut shutdown, if buf.is_empty() => break End::Close,
+                () = stopping.stopped(), if buf.is_empty() => break End::Close,
             };
             match read {
                 Ok(0) | Err(_) => return,
@@ -392,13 +449,9 @@ impl Front {
     /// reader take them.
     fn gate(&self, head: &Head) -> Gate<'_> {
         let admitted = self.state.in_flight.admit();
-        let mut held = self.state.body_budget.start();
         // Only an admitted request reads its body.
-        let budget = match admitted {
-            Ok(_) => held.grow(head.body),
-            Err(_) => Ok(()),
-        };
-        Gate { admitted, held, budget }
+        let held = admitted.is_ok().then(|| self.state.body_budget.hold(head.body));
+        Gate { admitted, held }
     }
 
     /// Answers one request, as actix-web's middleware and TF Serving route
@@ -483,7 +536,11 @@ impl Front {
             Ok(admitted) => admitted,
             Err(error) => return Reply::Refused(error_response(error.status(), &error.to_string())),
         };
-        let _held = gate.held;
+        let (_held, budget) = match gate.held {
+            Some(Ok(held)) => (Some(held), Ok(())),
+            Some(Err(error)) => (None, Err(error)),
+            None => (None, Ok(())),
+        };
         let started = Instant::now();
         let mut trace = Trace {
             client_gone: Some(Box::new(move || peer.closed())),
@@ -492,7 +549,7 @@ impl Front {
             ..Trace::default()
         };
         let body = request.slice(head.len.min(request.len())..);
-        let result = match gate.budget.and(arrived) {
+        let result = match budget.and(arrived) {
             Ok(()) => tfs::infer(state, &head.model, &head.selector, &head.verb, &body, &mut trace).await,
             Err(error) => Err(error),
         };
@@ -641,7 +698,7 @@ impl AsyncWrite for Prefixed {
 mod tests {
     use super::*;
 
-    fn taken(request: &[u8]) -> Option<Box<Head>> {
+    fn taken(request: &[u8]) -> Option<Head> {
         match parse(request, BODY_LIMIT) {
             Parsed::Take(head) => Some(head),
             _ => None,

@@ -76,6 +76,19 @@ impl ByteBudget {
         }
     }
 
+    /// Holds `bytes` for a body read whole before it is handled (the HTTP
+    /// front's), as [`BytesHeld::grow`] would from empty, borrowing the
+    /// budget rather than sharing it: no reference count per request.
+    pub fn hold(&self, bytes: usize) -> Result<BytesBorrowed<'_>, ApiError> {
+        use std::sync::atomic::Ordering;
+        let before = self.held.fetch_add(bytes, Ordering::AcqRel);
+        if before > 0 && before.saturating_add(bytes) > self.limit {
+            self.held.fetch_sub(bytes, Ordering::AcqRel);
+            return Err(ApiError::BodiesOverBudget(self.limit));
+        }
+        Ok(BytesBorrowed { budget: self, bytes })
+    }
+
     /// Bytes held now by every request.
     pub fn held(&self) -> usize {
         self.held.load(std::sync::atomic::Ordering::SeqCst)
@@ -100,6 +113,20 @@ impl BytesHeld {
         }
         self.bytes += more;
         Ok(())
+    }
+}
+
+/// Bytes a request holds of a budget it borrows; given back on drop.
+pub struct BytesBorrowed<'a> {
+    budget: &'a ByteBudget,
+    bytes: usize,
+}
+
+impl Drop for BytesBorrowed<'_> {
+    fn drop(&mut self) {
+        self.budget
+            .held
+            .fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -134,5 +161,13 @@ mod tests {
         drop(alone);
         assert!(other.grow(5).is_ok());
         assert_eq!(budget.held(), 5);
+        // A borrowed hold follows the same rule, and gives its bytes back.
+        assert!(budget.hold(6).is_err());
+        let borrowed = budget.hold(5).map_err(|e| e.to_string()).unwrap();
+        assert_eq!(budget.held(), 10);
+        drop(borrowed);
+        drop(other);
+        assert!(budget.hold(50).is_ok());
+        assert_eq!(budget.held(), 0);
     }
 }

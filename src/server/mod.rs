@@ -14,7 +14,7 @@ pub mod start;
 pub mod testing;
 
 pub use access_log::AccessLog;
-pub use admission::{Admitted, ByteBudget, BytesHeld, InFlight};
+pub use admission::{Admitted, ByteBudget, BytesBorrowed, BytesHeld, InFlight};
 pub use auth::BasicAuth;
 pub use drain::{Drain, Phase};
 pub use request_id::RequestId;
