@@ -2,6 +2,7 @@
 
 use std::sync::LazyLock;
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -14,11 +15,115 @@ const LATENCY_BUCKETS: &[f64] = &[
 ];
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0];
 const QUEUE_LABELS: &[&str] = &["model", "version", "signature"];
+const REQUEST_LABELS: [&str; 6] = ["protocol", "model", "version", "signature", "api", "status"];
+
+/// A metric vector each thread counts on its own copy of, summed when
+/// collected: every request is counted, and counting it touches nothing
+/// another thread writes (one shared copy costs the threads its cache lines).
+/// A thread's copy outlives the thread, so totals never go back.
+pub struct PerThread<V>(std::sync::Arc<PerThreadInner<V>>);
+
+pub struct PerThreadInner<V> {
+    make: fn() -> V,
+    copies: std::sync::Mutex<Vec<V>>,
+    descs: Vec<prometheus::core::Desc>,
+}
+
+impl<V: Collector + Clone + 'static> PerThread<V> {
+    fn registered(registry: &Registry, make: fn() -> V) -> PerThread<V> {
+        let descs = make().desc().into_iter().cloned().collect();
+        let metric = PerThread(std::sync::Arc::new(PerThreadInner {
+            make,
+            copies: std::sync::Mutex::new(Vec::new()),
+            descs,
+        }));
+        registry
+            .register(Box::new(PerThread(metric.0.clone())))
+            .expect("metric registered once");
+        metric
+    }
+
+    /// A new copy, counted in the totals: for one thread to keep.
+    fn copy(&self) -> V {
+        let copy = (self.0.make)();
+        self.0
+            .copies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(copy.clone());
+        copy
+    }
+}
+
+impl<V: Collector + 'static> Collector for PerThread<V> {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.0.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let copies = self.0.copies.lock().unwrap_or_else(|p| p.into_inner());
+        let mut families = copies.iter().flat_map(|copy| copy.collect());
+        let Some(mut total) = families.next() else {
+            return Vec::new();
+        };
+        let mut merged: std::collections::BTreeMap<Vec<(String, String)>, prometheus::proto::Metric> =
+            std::collections::BTreeMap::new();
+        let key = |metric: &prometheus::proto::Metric| -> Vec<(String, String)> {
+            metric
+                .get_label()
+                .iter()
+                .map(|l| (l.name().to_string(), l.value().to_string()))
+                .collect()
+        };
+        let kind = total.get_field_type();
+        for family in std::iter::once(total.clone()).chain(families) {
+            for metric in family.get_metric() {
+                match merged.entry(key(metric)) {
+                    std::collections::btree_map::Entry::Vacant(slot) => {
+                        slot.insert(metric.clone());
+                    }
+                    std::collections::btree_map::Entry::Occupied(mut slot) => add_into(slot.get_mut(), metric, kind),
+                }
+            }
+        }
+        total.set_metric(merged.into_values().collect());
+        vec![total]
+    }
+}
+
+/// Adds one copy's counter or histogram into another's.
+fn add_into(
+    total: &mut prometheus::proto::Metric,
+    more: &prometheus::proto::Metric,
+    kind: prometheus::proto::MetricType,
+) {
+    match kind {
+        prometheus::proto::MetricType::COUNTER => {
+            let mut counter = total.get_counter().clone();
+            counter.set_value(counter.get_value() + more.get_counter().get_value());
+            total.set_counter(counter);
+        }
+        prometheus::proto::MetricType::HISTOGRAM => {
+            let mut histogram = total.get_histogram().clone();
+            let other = more.get_histogram();
+            histogram.set_sample_count(histogram.get_sample_count() + other.get_sample_count());
+            histogram.set_sample_sum(histogram.get_sample_sum() + other.get_sample_sum());
+            let mut buckets = histogram.get_bucket().to_vec();
+            for (bucket, add) in buckets.iter_mut().zip(other.get_bucket()) {
+                bucket.set_cumulative_count(bucket.cumulative_count() + add.cumulative_count());
+            }
+            histogram.set_bucket(buckets);
+            total.set_histogram(histogram);
+        }
+        // Only counters and histograms are kept per thread.
+        _ => {}
+    }
+}
 
 pub struct Metrics {
     registry: Registry,
-    pub requests: IntCounterVec,
-    pub request_seconds: HistogramVec,
+    pub requests: PerThread<IntCounterVec>,
+    pub request_seconds: PerThread<HistogramVec>,
     batch_rows: HistogramVec,
     batch_padding: IntCounterVec,
     queue_wait_seconds: HistogramVec,
@@ -67,7 +172,6 @@ fn histogram(registry: &Registry, name: &str, help: &str, labels: &[&str], bucke
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let registry = Registry::new();
-    let request_labels = &["protocol", "model", "version", "signature", "api", "status"];
     Metrics {
         capture_records: counter(
             &registry,
@@ -81,19 +185,24 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "Captured records dropped (the request was answered), by sink and reason.",
             &["sink", "reason"],
         ),
-        requests: counter(
-            &registry,
-            "tfserve_requests_total",
-            "Requests answered, by outcome.",
-            request_labels,
-        ),
-        request_seconds: histogram(
-            &registry,
-            "tfserve_request_duration_seconds",
-            "Time from a request's arrival to its answer.",
-            &["protocol", "model", "version", "signature", "api"],
-            LATENCY_BUCKETS,
-        ),
+        requests: PerThread::registered(&registry, || {
+            IntCounterVec::new(
+                Opts::new("tfserve_requests_total", "Requests answered, by outcome."),
+                &REQUEST_LABELS,
+            )
+            .expect("valid metric")
+        }),
+        request_seconds: PerThread::registered(&registry, || {
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "tfserve_request_duration_seconds",
+                    "Time from a request's arrival to its answer.",
+                )
+                .buckets(LATENCY_BUCKETS.to_vec()),
+                &REQUEST_LABELS[..5],
+            )
+            .expect("valid metric")
+        }),
         batch_rows: histogram(
             &registry,
             "tfserve_batch_size",
@@ -220,6 +329,8 @@ struct RequestHandles {
 thread_local! {
     static REQUEST_HANDLES: std::cell::RefCell<Vec<([String; 6], RequestHandles)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// This thread's copies of the request metrics.
+    static REQUEST_COPIES: std::cell::OnceCell<(IntCounterVec, HistogramVec)> = const { std::cell::OnceCell::new() };
 }
 
 fn same_labels(kept: &[String; 6], labels: &[&str; 6]) -> bool {
@@ -263,10 +374,14 @@ impl Metrics {
                     if cache.len() == REQUEST_HANDLES_KEPT {
                         cache.pop();
                     }
-                    let handles = RequestHandles {
-                        count: self.requests.with_label_values(&labels),
-                        seconds: self.request_seconds.with_label_values(&labels[..5]),
-                    };
+                    let handles = REQUEST_COPIES.with(|copies| {
+                        let (count, seconds) =
+                            copies.get_or_init(|| (self.requests.copy(), self.request_seconds.copy()));
+                        RequestHandles {
+                            count: count.with_label_values(&labels),
+                            seconds: seconds.with_label_values(&labels[..5]),
+                        }
+                    });
                     cache.push((labels.map(str::to_owned), handles));
                     cache.len() - 1
                 }
@@ -358,7 +473,6 @@ fn label_of(metric: &prometheus::proto::Metric, name: &str) -> String {
 
 impl Metrics {
     pub fn summary(&self) -> Summary {
-        use prometheus::core::Collector;
         let mut summary = Summary::default();
         for family in self.requests.collect() {
             for metric in family.get_metric() {
@@ -434,6 +548,54 @@ impl QueueMetrics {
             rejected_too_large: m.rejected.with_label_values(&[model, &version, signature, "too_large"]),
             dropped: m.dropped.with_label_values(&labels),
         }
+    }
+}
+
+#[cfg(test)]
+mod per_thread_tests {
+    use super::*;
+
+    #[test]
+    fn copies_on_other_threads_add_up() {
+        let registry = Registry::new();
+        let requests = PerThread::registered(&registry, || {
+            IntCounterVec::new(Opts::new("t_requests_total", "help"), &["model"]).expect("valid")
+        });
+        let seconds = PerThread::registered(&registry, || {
+            HistogramVec::new(
+                HistogramOpts::new("t_seconds", "help").buckets(vec![0.1, 1.0]),
+                &["model"],
+            )
+            .expect("valid")
+        });
+        std::thread::scope(|scope| {
+            for value in [0.05, 0.5, 5.0] {
+                let (requests, seconds) = (&requests, &seconds);
+                scope.spawn(move || {
+                    requests.copy().with_label_values(&["a"]).inc_by(2);
+                    requests.copy().with_label_values(&["b"]).inc();
+                    seconds.copy().with_label_values(&["a"]).observe(value);
+                });
+            }
+        });
+        let counts = requests.collect();
+        let by_model: Vec<(String, f64)> = counts[0]
+            .get_metric()
+            .iter()
+            .map(|m| (m.get_label()[0].value().to_string(), m.get_counter().get_value()))
+            .collect();
+        assert_eq!(by_model, [("a".to_string(), 6.0), ("b".to_string(), 3.0)]);
+        let histogram = seconds.collect()[0].get_metric()[0].get_histogram().clone();
+        assert_eq!(histogram.get_sample_count(), 3);
+        assert!((histogram.get_sample_sum() - 5.55).abs() < 1e-9);
+        let buckets: Vec<u64> = histogram.get_bucket().iter().map(|b| b.cumulative_count()).collect();
+        assert_eq!(buckets, [1, 2]);
+        // The registry renders the totals.
+        let mut text = Vec::new();
+        TextEncoder::new().encode(&registry.gather(), &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("t_requests_total{model=\"a\"} 6"), "{text}");
+        assert!(text.contains("t_seconds_count{model=\"a\"} 3"), "{text}");
     }
 }
 
