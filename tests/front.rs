@@ -268,3 +268,39 @@ fn idle_connections_close_when_the_server_stops() {
     assert!(status.success(), "{status}");
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
 }
+
+#[test]
+fn a_refusal_before_the_body_is_read_reaches_its_client() {
+    let addr = spawn_server({
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.model_name = "half".into();
+        settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+        settings.http.max_in_flight_requests = 1;
+        settings
+    });
+    let head = "POST /v1/models/half:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n";
+    // A request whose body never finishes holds the only slot.
+    let mut stalled = connect(addr);
+    stalled.get_mut().write_all(format!("{head}{{").as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // Another is refused as soon as its head arrives, and closed; the rest of
+    // its body, sent after, is read and dropped rather than reset the connection.
+    let mut refused = connect(addr);
+    refused
+        .get_mut()
+        .write_all(format!("{head}{}", " ".repeat(1000)).as_bytes())
+        .unwrap();
+    let answer = read_answer(&mut refused);
+    assert!(answer.status.starts_with("HTTP/1.1 503"), "{}", answer.status);
+    assert_eq!(answer.header("connection"), Some("close"));
+    assert!(answer.body.contains("max_in_flight_requests"), "{}", answer.body);
+    std::thread::sleep(Duration::from_millis(100));
+    refused.get_mut().write_all(" ".repeat(1000).as_bytes()).unwrap();
+    refused.get_mut().shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    refused.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    drop(stalled);
+}

@@ -49,6 +49,10 @@ const BODY_LIMIT: usize = 64 << 10;
 const MAX_HEADERS: usize = 32;
 /// A request head longer than this is actix-web's to refuse.
 const HEAD_LIMIT: usize = 16 << 10;
+/// Answers buffered past this are written before the next pipelined request is taken.
+const FLUSH_AT: usize = 64 << 10;
+/// How long a connection closed under an unread body keeps reading it.
+const LINGER: Duration = Duration::from_secs(1);
 /// What one read asks for at least.
 const READ_SIZE: usize = 8 << 10;
 
@@ -186,7 +190,9 @@ fn parse(buf: &[u8], body_limit: usize) -> Parsed {
     let (Some("POST"), Some(1), Some(path)) = (request.method, request.version, request.path) else {
         return Parsed::HandOff;
     };
-    if path.contains(['?', '#']) {
+    // Paths the `http` crate's URI parser refuses are actix-web's to refuse
+    // (400); a query string or fragment is for actix-web's routing to read.
+    if !path.bytes().all(uri_path_byte) {
         return Parsed::HandOff;
     }
     let Ok(Route::Infer { model, selector, verb }) = tfs::parse_route(&Method::POST, path) else {
@@ -207,6 +213,7 @@ fn parse(buf: &[u8], body_limit: usize) -> Parsed {
         selector,
         verb,
     };
+    let mut seen_host = false;
     for header in request.headers.iter() {
         let name = header.name;
         let is = |wanted: &str| name.eq_ignore_ascii_case(wanted);
@@ -224,9 +231,14 @@ fn parse(buf: &[u8], body_limit: usize) -> Parsed {
                 }
             }
         } else if is("x-request-id") {
-            head.request_id = Some(at(header.value));
+            // Repeated headers are read as actix-web reads them: the first.
+            head.request_id.get_or_insert_with(|| at(header.value));
         } else if is("content-type") {
-            head.content_type = Some(at(header.value));
+            head.content_type.get_or_insert_with(|| at(header.value));
+        } else if is("host") {
+            if std::mem::replace(&mut seen_host, true) {
+                return Parsed::HandOff;
+            }
         } else if is("transfer-encoding") || is("content-encoding") || is("expect") || is("upgrade") {
             return Parsed::HandOff;
         }
@@ -235,6 +247,12 @@ fn parse(buf: &[u8], body_limit: usize) -> Parsed {
         return Parsed::HandOff;
     }
     Parsed::Take(head)
+}
+
+/// A byte the `http` crate takes in a URI's path as it is (not `?` or `#`,
+/// which end the path).
+fn uri_path_byte(b: u8) -> bool {
+    matches!(b, 0x21..=0x22 | 0x24..=0x3B | 0x3D | 0x40..=0x5F | 0x61..=0x7E)
 }
 
 fn content_length(value: &[u8]) -> Option<usize> {
@@ -294,6 +312,8 @@ enum Reply {
 /// Why a connection's loop stopped reading requests.
 enum End {
     Close,
+    /// Close after an answer given before its request's body was all read.
+    Linger,
     HandOff,
 }
 
@@ -318,18 +338,29 @@ impl Front {
         let _registered = stopping.register().await;
         let mut waiting_since: Option<Instant> = None;
         let mut idle_limit = self.request_timeout;
-        // The gate a request whose body is still arriving passed.
-        let mut gate = None;
+        // A request whose body is still arriving: its head, parsed once, and
+        // the gate it passed.
+        let mut arriving: Option<(Head, Gate<'_>)> = None;
         let end = loop {
-            let body_arriving = match parse(&buf, body_limit) {
+            if out.len() >= FLUSH_AT {
+                if stream.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+            }
+            let (parsed, gate) = match arriving.take() {
+                Some((head, gate)) => (Parsed::Take(head), Some(gate)),
+                None => (parse(&buf, body_limit), None),
+            };
+            let body_arriving = match parsed {
                 Parsed::Take(head) => {
-                    let passed = match gate.take() {
+                    let passed = match gate {
                         Some(passed) => passed,
                         None => self.gate(&head),
                     };
                     let complete = buf.len() >= head.len + head.body;
                     if !complete && !passed.refused() {
-                        gate = Some(passed);
+                        arriving = Some((head, passed));
                         true
                     } else {
                         // A refused request is answered at once, its body unread.
@@ -346,6 +377,9 @@ impl Front {
                         let close = self
                             .answer((&request, &head), passed, answered, connection, &mut out)
                             .await;
+                        if !complete {
+                            break End::Linger;
+                        }
                         last_request = Instant::now();
                         idle_limit = self.keep_alive;
                         if close {
@@ -362,6 +396,8 @@ impl Front {
                     return;
                 }
                 out.clear();
+                // A large answer's buffer is not kept for the connection's life.
+                out.shrink_to(FLUSH_AT);
             }
             // Nothing (more) to answer: wait for bytes, within the limit for
             // an idle connection, a request's head or its body.
@@ -389,8 +425,8 @@ impl Front {
                         timer.as_mut().reset(deadline);
                         continue;
                     }
-                    self.timed_out(&mut buf, body_limit, gate.take(), connection, &mut out).await;
-                    break End::Close;
+                    let lingering = self.timed_out(&mut buf, body_limit, arriving.take(), connection, &mut out).await;
+                    break if lingering { End::Linger } else { End::Close };
                 }
                 () = stopping.stopped(), if buf.is_empty() => break End::Close,
             };
@@ -406,6 +442,15 @@ impl Front {
             End::Close => {
                 let _ = stream.shutdown().await;
             }
+            End::Linger => {
+                // Closing with bytes unread would reset the connection, and
+                // the client could lose the answer: as actix-web does, read
+                // and drop what still comes for a moment first.
+                let _ = stream.shutdown().await;
+                let mut sink = [0u8; 4096];
+                let drain = async { while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {} };
+                let _ = tokio::time::timeout(LINGER, drain).await;
+            }
             End::HandOff => {
                 let _ = app
                     .call((Prefixed { head: buf, stream }, Protocol::Http1, connection.client))
@@ -418,29 +463,43 @@ impl Front {
     /// answered before it closes: an idle one nothing, a head 408 (as
     /// actix-web answers a slow first request), a body its request's answer
     /// with TF Serving's timeout error (as its route's body reader does).
+    /// Whether the rest of a body may still be on its way.
     async fn timed_out(
         &self,
         buf: &mut BytesMut,
         body_limit: usize,
-        gate: Option<Gate<'_>>,
+        arriving: Option<(Head, Gate<'_>)>,
         connection: Connection,
         out: &mut Vec<u8>,
-    ) {
+    ) -> bool {
         if buf.is_empty() {
-            return;
+            return false;
         }
-        match parse(buf, body_limit) {
-            Parsed::Take(head) => {
+        let arriving = match arriving {
+            Some(arriving) => Some(arriving),
+            None => match parse(buf, body_limit) {
+                Parsed::Take(head) => {
+                    let gate = self.gate(&head);
+                    Some((head, gate))
+                }
+                _ => None,
+            },
+        };
+        match arriving {
+            Some((head, passed)) => {
                 let request = buf.split().freeze();
-                let passed = gate.unwrap_or_else(|| self.gate(&head));
                 let timeout = ApiError::BodyTimeout(self.state.body_timeout.as_millis() as u64);
                 let answered = Answered {
                     arrived: Err(timeout),
                     unread: true,
                 };
                 self.answer((&request, &head), passed, answered, connection, out).await;
+                true
             }
-            _ => write_response(HttpResponse::RequestTimeout().finish(), true, out).await,
+            None => {
+                write_response(HttpResponse::RequestTimeout().finish(), true, out).await;
+                false
+            }
         }
     }
 
@@ -733,6 +792,9 @@ mod tests {
             b"POST /v1/models/half:predict HTTP/1.1\r\nContent-Length: 2\r\nConnection: upgrade\r\n\r\n",
             b"POST /v1/models/half:predict HTTP/1.1\r\nContent-Length: 65537\r\n\r\n",
             b"BREW /v1/models/half:predict HTTP/1.1\r\n\r\n",
+            b"POST /v1/models/ha<lf:predict HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
+            "POST /v1/models/h\u{e9}:predict HTTP/1.1\r\nContent-Length: 2\r\n\r\n".as_bytes(),
+            b"POST /v1/models/half:predict HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 2\r\n\r\n",
             b"\x00garbage\r\n\r\n",
         ] {
             assert!(
