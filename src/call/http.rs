@@ -375,24 +375,13 @@ pub fn conclude<'a>(
 impl Answer {
     pub fn into_response(self) -> HttpResponse {
         let mut response = HttpResponse::build(self.status);
-        response.insert_header((CONTENT_TYPE, self.content_type));
-        if self.status != StatusCode::OK {
-            for header in crate::error::error_headers(self.status) {
-                response.insert_header(*header);
+        response.insert_header((CONTENT_TYPE, self.content_type.clone()));
+        self.write_headers(|name, value| {
+            if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::from_bytes(value)) {
+                response.insert_header((name, value));
             }
-        }
+        });
         let mut response = response.body(self.body);
-        let headers = response.headers_mut();
-        if let Some(queue) = self.queue_time {
-            headers.insert(QUEUE_TIME, header_value(millis(queue).as_str()));
-        }
-        if let Some(run) = self.run_time {
-            headers.insert(INFERENCE_TIME, header_value(millis(run).as_str()));
-        }
-        if let Some(rows) = self.batch_rows {
-            let mut digits = itoa::Buffer::new();
-            headers.insert(BATCH_SIZE, header_value(digits.format(rows)));
-        }
         if let Some(served) = self.served {
             response.extensions_mut().insert(served);
         }
@@ -417,10 +406,6 @@ impl Answer {
             write(BATCH_SIZE.as_str(), itoa::Buffer::new().format(rows).as_bytes());
         }
     }
-}
-
-fn header_value(text: &str) -> HeaderValue {
-    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
 /// A duration as milliseconds with three decimals (`12.345`), written
