@@ -1,9 +1,10 @@
-//! The gRPC listener: tonic's services on their own multi-thread runtime beside actix,
+//! The gRPC listener: tonic's services on threads of their own beside actix,
 //! serving TF Serving's and the Open Inference Protocol's services over the
 //! same state (service core, registry, auth, in-flight bound, drain), plus
 //! `grpc.health.v1.Health` and server reflection (v1 and v1alpha).
 
 pub mod channel_args;
+mod h2;
 mod health;
 mod transport;
 
@@ -30,23 +31,24 @@ const SERVICES: [&str; 3] = [
     "inference.GRPCInferenceService",
 ];
 
-/// A running gRPC listener on its own runtime.
+/// A running gRPC listener: `--grpc_num_threads` threads, each with its own
+/// single-threaded runtime accepting from the same sockets, so a connection
+/// and every call on it stay on one thread (no task hand-offs between
+/// threads, no work stealing), as REST's workers do.
 pub struct GrpcServer {
     pub addr: SocketAddr,
-    runtime: Option<tokio::runtime::Runtime>,
-    served: Vec<tokio::task::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// Stops every thread at once when the server is dropped unwaited.
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl GrpcServer {
     /// Blocks until the listener has shut down (after the drain closes it)
     /// and every call in flight has been answered. Call outside any runtime.
     pub fn wait(mut self) {
-        let Some(runtime) = self.runtime.take() else {
-            return;
-        };
-        for served in std::mem::take(&mut self.served) {
-            if let Err(error) = runtime.block_on(served) {
-                log::error!("gRPC server task: {error}");
+        for thread in std::mem::take(&mut self.threads) {
+            if thread.join().is_err() {
+                log::error!("a gRPC thread panicked");
             }
         }
     }
@@ -54,11 +56,9 @@ impl GrpcServer {
 
 impl Drop for GrpcServer {
     /// Dropped without `wait` (tests, batch transform), possibly inside
-    /// another runtime, where only a background shutdown is allowed.
+    /// another runtime: the threads stop in the background.
     fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
+        let _ = self.stop.send(true);
     }
 }
 
@@ -74,51 +74,148 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
     let local = listener.local_addr().map_err(bind_error)?;
     let tls = tls_acceptor(settings)?;
     let channel_args = channel_arguments(settings)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(settings.grpc.grpc_num_threads.max(1))
-        .thread_name("tfserve-grpc")
-        .enable_all()
-        .build()
-        .map_err(StartError::Threads)?;
-    // Owned by the server from here, so an early return shuts the runtime down
-    // in the background (this runs inside actix's runtime, where blocking is refused).
-    let mut grpc = GrpcServer {
-        addr: local,
-        runtime: Some(runtime),
-        served: Vec::new(),
-    };
-    let Some(runtime) = grpc.runtime.as_ref() else {
-        return Err(StartError::Grpc("the gRPC runtime is gone".into()));
-    };
-    let _entered = runtime.enter();
-    let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_error)?;
-    let health = health::HealthService::new();
-    tokio::spawn(report_health(health.clone(), state.clone()));
-    let closing = |state: &ServerState| {
-        let mut closing = state.drain.subscribe();
-        async move {
-            // Both the close and a dropped sender (the server is going away) end it.
-            let _ = closing.wait_for(|phase| *phase == crate::server::Phase::Closing).await;
+    let unix = match &settings.grpc.grpc_socket_path {
+        Some(path) => {
+            let listener = unix_listener(path)?;
+            log::info!("gRPC also on Unix socket {}", path.display());
+            Some(listener)
         }
+        None => None,
     };
+    let health = health::HealthService::new();
     let services = services(&state, &health, settings.grpc.grpc_max_message_bytes, &channel_args)?;
     let options = Arc::new(connection_options(settings, &channel_args));
-    let tcp = transport::Listener::Tcp { listener, tls };
-    grpc.served.push(tokio::spawn(transport::serve(
-        tcp,
-        services.clone(),
-        options.clone(),
-        closing(&state),
-    )));
-    if let Some(path) = &settings.grpc.grpc_socket_path {
-        // Local callers only, as TF Serving's socket: no TLS on it.
-        let unix = transport::Listener::Unix(unix_listener(path)?);
-        grpc.served
-            .push(tokio::spawn(transport::serve(unix, services, options, closing(&state))));
-        log::info!("gRPC also on Unix socket {}", path.display());
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut grpc = GrpcServer {
+        addr: local,
+        threads: Vec::new(),
+        stop,
+    };
+    let (started, starts) = std::sync::mpsc::channel();
+    let count = settings.grpc.grpc_num_threads.max(1);
+    for index in 0..count {
+        let listener = listener.try_clone().map_err(StartError::Threads)?;
+        let unix = match &unix {
+            Some(unix) => Some(unix.try_clone().map_err(StartError::Threads)?),
+            None => None,
+        };
+        let thread = ThreadSockets {
+            listener,
+            tls: tls.clone(),
+            unix,
+        };
+        let work = ThreadWork {
+            services: services.clone(),
+            options: options.clone(),
+            state: state.clone(),
+            health: (index == 0).then(|| health.clone()),
+            stopping: stopping.clone(),
+        };
+        let started = started.clone();
+        let handle = std::thread::Builder::new()
+            .name("tfserve-grpc".into())
+            .spawn(move || serve_thread(thread, work, started))
+            .map_err(StartError::Threads)?;
+        grpc.threads.push(handle);
     }
-    drop(_entered);
+    drop(started);
+    for _ in 0..count {
+        match starts.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(StartError::Threads(error)),
+            Err(_) => return Err(StartError::Grpc("a gRPC thread ended while starting".into())),
+        }
+    }
     Ok(grpc)
+}
+
+/// One thread's copies of the listening sockets.
+struct ThreadSockets {
+    listener: std::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    unix: Option<std::os::unix::net::UnixListener>,
+}
+
+struct ThreadWork {
+    services: transport::Services,
+    options: Arc<transport::ConnectionOptions>,
+    state: Arc<ServerState>,
+    /// The thread that keeps health in step with readiness.
+    health: Option<health::HealthService>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+}
+
+/// A gRPC thread: its runtime, accepting and serving until the drain
+/// closes the listener and its connections have finished.
+fn serve_thread(sockets: ThreadSockets, work: ThreadWork, started: std::sync::mpsc::Sender<std::io::Result<()>>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            let _ = started.send(Err(error));
+            return;
+        }
+    };
+    let ThreadWork {
+        services,
+        options,
+        state,
+        health,
+        mut stopping,
+    } = work;
+    runtime.block_on(async move {
+        let closing = |state: &ServerState| {
+            let mut closing = state.drain.subscribe();
+            async move {
+                // Both the close and a dropped sender (the server is going away) end it.
+                let _ = closing.wait_for(|phase| *phase == crate::server::Phase::Closing).await;
+            }
+        };
+        let listeners = (|| {
+            let tcp = tokio::net::TcpListener::from_std(sockets.listener)?;
+            let unix = sockets.unix.map(tokio::net::UnixListener::from_std).transpose()?;
+            Ok::<_, std::io::Error>((tcp, unix))
+        })();
+        let (tcp, unix) = match listeners {
+            Ok(listeners) => listeners,
+            Err(error) => {
+                let _ = started.send(Err(error));
+                return;
+            }
+        };
+        if let Some(health) = health {
+            tokio::spawn(report_health(health, state.clone()));
+        }
+        let mut served = vec![tokio::spawn(transport::serve(
+            transport::Listener::Tcp {
+                listener: tcp,
+                tls: sockets.tls,
+            },
+            services.clone(),
+            options.clone(),
+            closing(&state),
+        ))];
+        if let Some(unix) = unix {
+            // Local callers only, as TF Serving's socket: no TLS on it.
+            served.push(tokio::spawn(transport::serve(
+                transport::Listener::Unix(unix),
+                services,
+                options,
+                closing(&state),
+            )));
+        }
+        let _ = started.send(Ok(()));
+        let all = async {
+            for served in served {
+                if let Err(error) = served.await {
+                    log::error!("gRPC server task: {error}");
+                }
+            }
+        };
+        tokio::select! {
+            () = all => {}
+            _ = stopping.wait_for(|stop| *stop) => {}
+        }
+    });
 }
 
 /// The listener's TLS, when `--enable_ssl` gives the files.
@@ -143,7 +240,7 @@ fn channel_arguments(settings: &Settings) -> Result<ChannelArguments, StartError
 
 /// Binds `--grpc_socket_path`, replacing a socket a previous run left behind
 /// (gRPC does the same) but never another kind of file.
-fn unix_listener(path: &std::path::Path) -> Result<tokio::net::UnixListener, StartError> {
+fn unix_listener(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener, StartError> {
     use std::os::unix::fs::FileTypeExt;
     let bind_error = |source| StartError::Bind {
         addr: format!("unix:{}", path.display()),
@@ -154,7 +251,9 @@ fn unix_listener(path: &std::path::Path) -> Result<tokio::net::UnixListener, Sta
             std::fs::remove_file(path).map_err(bind_error)?;
         }
     }
-    tokio::net::UnixListener::bind(path).map_err(bind_error)
+    let listener = std::os::unix::net::UnixListener::bind(path).map_err(bind_error)?;
+    listener.set_nonblocking(true).map_err(bind_error)?;
+    Ok(listener)
 }
 
 /// The connections' management: the flags, then `--grpc_channel_arguments`
@@ -215,6 +314,9 @@ fn services(
     let v1alpha = reflection_builder().build_v1alpha().map_err(reflection)?;
     Ok(transport::Services {
         state: state.clone(),
+        predict: Some(Arc::new(PredictionApi { state: state.clone() })),
+        receive_limit: receive,
+        send_limit: send,
         prediction,
         model,
         inference,
@@ -230,7 +332,7 @@ fn named<S: tonic::server::NamedService>(_: &S) -> &'static str {
 fn boxed<S>(service: S) -> transport::BoxedService
 where
     S: tower::Service<
-            tonic::codegen::http::Request<hyper::body::Incoming>,
+            tonic::codegen::http::Request<h2::RecvBody>,
             Response = tonic::codegen::http::Response<tonic::body::Body>,
             Error = std::convert::Infallible,
         > + Clone

@@ -1,25 +1,17 @@
 //! The gRPC connections: accepting on TCP (TLS when configured) and on a Unix
-//! socket, serving each with hyper's HTTP/2 server, and handing every call
-//! straight to its service by the path's service name, behind the basic-auth
-//! check. The connection options (keepalive, concurrent streams, connection
-//! age) are tonic's and gRPC's, with one difference from tonic: at the
-//! maximum age a connection first gets GOAWAY and only after the grace period
-//! is it closed, as gRPC's own servers do.
-//!
-//! Owning the connections here, instead of through tonic's server, leaves out
-//! the layers each call went through there (a boxed service clone, URL
-//! routing, a timeout wrapper that our deadline handling makes redundant, a
-//! map of extensions): a sixth of a small Predict call's instructions.
+//! socket, serving each with the listener's own HTTP/2 (`super::h2`), and
+//! handing every call straight to its service by the path's service name,
+//! behind the basic-auth check. The connection options (keepalive,
+//! concurrent streams, connection age) are tonic's and gRPC's, with one
+//! difference from tonic: at the maximum age a connection first gets GOAWAY
+//! and only after the grace period is it closed, as gRPC's own servers do.
 
-use std::cell::RefCell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
@@ -30,6 +22,7 @@ use tonic::server::NamedService;
 use tonic::transport::server::TcpConnectInfo;
 use tonic::Status;
 
+use super::h2::RecvBody;
 use super::health::HealthService;
 use crate::dialects::kserve::grpc::InferenceApi;
 use crate::dialects::tfs_grpc::{ModelApi, PredictionApi};
@@ -49,12 +42,17 @@ const HEALTH: &str = <HealthServer<HealthService> as NamedService>::NAME;
 const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// A service whose type cannot be named (reflection's), boxed: its calls are rare.
-pub type BoxedService = tower::util::BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
+pub type BoxedService = tower::util::BoxCloneService<Request<RecvBody>, Response<Body>, Infallible>;
 
 /// Every service the listener answers, as a connection's own copy.
 #[derive(Clone)]
 pub struct Services {
     pub state: Arc<ServerState>,
+    /// Predict's own handler, which connections call on decoded messages.
+    pub predict: Option<Arc<PredictionApi>>,
+    /// The message sizes Predict takes and answers (tonic's limits).
+    pub receive_limit: usize,
+    pub send_limit: usize,
     pub prediction: PredictionServiceServer<PredictionApi>,
     pub model: ModelServiceServer<ModelApi>,
     pub inference: GrpcInferenceServiceServer<InferenceApi>,
@@ -64,7 +62,7 @@ pub struct Services {
 }
 
 impl Services {
-    fn route(&mut self, request: Request<Incoming>) -> BoxFuture<Response<Body>, Infallible> {
+    pub fn route(&mut self, request: Request<RecvBody>) -> BoxFuture<Response<Body>, Infallible> {
         use tower::Service;
         // The generated services are always ready (`poll_ready` answers Ready),
         // so calls go straight in.
@@ -102,34 +100,13 @@ fn answer(status: Status) -> BoxFuture<Response<Body>, Infallible> {
     Box::pin(std::future::ready(Ok(Response::from_parts(parts, Body::empty()))))
 }
 
-/// One connection's services. hyper calls them from the connection's own
-/// task, one call at a time, so the copy needs no lock and no clone per call.
-struct Connection {
-    services: RefCell<Services>,
-    /// The peer, for calls that log it; `None` on Unix sockets and when
-    /// nothing logs peers (no access log), which spares an allocation per call.
-    peer: Option<TcpConnectInfo>,
-}
-
-impl hyper::service::Service<Request<Incoming>> for Connection {
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Response<Body>, Infallible>;
-
-    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
-        if let Some(peer) = &self.peer {
-            request.extensions_mut().insert(peer.clone());
-        }
-        match self.services.try_borrow_mut() {
-            Ok(mut services) => services.route(request),
-            Err(_) => answer(Status::internal("the connection's services are busy")),
-        }
-    }
-}
-
-/// How connections are served: HTTP/2 settings and the connection age.
+/// How connections are served: keepalive pings, concurrent streams and age.
 pub struct ConnectionOptions {
-    pub http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    /// A PING after this long without a frame from the client.
+    pub keepalive: Option<Duration>,
+    /// An unanswered keepalive PING closes the connection after this long.
+    pub keepalive_timeout: Duration,
+    pub max_concurrent_streams: Option<u32>,
     /// After this long a connection gets GOAWAY, then `grace` to finish its calls.
     pub max_age: Option<Duration>,
     pub grace: Option<Duration>,
@@ -141,15 +118,11 @@ impl ConnectionOptions {
         keepalive_timeout: Option<Duration>,
         max_concurrent_streams: Option<u32>,
     ) -> ConnectionOptions {
-        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-        http2
-            .timer(TokioTimer::new())
-            .keep_alive_interval(keepalive)
-            // tonic's default: a ping unanswered for 20 s closes the connection.
-            .keep_alive_timeout(keepalive_timeout.unwrap_or(Duration::from_secs(20)))
-            .max_concurrent_streams(max_concurrent_streams);
         ConnectionOptions {
-            http2,
+            keepalive,
+            // tonic's default: a ping unanswered for 20 s closes the connection.
+            keepalive_timeout: keepalive_timeout.unwrap_or(Duration::from_secs(20)),
+            max_concurrent_streams,
             max_age: None,
             grace: None,
         }
@@ -262,50 +235,9 @@ pub async fn serve_connection<IO>(
     services: Services,
     peer: Option<TcpConnectInfo>,
     options: Arc<ConnectionOptions>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let connection = Connection {
-        services: RefCell::new(services),
-        peer,
-    };
-    let mut served = pin!(options.http2.serve_connection(TokioIo::new(io), connection));
-    let mut aging = pin!(age(options.max_age));
-    let mut grace = pin!(age(None));
-    let mut going_away = false;
-    loop {
-        tokio::select! {
-            result = &mut served => {
-                if let Err(error) = result {
-                    log::debug!("gRPC connection: {error}");
-                }
-                return;
-            }
-            () = &mut aging, if !going_away => {
-                served.as_mut().graceful_shutdown();
-                grace.set(age(options.grace));
-                going_away = true;
-            }
-            changed = shutdown.wait_for(|closing| *closing), if !going_away => {
-                served.as_mut().graceful_shutdown();
-                going_away = true;
-                if changed.is_err() {
-                    return;
-                }
-            }
-            () = &mut grace => {
-                log::debug!("gRPC connection closed at the end of its grace period");
-                return;
-            }
-        }
-    }
-}
-
-/// Ends after `limit`, never without one.
-async fn age(limit: Option<Duration>) {
-    match limit {
-        Some(limit) => tokio::time::sleep(limit).await,
-        None => std::future::pending().await,
-    }
+    super::h2::serve(io, services, peer, options, shutdown).await;
 }

@@ -1,0 +1,417 @@
+//! The connection against frames written by hand over an in-memory pipe, on
+//! the mock runtime (model `m`: `y = x + version`): what a client sees of
+//! settings, pings, flow control, resets, limits and connection errors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use prost::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+use super::frame::{self, flag, kind, setting, Head, Reason};
+use super::hpack;
+use crate::codec::tensor_proto::{to_proto, to_tensor};
+use crate::grpc::channel_args::ChannelArguments;
+use crate::grpc::transport::ConnectionOptions;
+use crate::proto::tensorflow::serving::{ModelSpec, PredictRequest, PredictResponse};
+use crate::server::testing::mock_state;
+use crate::tensor::{Tensor, TensorData};
+
+const PREDICT: &str = "/tensorflow.serving.PredictionService/Predict";
+
+/// A client speaking frames by hand.
+struct Peer {
+    io: DuplexStream,
+    read: Vec<u8>,
+    decoder: hpack::Decoder,
+    served: tokio::task::JoinHandle<()>,
+    _root: TempRoot,
+}
+
+struct TempRoot(std::path::PathBuf);
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+/// A frame as read: its header, its payload, and its fields for HEADERS.
+struct Read {
+    head: Head,
+    payload: Vec<u8>,
+    fields: Vec<(String, String)>,
+}
+
+impl Read {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+impl Peer {
+    /// Connects with the preface and `settings`, and reads the server's
+    /// settings and connection window.
+    async fn connect(name: &str, options: ConnectionOptions, settings: &[(u16, u32)]) -> Peer {
+        let (state, root) = mock_state(name);
+        let health = crate::grpc::health::HealthService::new();
+        let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (_open, shutdown) = tokio::sync::watch::channel(false);
+        let served = tokio::spawn(async move {
+            let _open = _open;
+            super::serve(server, services, None, Arc::new(options), shutdown).await
+        });
+        let mut peer = Peer {
+            io: client,
+            read: Vec::new(),
+            decoder: hpack::Decoder::default(),
+            served,
+            _root: TempRoot(root),
+        };
+        let mut hello = frame::PREFACE.to_vec();
+        frame::settings(&mut hello, settings);
+        peer.send(&hello).await;
+        let first = peer.next().await.expect("the server's settings");
+        assert_eq!((first.head.kind, first.head.flags), (kind::SETTINGS, 0));
+        let window = peer.next().await.expect("the connection's window");
+        assert_eq!((window.head.kind, window.head.stream), (kind::WINDOW_UPDATE, 0));
+        let ack = peer.next().await.expect("our settings acknowledged");
+        assert_eq!((ack.head.kind, ack.head.flags), (kind::SETTINGS, flag::ACK));
+        peer
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        self.io.write_all(bytes).await.unwrap();
+    }
+
+    /// The next frame, or `None` once the server has closed the connection.
+    async fn next(&mut self) -> Option<Read> {
+        loop {
+            if self.read.len() >= frame::HEAD {
+                let head = Head::parse(self.read[..frame::HEAD].try_into().unwrap());
+                if self.read.len() >= frame::HEAD + head.len {
+                    let payload = self.read[frame::HEAD..frame::HEAD + head.len].to_vec();
+                    self.read.drain(..frame::HEAD + head.len);
+                    let mut fields = Vec::new();
+                    if head.kind == kind::HEADERS {
+                        self.decoder
+                            .decode(&Bytes::from(payload.clone()), |name, value| {
+                                fields.push((
+                                    String::from_utf8_lossy(name).into_owned(),
+                                    String::from_utf8_lossy(&value).into_owned(),
+                                ))
+                            })
+                            .unwrap();
+                    }
+                    return Some(Read { head, payload, fields });
+                }
+            }
+            let mut chunk = [0u8; 16 << 10];
+            let read = tokio::time::timeout(Duration::from_secs(10), self.io.read(&mut chunk))
+                .await
+                .expect("the server answers within 10 s")
+                .unwrap_or(0);
+            if read == 0 {
+                return None;
+            }
+            self.read.extend_from_slice(&chunk[..read]);
+        }
+    }
+
+    /// The next frame of a kind other than WINDOW_UPDATE and SETTINGS acks.
+    async fn next_answer(&mut self) -> Option<Read> {
+        loop {
+            let read = self.next().await?;
+            if read.head.kind != kind::WINDOW_UPDATE && read.head.kind != kind::SETTINGS {
+                return Some(read);
+            }
+        }
+    }
+}
+
+fn request_block(path: &str) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (name, value) in [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", path),
+        (":authority", "in-process"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ] {
+        hpack::field(&mut block, name.as_bytes(), value.as_bytes(), false);
+    }
+    block
+}
+
+fn headers(stream: u32, block: &[u8], end_stream: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::header_block(&mut out, stream, block, end_stream, frame::DEFAULT_MAX_FRAME);
+    out
+}
+
+fn message(values: Vec<f32>) -> Vec<u8> {
+    let x = Tensor::new(vec![values.len()], TensorData::Float(values));
+    let request = PredictRequest {
+        model_spec: Some(ModelSpec {
+            name: "m".into(),
+            ..Default::default()
+        }),
+        inputs: [("x".to_string(), to_proto(&x))].into(),
+        ..Default::default()
+    };
+    let encoded = request.encode_to_vec();
+    let mut body = vec![0];
+    body.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+    body.extend_from_slice(&encoded);
+    body
+}
+
+/// HEADERS and one DATA with END_STREAM: a whole unary call.
+fn call(stream: u32, values: Vec<f32>) -> Vec<u8> {
+    let mut out = headers(stream, &request_block(PREDICT), false);
+    frame::data(&mut out, stream, &message(values), true);
+    out
+}
+
+fn answer_values(payload: &[u8]) -> Vec<f32> {
+    assert_eq!(payload[0], 0, "uncompressed");
+    let len = u32::from_be_bytes(payload[1..5].try_into().unwrap()) as usize;
+    let response = PredictResponse::decode(&payload[5..5 + len]).unwrap();
+    match to_tensor(&response.outputs["y"], "y").unwrap().data {
+        TensorData::Float(values) => values,
+        other => panic!("floats expected, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_predict_is_answered_with_headers_a_message_and_trailers() {
+    let mut peer = Peer::connect("h2-predict", ConnectionOptions::new(None, None, None), &[]).await;
+    peer.send(&call(1, vec![1.0, 2.0])).await;
+    let mut ping = Vec::new();
+    frame::ping(&mut ping, false, *b"12345678");
+    peer.send(&ping).await;
+
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        seen.push(peer.next_answer().await.expect("frames"));
+    }
+    let pong = seen.iter().find(|r| r.head.kind == kind::PING).expect("a PING ack");
+    assert_eq!((pong.head.flags, &pong.payload[..]), (flag::ACK, &b"12345678"[..]));
+    let stream: Vec<&Read> = seen.iter().filter(|r| r.head.stream == 1).collect();
+    assert_eq!(stream[0].head.kind, kind::HEADERS);
+    assert_eq!(stream[0].field(":status"), Some("200"));
+    assert_eq!(stream[0].field("content-type"), Some("application/grpc"));
+    assert!(stream[0].field("x-request-id").is_some_and(|id| !id.is_empty()));
+    assert_eq!(stream[1].head.kind, kind::DATA);
+    assert_eq!(answer_values(&stream[1].payload), [3.0, 4.0]);
+    assert_eq!(stream[2].head.kind, kind::HEADERS);
+    assert!(stream[2].head.has(flag::END_STREAM));
+    assert_eq!(stream[2].field("grpc-status"), Some("0"));
+}
+
+#[tokio::test]
+async fn an_error_is_one_trailers_only_answer() {
+    let mut peer = Peer::connect("h2-error", ConnectionOptions::new(None, None, None), &[]).await;
+    let mut out = headers(1, &request_block(PREDICT), false);
+    let mut body = message(vec![1.0]);
+    // The model's name, "m", made "q": no such model.
+    let at = body.windows(3).position(|w| w == [0x0a, 0x01, b'm']).unwrap();
+    body[at + 2] = b'q';
+    frame::data(&mut out, 1, &body, true);
+    peer.send(&out).await;
+    let answer = peer.next_answer().await.unwrap();
+    assert_eq!(answer.head.kind, kind::HEADERS);
+    assert!(answer.head.has(flag::END_STREAM));
+    assert_eq!(answer.field(":status"), Some("200"));
+    assert_eq!(answer.field("grpc-status"), Some("5"), "{:?}", answer.fields);
+    assert!(
+        answer.field("grpc-message").is_some_and(|m| m.contains("q")),
+        "{:?}",
+        answer.fields
+    );
+}
+
+#[tokio::test]
+async fn a_call_split_over_frames_and_other_methods_are_answered() {
+    let mut peer = Peer::connect("h2-split", ConnectionOptions::new(None, None, None), &[]).await;
+    let body = message(vec![5.0]);
+    let mut out = headers(1, &request_block(PREDICT), false);
+    frame::data(&mut out, 1, &body[..3], false);
+    frame::data(&mut out, 1, &body[3..], false);
+    frame::data(&mut out, 1, &[], true);
+    peer.send(&out).await;
+    let head = peer.next_answer().await.unwrap();
+    assert_eq!(head.field(":status"), Some("200"));
+    let data = peer.next_answer().await.unwrap();
+    assert_eq!(answer_values(&data.payload), [7.0]);
+    let trailers = peer.next_answer().await.unwrap();
+    assert_eq!(trailers.field("grpc-status"), Some("0"));
+
+    // A method the connection hands to the tonic services.
+    let mut out = headers(
+        3,
+        &request_block("/tensorflow.serving.PredictionService/NoSuchMethod"),
+        false,
+    );
+    frame::data(&mut out, 3, &[0, 0, 0, 0, 0], true);
+    peer.send(&out).await;
+    let answer = peer.next_answer().await.unwrap();
+    assert_eq!(answer.head.stream, 3);
+    assert_eq!(answer.field("grpc-status"), Some("12"), "{:?}", answer.fields);
+}
+
+#[tokio::test]
+async fn a_reset_stream_leaves_the_connection_serving() {
+    let mut peer = Peer::connect("h2-reset", ConnectionOptions::new(None, None, None), &[]).await;
+    let mut out = headers(1, &request_block(PREDICT), false);
+    frame::rst_stream(&mut out, 1, Reason(8)); // CANCEL
+    out.extend(call(3, vec![1.0]));
+    peer.send(&out).await;
+    let answer = peer.next_answer().await.unwrap();
+    assert_eq!(answer.head.stream, 3, "nothing is sent on the reset stream");
+    assert_eq!(answer.field(":status"), Some("200"));
+}
+
+#[tokio::test]
+async fn streams_over_the_limit_are_refused() {
+    let mut peer = Peer::connect("h2-limit", ConnectionOptions::new(None, None, Some(1)), &[]).await;
+    let mut out = headers(1, &request_block(PREDICT), false);
+    out.extend(headers(3, &request_block(PREDICT), false));
+    peer.send(&out).await;
+    let refused = peer.next_answer().await.unwrap();
+    assert_eq!((refused.head.kind, refused.head.stream), (kind::RST_STREAM, 3));
+    assert_eq!(refused.payload, Reason::REFUSED_STREAM.0.to_be_bytes());
+    // The first stream still completes.
+    let mut out = Vec::new();
+    frame::data(&mut out, 1, &message(vec![1.0]), true);
+    peer.send(&out).await;
+    let answer = peer.next_answer().await.unwrap();
+    assert_eq!((answer.head.stream, answer.field(":status")), (1, Some("200")));
+}
+
+#[tokio::test]
+async fn an_answer_waits_for_the_clients_window() {
+    let settings = [(setting::INITIAL_WINDOW_SIZE, 10)];
+    let mut peer = Peer::connect("h2-window", ConnectionOptions::new(None, None, None), &settings).await;
+    peer.send(&call(1, vec![1.0, 2.0, 3.0])).await;
+    let head = peer.next_answer().await.unwrap();
+    assert_eq!(head.head.kind, kind::HEADERS);
+    let first = peer.next_answer().await.unwrap();
+    assert_eq!((first.head.kind, first.payload.len()), (kind::DATA, 10));
+    // Nothing more until the window opens.
+    let mut out = Vec::new();
+    frame::ping(&mut out, false, *b"waiting!");
+    peer.send(&out).await;
+    let pong = peer.next_answer().await.unwrap();
+    assert_eq!(pong.head.kind, kind::PING, "no more DATA while the window is shut");
+    let mut out = Vec::new();
+    frame::window_update(&mut out, 1, 1 << 16);
+    peer.send(&out).await;
+    let rest = peer.next_answer().await.unwrap();
+    assert_eq!(rest.head.kind, kind::DATA);
+    let mut body = first.payload.clone();
+    body.extend_from_slice(&rest.payload);
+    assert_eq!(answer_values(&body), [3.0, 4.0, 5.0]);
+    let trailers = peer.next_answer().await.unwrap();
+    assert_eq!(trailers.field("grpc-status"), Some("0"));
+}
+
+#[tokio::test]
+async fn connection_errors_are_sent_as_goaway_and_close() {
+    // A frame over the size this side allows.
+    let mut peer = Peer::connect("h2-frame-size", ConnectionOptions::new(None, None, None), &[]).await;
+    let mut out = Vec::new();
+    frame::head(&mut out, frame::DEFAULT_MAX_FRAME + 1, kind::DATA, 0, 1);
+    out.resize(out.len() + frame::DEFAULT_MAX_FRAME + 1, 0);
+    peer.send(&out).await;
+    let goaway = peer.next_answer().await.unwrap();
+    assert_eq!(goaway.head.kind, kind::GOAWAY);
+    assert_eq!(goaway.payload[4..8], Reason::FRAME_SIZE_ERROR.0.to_be_bytes());
+    assert!(peer.next().await.is_none(), "closed after GOAWAY");
+    tokio::time::timeout(Duration::from_secs(10), &mut peer.served)
+        .await
+        .unwrap()
+        .unwrap();
+
+    // A header block that is not HPACK.
+    let mut peer = Peer::connect("h2-hpack", ConnectionOptions::new(None, None, None), &[]).await;
+    peer.send(&headers(1, &[0x80], true)).await;
+    let goaway = peer.next_answer().await.unwrap();
+    assert_eq!(goaway.payload[4..8], Reason::COMPRESSION_ERROR.0.to_be_bytes());
+
+    // DATA on a stream never opened.
+    let mut peer = Peer::connect("h2-idle", ConnectionOptions::new(None, None, None), &[]).await;
+    let mut out = Vec::new();
+    frame::data(&mut out, 5, b"x", true);
+    peer.send(&out).await;
+    let goaway = peer.next_answer().await.unwrap();
+    assert_eq!(goaway.payload[4..8], Reason::PROTOCOL_ERROR.0.to_be_bytes());
+}
+
+#[tokio::test]
+async fn a_client_that_is_not_http2_is_closed() {
+    let (state, root) = mock_state("h2-preface");
+    let _root = TempRoot(root);
+    let health = crate::grpc::health::HealthService::new();
+    let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
+    let (mut client, server) = tokio::io::duplex(1 << 16);
+    let (_open, shutdown) = tokio::sync::watch::channel(false);
+    let options = Arc::new(ConnectionOptions::new(None, None, None));
+    let served = tokio::spawn(super::serve(server, services, None, options, shutdown));
+    client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn drain_sends_goaway_twice_and_answers_calls_already_sent() {
+    let (state, root) = mock_state("h2-drain");
+    let _root = TempRoot(root);
+    let health = crate::grpc::health::HealthService::new();
+    let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let (closing, shutdown) = tokio::sync::watch::channel(false);
+    let options = Arc::new(ConnectionOptions::new(None, None, None));
+    let served = tokio::spawn(super::serve(server, services, None, options, shutdown));
+    let mut peer = Peer {
+        io: client,
+        read: Vec::new(),
+        decoder: hpack::Decoder::default(),
+        served,
+        _root: TempRoot(std::env::temp_dir().join("h2-drain-unused")),
+    };
+    let mut hello = frame::PREFACE.to_vec();
+    frame::settings(&mut hello, &[]);
+    peer.send(&hello).await;
+    closing.send(true).unwrap();
+    let mut first_goaway = None;
+    while first_goaway.is_none() {
+        let read = peer.next().await.unwrap();
+        if read.head.kind == kind::GOAWAY {
+            first_goaway = Some(read);
+        }
+    }
+    let first = first_goaway.unwrap();
+    assert_eq!(first.payload[..4], frame::MAX_STREAM_ID.to_be_bytes(), "more may come");
+    let ping = peer.next_answer().await.unwrap();
+    assert_eq!(ping.head.kind, kind::PING);
+    // A call sent before the client saw the GOAWAY is still answered.
+    peer.send(&call(1, vec![1.0])).await;
+    let mut ack = Vec::new();
+    frame::ping(&mut ack, true, ping.payload[..8].try_into().unwrap());
+    peer.send(&ack).await;
+    let mut kinds = Vec::new();
+    while let Some(read) = peer.next_answer().await {
+        if read.head.kind == kind::GOAWAY {
+            assert_eq!(read.payload[..4], 1u32.to_be_bytes(), "the last stream taken");
+        }
+        kinds.push((read.head.kind, read.head.stream));
+    }
+    assert!(kinds.contains(&(kind::GOAWAY, 0)), "{kinds:?}");
+    assert!(kinds.contains(&(kind::DATA, 1)), "the call was answered: {kinds:?}");
+}
