@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use tfserve::codec::tensor_proto;
 use tfserve::codec::PredictEnvelope;
-use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
 use tfserve::proto::tensorflow::serving::{ModelSpec, PredictRequest};
 use tfserve::proto::tensorflow::TensorProto;
 use tfserve::signature::SignatureSpec;
@@ -55,7 +54,11 @@ pub fn request(model: &str, signature: &SignatureSpec, rows: usize) -> Result<Pr
 }
 
 /// Sends `request` from `concurrency` callers over `connections` HTTP/2
-/// connections for `seconds`; prints a JSON line.
+/// connections for `seconds`; prints a JSON line. The calls go straight
+/// through `h2` on two single-threaded runtimes (as `wrk -t2` does for REST),
+/// the request encoded once: a load generator sharing the machine with the
+/// server should cost it as little CPU as it can. A call counts when its
+/// trailers say `grpc-status: 0`.
 pub fn load(
     target: &str,
     request: PredictRequest,
@@ -63,47 +66,45 @@ pub fn load(
     connections: usize,
     seconds: f64,
 ) -> Result<(), Error> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let (latencies, errors, wall) = runtime.block_on(async {
-        let mut channels = Vec::new();
-        for _ in 0..connections.max(1) {
-            channels.push(
-                tonic::transport::Channel::from_shared(target.to_string())?
-                    .connect()
-                    .await?,
-            );
-        }
-        let request = Arc::new(request);
-        let started = Instant::now();
-        let deadline = started + Duration::from_secs_f64(seconds);
-        let callers: Vec<_> = (0..concurrency)
-            .map(|i| {
-                let mut client = PredictionServiceClient::new(channels[i % channels.len()].clone())
-                    .max_decoding_message_size(usize::MAX)
-                    .max_encoding_message_size(usize::MAX);
-                let request = request.clone();
-                tokio::spawn(async move {
-                    let (mut latencies, mut errors) = (Vec::new(), 0usize);
-                    while Instant::now() < deadline {
-                        let call = Instant::now();
-                        match client.predict((*request).clone()).await {
-                            Ok(_) => latencies.push(call.elapsed().as_secs_f64()),
-                            Err(_) => errors += 1,
-                        }
-                    }
-                    (latencies, errors)
-                })
+    use prost::Message;
+    let uri: http::Uri = format!("{}/tensorflow.serving.PredictionService/Predict", target.trim_end_matches('/'))
+        .parse()?;
+    let authority = uri.authority().ok_or("the target has no host")?.to_string();
+    let encoded = request.encode_to_vec();
+    let mut body = Vec::with_capacity(5 + encoded.len());
+    body.push(0);
+    body.extend_from_slice(&u32::try_from(encoded.len())?.to_be_bytes());
+    body.extend_from_slice(&encoded);
+    let call = Arc::new(Call {
+        uri,
+        body: bytes::Bytes::from(body),
+    });
+    let connections = connections.max(1);
+    let threads = connections.min(2);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let workers: Vec<_> = (0..threads)
+        .map(|thread| {
+            // This thread's share of connections and callers.
+            let share = |total: usize| total / threads + usize::from(thread < total % threads);
+            let (connections, callers) = (share(connections), share(concurrency));
+            let (call, authority) = (call.clone(), authority.clone());
+            std::thread::spawn(move || -> Result<(Vec<f64>, usize), String> {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                runtime.block_on(load_thread(call, authority, connections, callers, deadline))
             })
-            .collect();
-        let (mut latencies, mut errors) = (Vec::new(), 0);
-        for caller in callers {
-            let (l, e) = caller.await?;
-            latencies.extend(l);
-            errors += e;
-        }
-        Ok::<_, Error>((latencies, errors, started.elapsed().as_secs_f64()))
-    })?;
-    let mut latencies = latencies;
+        })
+        .collect();
+    let (mut latencies, mut errors) = (Vec::new(), 0);
+    for worker in workers {
+        let (l, e) = worker.join().map_err(|_| "a load thread panicked")??;
+        latencies.extend(l);
+        errors += e;
+    }
+    let wall = started.elapsed().as_secs_f64();
     latencies.sort_by(|a, b| a.total_cmp(b));
     let at = |q: f64| {
         latencies
@@ -118,6 +119,82 @@ pub fn load(
         at(0.99)
     );
     Ok(())
+}
+
+/// The call every caller makes.
+struct Call {
+    uri: http::Uri,
+    body: bytes::Bytes,
+}
+
+async fn load_thread(
+    call: Arc<Call>,
+    authority: String,
+    connections: usize,
+    callers: usize,
+    deadline: Instant,
+) -> Result<(Vec<f64>, usize), String> {
+    let mut senders = Vec::new();
+    for _ in 0..connections.max(1) {
+        let tcp = tokio::net::TcpStream::connect(&authority).await.map_err(|e| e.to_string())?;
+        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        let (sender, connection) = h2::client::Builder::new()
+            .initial_window_size(1 << 20)
+            .initial_connection_window_size(1 << 20)
+            .handshake::<_, bytes::Bytes>(tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        senders.push(sender);
+    }
+    let tasks: Vec<_> = (0..callers)
+        .map(|i| {
+            let sender = senders[i % senders.len()].clone();
+            let call = call.clone();
+            tokio::spawn(async move {
+                let (mut latencies, mut errors) = (Vec::new(), 0usize);
+                while Instant::now() < deadline {
+                    let started = Instant::now();
+                    match predict(sender.clone(), &call).await {
+                        Ok(()) => latencies.push(started.elapsed().as_secs_f64()),
+                        Err(_) => errors += 1,
+                    }
+                }
+                (latencies, errors)
+            })
+        })
+        .collect();
+    let (mut latencies, mut errors) = (Vec::new(), 0);
+    for task in tasks {
+        let (l, e) = task.await.map_err(|e| e.to_string())?;
+        latencies.extend(l);
+        errors += e;
+    }
+    Ok((latencies, errors))
+}
+
+/// One Predict call; `Ok` when it ends with `grpc-status: 0`.
+async fn predict(sender: h2::client::SendRequest<bytes::Bytes>, call: &Call) -> Result<(), Error> {
+    let request = http::Request::post(call.uri.clone())
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())?;
+    let mut sender = sender.ready().await?;
+    let (response, mut stream) = sender.send_request(request, false)?;
+    stream.send_data(call.body.clone(), true)?;
+    let response = response.await?;
+    let mut body = response.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        body.flow_control().release_capacity(chunk.len())?;
+    }
+    let status = body.trailers().await?.and_then(|t| t.get("grpc-status").cloned());
+    match status {
+        Some(status) if status == "0" => Ok(()),
+        other => Err(format!("grpc-status {other:?}").into()),
+    }
 }
 
 /// Microseconds to decode one request's inputs: the gRPC `TensorProto`s into
