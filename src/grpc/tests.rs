@@ -255,6 +255,89 @@ async fn open_inference_protocol_infers_answers_health_and_refuses() {
     std::fs::remove_dir_all(root).unwrap();
 }
 
+/// Predict is answered from its decoded message unless it is compressed,
+/// when the tonic service answers it: both give the same answers.
+#[tokio::test]
+async fn predict_answers_alike_whether_decoded_here_or_by_tonic() {
+    let (state, root) = mock_state("grpc-paths");
+    let channel = connect(state).await;
+    let direct = PredictionServiceClient::new(channel.clone());
+    let relayed = PredictionServiceClient::new(channel).send_compressed(tonic::codec::CompressionEncoding::Gzip);
+    let mut wrong_type = predict("m", None, vec![1.0]);
+    wrong_type.inputs.insert(
+        "x".into(),
+        to_proto(&Tensor::new(vec![1], TensorData::Bool(vec![true]))),
+    );
+    let mut no_signature = predict("m", None, vec![1.0]);
+    no_signature.model_spec.as_mut().unwrap().signature_name = "s".into();
+    let requests = [
+        predict("m", None, vec![1.0, 2.0]),
+        predict("m", Some(1), vec![0.5]),
+        predict("nope", None, vec![1.0]),
+        predict("", None, vec![1.0]),
+        no_signature,
+        wrong_type,
+    ];
+    for request in requests {
+        let mut answers = Vec::new();
+        for mut client in [direct.clone(), relayed.clone()] {
+            let mut call = tonic::Request::new(request.clone());
+            call.metadata_mut().insert("x-request-id", "same-id".parse().unwrap());
+            answers.push(match client.predict(call).await {
+                Ok(response) => {
+                    let id = response.metadata().get("x-request-id").cloned();
+                    (Ok(response.into_inner()), id)
+                }
+                Err(status) => {
+                    let id = status.metadata().get("x-request-id").cloned();
+                    (Err((status.code(), status.message().to_string())), id)
+                }
+            });
+        }
+        assert_eq!(answers[0], answers[1], "{request:?}");
+        assert_eq!(answers[0].1.as_ref().map(|id| id.to_str().unwrap()), Some("same-id"));
+    }
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+/// Messages of megabytes cross the stream and connection windows both ways.
+#[tokio::test]
+async fn large_messages_cross_the_windows_both_ways() {
+    let (state, root) = mock_state("grpc-large");
+    let mut prediction = PredictionServiceClient::new(connect(state).await);
+    let values: Vec<f32> = (0..600_000).map(|i| i as f32).collect();
+    let response = prediction
+        .predict(predict("m", None, values.clone()))
+        .await
+        .unwrap()
+        .into_inner();
+    let expected: Vec<f32> = values.iter().map(|v| v + 2.0).collect();
+    assert_eq!(
+        to_tensor(&response.outputs["y"], "y").unwrap().data,
+        TensorData::Float(expected)
+    );
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+/// More calls at once than the connection's stream limit, on one connection.
+#[tokio::test]
+async fn many_calls_at_once_share_one_connection() {
+    let (state, root) = mock_state("grpc-many");
+    let prediction = PredictionServiceClient::new(connect(state).await);
+    let calls: Vec<_> = (0..300)
+        .map(|i| {
+            let mut client = prediction.clone();
+            tokio::spawn(async move { client.predict(predict("m", None, vec![i as f32])).await })
+        })
+        .collect();
+    for (i, call) in calls.into_iter().enumerate() {
+        let response = call.await.unwrap().unwrap().into_inner();
+        let y = to_tensor(&response.outputs["y"], "y").unwrap();
+        assert_eq!(y.data, TensorData::Float(vec![i as f32 + 2.0]));
+    }
+    std::fs::remove_dir_all(root).unwrap();
+}
+
 /// The listener's connection code on one in-memory connection, with the
 /// options given, the client's channel and the task serving the connection.
 async fn serve_one(

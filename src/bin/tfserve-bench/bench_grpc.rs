@@ -67,8 +67,11 @@ pub fn load(
     seconds: f64,
 ) -> Result<(), Error> {
     use prost::Message;
-    let uri: http::Uri = format!("{}/tensorflow.serving.PredictionService/Predict", target.trim_end_matches('/'))
-        .parse()?;
+    let uri: http::Uri = format!(
+        "{}/tensorflow.serving.PredictionService/Predict",
+        target.trim_end_matches('/')
+    )
+    .parse()?;
     let authority = uri.authority().ok_or("the target has no host")?.to_string();
     let encoded = request.encode_to_vec();
     let mut body = Vec::with_capacity(5 + encoded.len());
@@ -136,7 +139,9 @@ async fn load_thread(
 ) -> Result<(Vec<f64>, usize), String> {
     let mut senders = Vec::new();
     for _ in 0..connections.max(1) {
-        let tcp = tokio::net::TcpStream::connect(&authority).await.map_err(|e| e.to_string())?;
+        let tcp = tokio::net::TcpStream::connect(&authority)
+            .await
+            .map_err(|e| e.to_string())?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
         let (sender, connection) = h2::client::Builder::new()
             .initial_window_size(1 << 20)
