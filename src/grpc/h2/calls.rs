@@ -29,6 +29,8 @@ pub enum Finished {
     Predict(Result<tonic::Response<PredictResponse>, Status>),
     /// A relayed call: its frames went through `Shared::events`.
     Relayed,
+    /// Stopped because its stream was closed.
+    Stopped,
 }
 
 /// What a relayed call sends its connection.
@@ -97,7 +99,9 @@ pub struct Inbox {
     chunks: VecDeque<Bytes>,
     ended: bool,
     reset: bool,
-    /// Bytes read out and not yet returned to the peer as window.
+    /// The body is no longer read: what arrives is dropped at once.
+    pub dropped: bool,
+    /// Bytes read out (or dropped unread) and not yet returned to the peer as window.
     pub consumed: usize,
     waker: Option<Waker>,
 }
@@ -137,6 +141,18 @@ pub struct RecvBody {
 impl RecvBody {
     pub fn new(inbox: Arc<Mutex<Inbox>>, shared: Arc<Shared>) -> RecvBody {
         RecvBody { inbox, shared }
+    }
+}
+
+impl Drop for RecvBody {
+    /// What the call never read is returned to the peer as window too.
+    fn drop(&mut self) {
+        if let Ok(mut inbox) = self.inbox.lock() {
+            inbox.dropped = true;
+            let unread: usize = inbox.chunks.drain(..).map(|chunk| chunk.len()).sum();
+            inbox.consumed += unread;
+            self.shared.signal.store(true, std::sync::atomic::Ordering::Release);
+        }
     }
 }
 

@@ -48,6 +48,15 @@ const GOAWAY_PING_WAIT: Duration = Duration::from_secs(1);
 const GOAWAY_PING: [u8; 8] = *b"goaway\0\0";
 const KEEPALIVE_PING: [u8; 8] = *b"keepaliv";
 const ENHANCE_YOUR_CALM: Reason = Reason(0xb);
+/// Streams the client may reset within a second before it is sent away:
+/// resetting calls as fast as they are opened (CVE-2023-44487) would run
+/// models for answers nobody reads.
+const RESETS_PER_SECOND: u32 = 200;
+/// Stream errors this side may answer on one connection (hyper's bound).
+const MAX_LOCAL_RESETS: u32 = 1024;
+/// How long the server's drain lets calls still open finish (a health
+/// `Watch` never does) when no connection grace period is set.
+const DRAIN_GRACE: Duration = Duration::from_secs(30);
 const PREDICT_PATH: &str = "/tensorflow.serving.PredictionService/Predict";
 const GRPC: &[u8] = b"application/grpc";
 
@@ -78,6 +87,9 @@ struct Stream {
     unacked: usize,
     /// Bytes already returned as window before a relayed body read them.
     precredited: usize,
+    /// Relayed body bytes charged to the connection's window and not yet
+    /// returned: returned as they are read, or when the stream goes.
+    uncredited: usize,
     remote_closed: bool,
     send_window: i64,
     out: VecDeque<Out>,
@@ -146,6 +158,12 @@ struct Connection<IO> {
     away: Away,
     peer_away: bool,
     failed: bool,
+    /// Closing once what is written is flushed.
+    closing: bool,
+    /// Streams the client reset in the current second, and when it began.
+    peer_resets: u32,
+    resets_since: Instant,
+    local_resets: u32,
     /// Frames read since the keepalive timer last fired.
     active: bool,
     keepalive_at: Option<Instant>,
@@ -187,6 +205,10 @@ where
             away: Away::Open,
             peer_away: false,
             failed: false,
+            closing: false,
+            peer_resets: 0,
+            resets_since: now,
+            local_resets: 0,
             active: false,
             keepalive_at: options.keepalive.map(|every| now + every),
             ping_deadline: None,
@@ -209,6 +231,9 @@ where
         let sleep = tokio::time::sleep(Duration::from_secs(3600));
         let mut sleep = std::pin::pin!(sleep);
         let mut armed: Option<Instant> = None;
+        // One future for the whole connection: it registers its interest once.
+        let stop = async { shutdown.wait_for(|closing| *closing).await.is_ok() };
+        let mut stop = std::pin::pin!(stop);
         loop {
             self.flush().await?;
             if self.finished() {
@@ -235,12 +260,14 @@ where
                     shared,
                     ..
                 } = self;
+                // Reading last, so a client that keeps the socket busy
+                // cannot keep timers and the drain from being seen.
                 tokio::select! {
                     biased;
                     () = poll_calls(calls, done, shared) => Wake::Calls,
-                    read = io.read_buf(rbuf) => Wake::Read(read),
                     () = &mut sleep, if armed.is_some() => Wake::Timer,
-                    changed = shutdown.wait_for(|closing| *closing), if watching => Wake::Shutdown(changed.is_ok()),
+                    stopping = &mut stop, if watching => Wake::Shutdown(stopping),
+                    read = io.read_buf(rbuf) => Wake::Read(read),
                 }
             };
             match wake {
@@ -259,7 +286,11 @@ where
                         return Ok(());
                     }
                 }
-                Wake::Shutdown(true) => self.go_away(),
+                Wake::Shutdown(true) => {
+                    self.go_away();
+                    let grace = self.options.grace.unwrap_or(DRAIN_GRACE);
+                    self.grace_at = Some(Instant::now() + grace);
+                }
                 Wake::Shutdown(false) => return Ok(()),
             }
             self.progress();
@@ -267,15 +298,38 @@ where
     }
 
     fn finished(&self) -> bool {
-        self.failed || ((self.away == Away::Final || self.peer_away) && self.streams.is_empty())
+        self.failed || self.closing || ((self.away == Away::Final || self.peer_away) && self.streams.is_empty())
     }
 
     async fn flush(&mut self) -> std::io::Result<()> {
         if self.wbuf.is_empty() {
             return Ok(());
         }
-        self.io.write_all(&self.wbuf).await?;
-        self.io.flush().await?;
+        // Usually the socket takes it all at once; a client that stops
+        // reading gets the keepalive timeout to start again.
+        let mut written = 0;
+        while written < self.wbuf.len() {
+            match self.io.write(&self.wbuf[written..]).now_or_never() {
+                Some(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Some(Ok(n)) => written += n,
+                Some(Err(error)) => return Err(error),
+                None => break,
+            }
+        }
+        let stall = self.options.keepalive_timeout;
+        let rest = async {
+            self.io.write_all(&self.wbuf[written..]).await?;
+            self.io.flush().await
+        };
+        match tokio::time::timeout(stall, rest).await {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client stopped reading",
+                ))
+            }
+        }
         self.wbuf.clear();
         if self.wbuf.capacity() > 1 << 20 {
             self.wbuf.shrink_to(64 << 10);
@@ -320,7 +374,15 @@ where
         }
         if self.grace_at.is_some_and(|at| at <= now) {
             log::debug!("gRPC connection closed at the end of its grace period");
-            return false;
+            if self.away != Away::Final {
+                self.final_go_away();
+            }
+            for id in self.streams.keys().copied().collect::<Vec<_>>() {
+                self.remove(id);
+                frame::rst_stream(&mut self.wbuf, id, Reason::CANCEL);
+            }
+            self.closing = true;
+            return true;
         }
         if let (Some(at), Some(every)) = (self.keepalive_at, self.options.keepalive) {
             if at <= now {
@@ -411,7 +473,7 @@ where
                 if head.stream == 0 {
                     return Err(Reason::PROTOCOL_ERROR);
                 }
-                if head.len != 5 {
+                if head.len != 5 && self.streams.contains_key(&head.stream) {
                     self.reset(head.stream, Reason::FRAME_SIZE_ERROR);
                 }
                 Ok(())
@@ -423,7 +485,9 @@ where
                 if head.len != 4 {
                     return Err(Reason::FRAME_SIZE_ERROR);
                 }
-                self.close(head.stream);
+                if self.remove(head.stream) {
+                    self.count_peer_reset()?;
+                }
                 Ok(())
             }
             kind::SETTINGS => self.settings(&head, &payload),
@@ -447,6 +511,9 @@ where
             kind::GOAWAY => {
                 if head.stream != 0 {
                     return Err(Reason::PROTOCOL_ERROR);
+                }
+                if head.len < 8 {
+                    return Err(Reason::FRAME_SIZE_ERROR);
                 }
                 self.peer_away = true;
                 Ok(())
@@ -597,11 +664,14 @@ where
                 credit += data.len();
                 relay = !end && !predict_fits(body, limit);
             }
-            Recv::Relayed(inbox) => {
-                if let Ok(mut inbox) = inbox.lock() {
+            Recv::Relayed(inbox) => match inbox.lock() {
+                Ok(mut inbox) if !inbox.dropped => {
+                    stream.uncredited += data.len();
                     inbox.push(data);
                 }
-            }
+                // Nobody reads this body any more.
+                _ => credit += data.len(),
+            },
             Recv::Done => credit += data.len(),
         }
         if credit > 0 {
@@ -665,7 +735,9 @@ where
         }
         if let Some(stream) = self.streams.get(&id) {
             // Trailers: they end the request.
-            if stream.remote_closed || !end_stream {
+            if stream.remote_closed {
+                self.reset(id, Reason::STREAM_CLOSED);
+            } else if !end_stream {
                 self.reset(id, Reason::PROTOCOL_ERROR);
             } else {
                 self.end_of_body(id);
@@ -676,8 +748,13 @@ where
             // A stream this side has closed; whatever it was is over.
             return Ok(());
         }
+        if self.away == Away::Final {
+            // Past the last stream the final GOAWAY named: refused unrun.
+            frame::rst_stream(&mut self.wbuf, id, Reason::REFUSED_STREAM);
+            return Ok(());
+        }
         self.last_stream = id;
-        if self.away == Away::Final || self.streams.len() >= self.max_streams as usize {
+        if self.streams.len() >= self.max_streams as usize {
             frame::rst_stream(&mut self.wbuf, id, Reason::REFUSED_STREAM);
             return Ok(());
         }
@@ -714,6 +791,7 @@ where
                 recv_window: i64::from(WINDOW),
                 unacked: 0,
                 precredited: 0,
+                uncredited: 0,
                 remote_closed: end_stream,
                 send_window: self.peer_initial_window,
                 out: VecDeque::new(),
@@ -750,12 +828,17 @@ where
         let Recv::Message(head, _) = std::mem::replace(&mut stream.recv, Recv::Done) else {
             return;
         };
+        // A stream the client resets stops its call, as tonic's would.
+        let (abort, registration) = AbortHandle::new_pair();
+        stream.abort = Some(abort);
         let mut extensions = tonic::Extensions::new();
         if let Some(peer) = &self.peer {
             extensions.insert(peer.clone());
         }
         let request = tonic::Request::from_parts(MetadataMap::from_headers(head.headers), extensions, message);
-        self.calls.push(Box::pin(caught(id, calls::predict(api, request))));
+        let call = Abortable::new(calls::predict(api, request), registration)
+            .map(|result| result.unwrap_or(Finished::Stopped));
+        self.calls.push(Box::pin(caught(id, call)));
     }
 
     /// Hands a stream collected as a Predict, or just opened, to the tonic
@@ -789,7 +872,7 @@ where
         stream.abort = Some(abort);
         let response = self.services.route(request);
         let call = calls::relay(id, response, self.shared.clone(), flow);
-        let call = Abortable::new(call, registration).map(|result| result.unwrap_or(Finished::Relayed));
+        let call = Abortable::new(call, registration).map(|result| result.unwrap_or(Finished::Stopped));
         self.calls.push(Box::pin(caught(id, call)));
     }
 
@@ -829,7 +912,9 @@ where
             let already = consumed.min(stream.precredited);
             stream.precredited -= already;
             if consumed > already {
-                credits.push((*id, consumed - already));
+                let owed = (consumed - already).min(stream.uncredited);
+                stream.uncredited -= owed;
+                credits.push((*id, owed));
             }
         }
         for (id, bytes) in credits {
@@ -871,7 +956,7 @@ where
         match finished {
             Some(Finished::Predict(Ok(response))) => self.predict_answer(id, response),
             Some(Finished::Predict(Err(status))) => self.trailers_only(id, &status),
-            Some(Finished::Relayed) => {}
+            Some(Finished::Relayed | Finished::Stopped) => {}
             None => {
                 log::error!("a gRPC call on stream {id} panicked");
                 match self.streams.get(&id) {
@@ -948,19 +1033,49 @@ where
         }
     }
 
-    /// A stream error: RST_STREAM, and its call stopped.
+    /// A stream error: RST_STREAM, and its call stopped. A client causing
+    /// many is sent away.
     fn reset(&mut self, id: u32, reason: Reason) {
-        if let Some(mut stream) = self.streams.remove(&id) {
-            stop(&mut stream);
-        }
+        self.remove(id);
         frame::rst_stream(&mut self.wbuf, id, reason);
+        self.local_resets += 1;
+        if self.local_resets > MAX_LOCAL_RESETS {
+            self.fail(ENHANCE_YOUR_CALM);
+        }
     }
 
-    /// The peer reset the stream: nothing more is sent on it.
-    fn close(&mut self, id: u32) {
-        if let Some(mut stream) = self.streams.remove(&id) {
-            stop(&mut stream);
+    /// Removes a stream and stops its call; what its unread body held of the
+    /// connection's window is returned. False when there was no such stream.
+    fn remove(&mut self, id: u32) -> bool {
+        let Some(mut stream) = self.streams.remove(&id) else {
+            return false;
+        };
+        if let Some(abort) = stream.abort.take() {
+            abort.abort();
         }
+        if let Recv::Relayed(inbox) = &stream.recv {
+            if let Ok(mut inbox) = inbox.lock() {
+                inbox.reset();
+            }
+        }
+        if stream.uncredited > 0 {
+            self.credit(stream.uncredited);
+        }
+        true
+    }
+
+    /// A stream the client reset while its call ran.
+    fn count_peer_reset(&mut self) -> Result<(), Reason> {
+        let now = Instant::now();
+        if now.duration_since(self.resets_since) >= Duration::from_secs(1) {
+            self.resets_since = now;
+            self.peer_resets = 0;
+        }
+        self.peer_resets += 1;
+        if self.peer_resets > RESETS_PER_SECOND {
+            return Err(ENHANCE_YOUR_CALM);
+        }
+        Ok(())
     }
 
     /// Writes what each stream with something to send may send now.
@@ -1018,9 +1133,7 @@ where
                     // Answered before the request ended: the rest is not wanted.
                     frame::rst_stream(&mut self.wbuf, id, Reason::NO_ERROR);
                 }
-                if let Some(mut stream) = self.streams.remove(&id) {
-                    stop(&mut stream);
-                }
+                self.remove(id);
                 self.ready.swap_remove(index);
             } else if stream.out.is_empty() {
                 stream.queued = false;
@@ -1028,18 +1141,6 @@ where
             } else {
                 index += 1;
             }
-        }
-    }
-}
-
-/// Ends what a closed stream's call may still be doing.
-fn stop(stream: &mut Stream) {
-    if let Some(abort) = stream.abort.take() {
-        abort.abort();
-    }
-    if let Recv::Relayed(inbox) = &stream.recv {
-        if let Ok(mut inbox) = inbox.lock() {
-            inbox.reset();
         }
     }
 }
@@ -1088,13 +1189,14 @@ struct RequestHead {
     authority: Option<Bytes>,
     path: Bytes,
     headers: HeaderMap,
-    /// Compression either way: a `grpc-encoding` other than identity, or
-    /// gzip in `grpc-accept-encoding` (tonic gzips answers for such clients).
+    /// A message compressed with `grpc-encoding`: tonic decompresses it,
+    /// and answers in the same coding when the client accepts it.
     compressed: bool,
 }
 
 impl RequestHead {
-    /// Predict, with an answer that is the same bytes tonic would send.
+    /// An uncompressed Predict: answered uncompressed, as TF Serving
+    /// answers, whatever `grpc-accept-encoding` allows.
     fn is_predict(&self) -> bool {
         &self.method[..] == b"POST" && &self.path[..] == PREDICT_PATH.as_bytes() && !self.compressed
     }
@@ -1153,12 +1255,8 @@ fn decode(decoder: &mut hpack::Decoder, block: &Bytes) -> Result<Fields, Reason>
                 *slot = Some(value);
                 return;
             }
-            match name {
-                b"grpc-encoding" => compressed |= &value[..] != b"identity",
-                b"grpc-accept-encoding" => {
-                    compressed |= value.split(|b| *b == b',').any(|coding| coding.trim_ascii() == b"gzip")
-                }
-                _ => {}
+            if name == b"grpc-encoding" {
+                compressed |= &value[..] != b"identity";
             }
             match (HeaderName::from_bytes(name), HeaderValue::from_maybe_shared(value)) {
                 (Ok(name), Ok(value)) => {

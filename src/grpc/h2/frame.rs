@@ -56,6 +56,7 @@ impl Reason {
     pub const STREAM_CLOSED: Reason = Reason(5);
     pub const FRAME_SIZE_ERROR: Reason = Reason(6);
     pub const REFUSED_STREAM: Reason = Reason(7);
+    pub const CANCEL: Reason = Reason(8);
     pub const COMPRESSION_ERROR: Reason = Reason(9);
 }
 

@@ -267,7 +267,7 @@ async fn a_call_split_over_frames_and_other_methods_are_answered() {
 async fn a_reset_stream_leaves_the_connection_serving() {
     let mut peer = Peer::connect("h2-reset", ConnectionOptions::new(None, None, None), &[]).await;
     let mut out = headers(1, &request_block(PREDICT), false);
-    frame::rst_stream(&mut out, 1, Reason(8)); // CANCEL
+    frame::rst_stream(&mut out, 1, Reason::CANCEL);
     out.extend(call(3, vec![1.0]));
     peer.send(&out).await;
     let answer = peer.next_answer().await.unwrap();
@@ -414,4 +414,77 @@ async fn drain_sends_goaway_twice_and_answers_calls_already_sent() {
     }
     assert!(kinds.contains(&(kind::GOAWAY, 0)), "{kinds:?}");
     assert!(kinds.contains(&(kind::DATA, 1)), "the call was answered: {kinds:?}");
+}
+
+#[tokio::test]
+async fn unread_bodies_of_answered_calls_return_the_connections_window() {
+    let mut peer = Peer::connect("h2-credit", ConnectionOptions::new(None, None, None), &[]).await;
+    // Ten 60 KB calls to a method tonic answers without reading its body.
+    let mut out = Vec::new();
+    for n in 0..10u32 {
+        let id = 2 * n + 1;
+        out.extend(headers(id, &request_block("/no.such.Service/Method"), false));
+        for part in 0..4 {
+            frame::data(&mut out, id, &[0u8; 15_000], part == 3);
+        }
+    }
+    peer.send(&out).await;
+    let mut returned = 0u64;
+    while returned < 512 << 10 {
+        let read = peer.next().await.expect("the connection stays open");
+        if read.head.kind == kind::WINDOW_UPDATE && read.head.stream == 0 {
+            returned += u64::from(u32::from_be_bytes(read.payload[..4].try_into().unwrap()));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_resetting_calls_as_fast_as_it_opens_them_is_sent_away() {
+    let mut peer = Peer::connect("h2-rapid-reset", ConnectionOptions::new(None, None, None), &[]).await;
+    let mut out = Vec::new();
+    for n in 0..300u32 {
+        let id = 2 * n + 1;
+        out.extend(call(id, vec![1.0]));
+        frame::rst_stream(&mut out, id, Reason::CANCEL);
+    }
+    peer.send(&out).await;
+    loop {
+        let read = peer.next_answer().await.expect("a GOAWAY before the close");
+        if read.head.kind == kind::GOAWAY {
+            assert_eq!(read.payload[4..8], 0xbu32.to_be_bytes(), "ENHANCE_YOUR_CALM");
+            break;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_drain_closes_a_connection_whose_call_never_ends_after_its_grace() {
+    let (state, root) = mock_state("h2-drain-grace");
+    let _root = TempRoot(root);
+    let health = crate::grpc::health::HealthService::new();
+    let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
+    let (mut client, server) = tokio::io::duplex(1 << 20);
+    let (closing, shutdown) = tokio::sync::watch::channel(false);
+    let mut options = ConnectionOptions::new(None, None, None);
+    options.grace = Some(Duration::from_millis(200));
+    let served = tokio::spawn(super::serve(server, services, None, Arc::new(options), shutdown));
+    let mut hello = frame::PREFACE.to_vec();
+    frame::settings(&mut hello, &[]);
+    // A call whose body never ends.
+    hello.extend(headers(1, &request_block(PREDICT), false));
+    client.write_all(&hello).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    closing.send(true).unwrap();
+    // The client never answers the GOAWAY's PING: the grace ends it all.
+    let drained = async {
+        let mut sink = vec![0u8; 1 << 16];
+        while client.read(&mut sink).await.unwrap_or(0) > 0 {}
+    };
+    tokio::time::timeout(Duration::from_secs(10), drained)
+        .await
+        .expect("closed after the grace");
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .unwrap()
+        .unwrap();
 }
