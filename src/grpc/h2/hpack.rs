@@ -755,4 +755,73 @@ mod tests {
             ])
         );
     }
+
+    /// Huffman-codes `bytes` with the table, for the decoder's round trip.
+    fn huffman_encode(bytes: &[u8]) -> Vec<u8> {
+        let (mut out, mut bits, mut pending) = (Vec::new(), 0u64, 0u32);
+        for byte in bytes {
+            let (code, len) = HUFFMAN[usize::from(*byte)];
+            bits = bits << len | u64::from(code);
+            pending += u32::from(len);
+            while pending >= 8 {
+                pending -= 8;
+                out.push((bits >> pending) as u8);
+            }
+        }
+        if pending > 0 {
+            out.push((bits << (8 - pending)) as u8 | (0xff >> pending));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn any_bytes_decode_or_fail_without_a_panic(
+            blocks in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), 1..4)
+        ) {
+            let mut decoder = Decoder::default();
+            for block in blocks {
+                let _ = decoder.decode(&Bytes::from(block), |_, _| {});
+                proptest::prop_assert!(decoder.size <= decoder.max_size);
+            }
+        }
+
+        #[test]
+        fn huffman_strings_round_trip(value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let encoded = huffman_encode(&value);
+            let mut block = vec![0x00];
+            encode_string(&mut block, b"x-name");
+            encode_integer(&mut block, encoded.len(), 7, 0x80);
+            block.extend_from_slice(&encoded);
+            // Twice: the second decode comes from the recently decoded strings.
+            let mut decoder = Decoder::default();
+            for _ in 0..2 {
+                let mut decoded = Vec::new();
+                decoder
+                    .decode(&Bytes::from(block.clone()), |name, got| decoded.push((name.to_vec(), got.to_vec())))
+                    .unwrap();
+                proptest::prop_assert_eq!(&decoded[0].0[..], b"x-name");
+                proptest::prop_assert_eq!(&decoded[0].1, &value);
+            }
+        }
+
+        #[test]
+        fn indexed_literals_fill_and_evict_the_table(
+            values in proptest::collection::vec("[a-z0-9]{0,200}", 1..40)
+        ) {
+            let mut decoder = Decoder::default();
+            for value in &values {
+                // Literal with incremental indexing, new name, then the entry by index 62.
+                let mut block = vec![0x40];
+                encode_string(&mut block, b"x-key");
+                encode_string(&mut block, value.as_bytes());
+                block.push(0x80 | 62);
+                let decoded = fields(&mut decoder, &block).unwrap();
+                proptest::prop_assert_eq!(&decoded[1].1, value);
+                proptest::prop_assert!(decoder.size <= TABLE_SIZE);
+            }
+        }
+    }
 }
