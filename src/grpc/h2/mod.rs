@@ -11,6 +11,7 @@ mod calls;
 mod connection;
 mod frame;
 mod hpack;
+mod request;
 
 pub use calls::RecvBody;
 pub use connection::serve;

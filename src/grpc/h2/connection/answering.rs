@@ -1,0 +1,197 @@
+//! Answering: relayed calls' events and finished calls turned into frames,
+//! and the frames written as each stream's and the connection's windows allow.
+
+use super::*;
+
+impl<IO> Connection<IO>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    pub(super) fn relayed(&mut self, id: u32, event: Event) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        match event {
+            Event::Head(parts, end) => {
+                let mut block = Vec::with_capacity(128);
+                hpack::status(&mut block, parts.status.as_u16());
+                encode_fields(&mut block, &parts.headers);
+                stream.headers_sent = true;
+                stream.out.push_back(Out::Block(block, end));
+            }
+            Event::Data(data) => stream.out.push_back(Out::Data(data, false)),
+            Event::Trailers(trailers) => {
+                let mut block = Vec::with_capacity(64);
+                encode_fields(&mut block, &trailers);
+                stream.out.push_back(Out::Block(block, true));
+            }
+            Event::End => stream.out.push_back(Out::Data(Bytes::new(), true)),
+            Event::Failed => stream.out.push_back(Out::Reset(Reason::INTERNAL_ERROR)),
+        }
+        if !stream.queued {
+            stream.queued = true;
+            self.ready.push(id);
+        }
+    }
+
+    pub(super) fn finished_call(&mut self, id: u32, finished: Option<Finished>) {
+        match finished {
+            Some(Finished::Predict(Ok(response))) => self.predict_answer(id, response),
+            Some(Finished::Predict(Err(status))) => self.trailers_only(id, &status),
+            Some(Finished::Relayed | Finished::Stopped) => {}
+            None => {
+                log::error!("a gRPC call on stream {id} panicked");
+                match self.streams.get(&id) {
+                    Some(stream) if stream.headers_sent => self.reset(id, Reason::INTERNAL_ERROR),
+                    Some(_) => self.trailers_only(id, &Status::internal("the call failed unexpectedly")),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    pub(super) fn predict_answer(&mut self, id: u32, response: tonic::Response<PredictResponse>) {
+        let (metadata, message, _) = response.into_parts();
+        let len = message.encoded_len();
+        let limit = self.services.send_limit;
+        if len > limit {
+            let status = Status::out_of_range(format!(
+                "Error, encoded message length too large: found {len} bytes, the limit is: {limit} bytes"
+            ));
+            return self.trailers_only(id, &status);
+        }
+        let mut body = Vec::with_capacity(5 + len);
+        body.push(0);
+        body.extend_from_slice(&(len as u32).to_be_bytes());
+        if message.encode(&mut body).is_err() {
+            return self.trailers_only(id, &Status::internal("the response could not be encoded"));
+        }
+        let mut block = Vec::with_capacity(96);
+        block.push(hpack::STATUS_OK);
+        hpack::field(&mut block, b"content-type", GRPC, false);
+        for (name, value) in metadata.into_headers().iter() {
+            if !RESERVED.contains(&name.as_str()) {
+                hpack::field(
+                    &mut block,
+                    name.as_str().as_bytes(),
+                    value.as_bytes(),
+                    value.is_sensitive(),
+                );
+            }
+        }
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        stream.headers_sent = true;
+        stream.out.push_back(Out::Block(block, false));
+        stream.out.push_back(Out::Data(Bytes::from(body), false));
+        stream.out.push_back(Out::Block(GRPC_OK_TRAILERS.to_vec(), true));
+        if !stream.queued {
+            stream.queued = true;
+            self.ready.push(id);
+        }
+    }
+
+    /// A call's whole answer in one HEADERS frame: its status, no message.
+    pub(super) fn trailers_only(&mut self, id: u32, status: &Status) {
+        let mut fields = HeaderMap::new();
+        // A message no header can carry is replaced by tonic with its own status.
+        if let Some(status) = status.add_header(&mut fields).err() {
+            fields.clear();
+            let _ = status.add_header(&mut fields);
+        }
+        let mut block = Vec::with_capacity(128);
+        block.push(hpack::STATUS_OK);
+        hpack::field(&mut block, b"content-type", GRPC, false);
+        encode_fields(&mut block, &fields);
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        stream.headers_sent = true;
+        stream.out.push_back(Out::Block(block, true));
+        if !stream.queued {
+            stream.queued = true;
+            self.ready.push(id);
+        }
+    }
+
+    /// A stream error: RST_STREAM, and its call stopped. A client causing
+    /// many is sent away.
+    /// Writes what each stream with something to send may send now.
+    pub(super) fn send(&mut self) {
+        let mut index = 0;
+        while index < self.ready.len() {
+            let id = self.ready[index];
+            let Some(stream) = self.streams.get_mut(&id) else {
+                self.ready.swap_remove(index);
+                continue;
+            };
+            let mut closed = false;
+            while let Some(out) = stream.out.front_mut() {
+                match out {
+                    Out::Block(block, end) => {
+                        if !self.table_cleared {
+                            block.insert(0, hpack::NO_TABLE);
+                            self.table_cleared = true;
+                        }
+                        frame::header_block(&mut self.wbuf, id, block, *end, self.peer_max_frame);
+                        closed = *end;
+                    }
+                    Out::Reset(reason) => {
+                        frame::rst_stream(&mut self.wbuf, id, *reason);
+                        closed = true;
+                        stream.remote_closed = true;
+                    }
+                    Out::Data(data, end) => {
+                        let allowed = stream.send_window.min(self.send_window).max(0) as usize;
+                        let n = data.len().min(allowed).min(self.peer_max_frame);
+                        if n == 0 && !data.is_empty() {
+                            break;
+                        }
+                        let last = n == data.len();
+                        frame::data(&mut self.wbuf, id, &data[..n], last && *end);
+                        stream.send_window -= n as i64;
+                        self.send_window -= n as i64;
+                        if let Some(flow) = &stream.flow {
+                            flow.written(n);
+                        }
+                        closed = last && *end;
+                        if !last {
+                            data.advance(n);
+                            continue;
+                        }
+                    }
+                }
+                stream.out.pop_front();
+                if closed {
+                    break;
+                }
+            }
+            if closed {
+                if !stream.remote_closed {
+                    // Answered before the request ended: the rest is not wanted.
+                    frame::rst_stream(&mut self.wbuf, id, Reason::NO_ERROR);
+                }
+                self.remove(id);
+                self.ready.swap_remove(index);
+            } else if stream.out.is_empty() {
+                stream.queued = false;
+                self.ready.swap_remove(index);
+            } else {
+                index += 1;
+            }
+        }
+    }
+}
+
+/// `grpc-status: 0`.
+const GRPC_OK_TRAILERS: &[u8] = b"\x00\x0bgrpc-status\x010";
+
+/// What tonic leaves out of a response's metadata.
+const RESERVED: [&str; 5] = ["te", "content-type", "grpc-message", "grpc-message-type", "grpc-status"];
+
+fn encode_fields(block: &mut Vec<u8>, fields: &HeaderMap) {
+    for (name, value) in fields {
+        hpack::field(block, name.as_str().as_bytes(), value.as_bytes(), value.is_sensitive());
+    }
+}
