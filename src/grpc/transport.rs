@@ -110,6 +110,9 @@ pub struct ConnectionOptions {
     /// After this long a connection gets GOAWAY, then `grace` to finish its calls.
     pub max_age: Option<Duration>,
     pub grace: Option<Duration>,
+    /// What the server's drain leaves calls still open to finish (a health
+    /// `Watch` never does) before they are reset.
+    pub drain_grace: Duration,
 }
 
 impl ConnectionOptions {
@@ -125,6 +128,7 @@ impl ConnectionOptions {
             max_concurrent_streams,
             max_age: None,
             grace: None,
+            drain_grace: Duration::from_secs(30),
         }
     }
 }

@@ -56,9 +56,6 @@ const ENHANCE_YOUR_CALM: Reason = Reason(0xb);
 const RESETS_PER_SECOND: u32 = 200;
 /// Stream errors this side may answer on one connection (hyper's bound).
 const MAX_LOCAL_RESETS: u32 = 1024;
-/// How long the server's drain lets calls still open finish (a health
-/// `Watch` never does) when no connection grace period is set.
-const DRAIN_GRACE: Duration = Duration::from_secs(30);
 const GRPC: &[u8] = b"application/grpc";
 
 type Call = Pin<Box<dyn Future<Output = (u32, Option<Finished>)> + Send>>;
@@ -148,7 +145,11 @@ struct Connection<IO> {
     calls: FuturesUnordered<Call>,
     done: Vec<(u32, Option<Finished>)>,
     shared: Arc<Shared>,
+    /// The last stream taken: what the final GOAWAY names.
     last_stream: u32,
+    /// The highest stream id the client has used, taken or refused: frames
+    /// on ids above it are on idle streams.
+    highest_stream: u32,
     continuation: Option<(u32, bool, Vec<u8>)>,
     send_window: i64,
     recv_window: i64,
@@ -163,7 +164,11 @@ struct Connection<IO> {
     closing: bool,
     /// Streams the client reset in the current second, and when it began.
     peer_resets: u32,
+    /// Streams opened in the same second.
+    opened: u32,
     resets_since: Instant,
+    /// The server's drain has begun.
+    stopped: bool,
     local_resets: u32,
     /// Frames read since the keepalive timer last fired.
     active: bool,
@@ -196,6 +201,7 @@ where
             done: Vec::new(),
             shared: Arc::new(Shared::default()),
             last_stream: 0,
+            highest_stream: 0,
             continuation: None,
             send_window: frame::DEFAULT_WINDOW,
             recv_window: i64::from(WINDOW),
@@ -208,7 +214,9 @@ where
             failed: false,
             closing: false,
             peer_resets: 0,
+            opened: 0,
             resets_since: now,
+            stopped: false,
             local_resets: 0,
             active: false,
             keepalive_at: options.keepalive.map(|every| now + every),
@@ -238,7 +246,8 @@ where
         loop {
             self.flush().await?;
             if self.finished() {
-                let _ = self.io.shutdown().await;
+                let stall = self.options.keepalive_timeout;
+                let _ = tokio::time::timeout(stall, self.io.shutdown()).await;
                 return Ok(());
             }
             let deadline = self.next_deadline();
@@ -251,7 +260,7 @@ where
             if self.rbuf.capacity() - self.rbuf.len() < 4096 {
                 self.rbuf.reserve(frame::DEFAULT_MAX_FRAME + frame::HEAD);
             }
-            let watching = self.away == Away::Open;
+            let watching = !self.stopped;
             let wake = {
                 let Connection {
                     io,
@@ -288,9 +297,14 @@ where
                     }
                 }
                 Wake::Shutdown(true) => {
+                    self.stopped = true;
                     self.go_away();
-                    let grace = self.options.grace.unwrap_or(DRAIN_GRACE);
-                    self.grace_at = Some(Instant::now() + grace);
+                    // A connection already past its age keeps the earlier end.
+                    let drained = Instant::now().checked_add(self.options.drain_grace);
+                    self.grace_at = match (self.grace_at, drained) {
+                        (Some(at), Some(drained)) => Some(at.min(drained)),
+                        (at, drained) => at.or(drained),
+                    };
                 }
                 Wake::Shutdown(false) => return Ok(()),
             }
@@ -306,29 +320,29 @@ where
         if self.wbuf.is_empty() {
             return Ok(());
         }
-        // Usually the socket takes it all at once; a client that stops
-        // reading gets the keepalive timeout to start again.
+        // Usually the socket takes it all at once, without a timer; a client
+        // that stops reading gets the keepalive timeout, from its last
+        // progress, to start again.
+        let stalled = || std::io::Error::new(std::io::ErrorKind::TimedOut, "the client stopped reading");
+        let stall = self.options.keepalive_timeout;
         let mut written = 0;
         while written < self.wbuf.len() {
-            match self.io.write(&self.wbuf[written..]).now_or_never() {
-                Some(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Some(Ok(n)) => written += n,
-                Some(Err(error)) => return Err(error),
-                None => break,
+            let wrote = match self.io.write(&self.wbuf[written..]).now_or_never() {
+                Some(wrote) => wrote,
+                None => match tokio::time::timeout(stall, self.io.write(&self.wbuf[written..])).await {
+                    Ok(wrote) => wrote,
+                    Err(_) => return Err(stalled()),
+                },
+            };
+            match wrote? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n => written += n,
             }
         }
-        let stall = self.options.keepalive_timeout;
-        let rest = async {
-            self.io.write_all(&self.wbuf[written..]).await?;
-            self.io.flush().await
-        };
-        match tokio::time::timeout(stall, rest).await {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the client stopped reading",
-                ))
+        if self.io.flush().now_or_never().is_none() {
+            match tokio::time::timeout(stall, self.io.flush()).await {
+                Ok(flushed) => flushed?,
+                Err(_) => return Err(stalled()),
             }
         }
         self.wbuf.clear();
@@ -400,7 +414,7 @@ where
         }
         if self.away == Away::Open && self.age_at.is_some_and(|at| at <= now) {
             self.go_away();
-            self.grace_at = self.options.grace.map(|grace| now + grace);
+            self.grace_at = self.options.grace.and_then(|grace| now.checked_add(grace));
         }
         true
     }
@@ -475,6 +489,10 @@ where
     fn reset(&mut self, id: u32, reason: Reason) {
         self.remove(id);
         frame::rst_stream(&mut self.wbuf, id, reason);
+        self.count_local_reset();
+    }
+
+    fn count_local_reset(&mut self) {
         self.local_resets += 1;
         if self.local_resets > MAX_LOCAL_RESETS {
             self.fail(ENHANCE_YOUR_CALM);
@@ -507,12 +525,26 @@ where
         if now.duration_since(self.resets_since) >= Duration::from_secs(1) {
             self.resets_since = now;
             self.peer_resets = 0;
+            self.opened = 0;
         }
         self.peer_resets += 1;
-        if self.peer_resets > RESETS_PER_SECOND {
+        // A client cancelling some calls on their deadlines is not this:
+        // only one resetting most of what it opens, and many of them.
+        if self.peer_resets > RESETS_PER_SECOND && self.peer_resets * 2 > self.opened {
             return Err(ENHANCE_YOUR_CALM);
         }
         Ok(())
+    }
+
+    /// A stream opened, for the reset rate above.
+    fn count_opened(&mut self) {
+        let now = Instant::now();
+        if now.duration_since(self.resets_since) >= Duration::from_secs(1) {
+            self.resets_since = now;
+            self.peer_resets = 0;
+            self.opened = 0;
+        }
+        self.opened += 1;
     }
 }
 

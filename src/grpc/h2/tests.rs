@@ -404,16 +404,27 @@ async fn drain_sends_goaway_twice_and_answers_calls_already_sent() {
     peer.send(&call(1, vec![1.0])).await;
     let mut ack = Vec::new();
     frame::ping(&mut ack, true, ping.payload[..8].try_into().unwrap());
+    // One sent after the final GOAWAY is refused, its DATA ignored.
+    ack.extend(call(3, vec![1.0]));
     peer.send(&ack).await;
     let mut kinds = Vec::new();
     while let Some(read) = peer.next_answer().await {
         if read.head.kind == kind::GOAWAY {
             assert_eq!(read.payload[..4], 1u32.to_be_bytes(), "the last stream taken");
+            assert_eq!(
+                read.payload[4..8],
+                Reason::NO_ERROR.0.to_be_bytes(),
+                "no connection error"
+            );
         }
         kinds.push((read.head.kind, read.head.stream));
     }
     assert!(kinds.contains(&(kind::GOAWAY, 0)), "{kinds:?}");
     assert!(kinds.contains(&(kind::DATA, 1)), "the call was answered: {kinds:?}");
+    assert!(
+        kinds.contains(&(kind::RST_STREAM, 3)),
+        "the late call was refused: {kinds:?}"
+    );
 }
 
 #[tokio::test]
@@ -466,7 +477,7 @@ async fn the_drain_closes_a_connection_whose_call_never_ends_after_its_grace() {
     let (mut client, server) = tokio::io::duplex(1 << 20);
     let (closing, shutdown) = tokio::sync::watch::channel(false);
     let mut options = ConnectionOptions::new(None, None, None);
-    options.grace = Some(Duration::from_millis(200));
+    options.drain_grace = Duration::from_millis(200);
     let served = tokio::spawn(super::serve(server, services, None, Arc::new(options), shutdown));
     let mut hello = frame::PREFACE.to_vec();
     frame::settings(&mut hello, &[]);

@@ -42,7 +42,11 @@ where
             None => {
                 log::error!("a gRPC call on stream {id} panicked");
                 match self.streams.get(&id) {
-                    Some(stream) if stream.headers_sent => self.reset(id, Reason::INTERNAL_ERROR),
+                    // The server's own failure: not counted against the client.
+                    Some(stream) if stream.headers_sent => {
+                        self.remove(id);
+                        frame::rst_stream(&mut self.wbuf, id, Reason::INTERNAL_ERROR);
+                    }
                     Some(_) => self.trailers_only(id, &Status::internal("the call failed unexpectedly")),
                     None => {}
                 }
@@ -51,6 +55,10 @@ where
     }
 
     pub(super) fn predict_answer(&mut self, id: u32, response: tonic::Response<PredictResponse>) {
+        if !self.streams.contains_key(&id) {
+            // Reset while it ran: nobody reads the answer.
+            return;
+        }
         let (metadata, message, _) = response.into_parts();
         let len = message.encoded_len();
         let limit = self.services.send_limit;
@@ -94,6 +102,9 @@ where
 
     /// A call's whole answer in one HEADERS frame: its status, no message.
     pub(super) fn trailers_only(&mut self, id: u32, status: &Status) {
+        if !self.streams.contains_key(&id) {
+            return;
+        }
         let mut fields = HeaderMap::new();
         // A message no header can carry is replaced by tonic with its own status.
         if let Some(status) = status.add_header(&mut fields).err() {

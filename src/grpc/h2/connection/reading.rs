@@ -60,7 +60,7 @@ where
                 Ok(())
             }
             kind::RST_STREAM => {
-                if head.stream == 0 || head.stream > self.last_stream {
+                if head.stream == 0 || head.stream > self.highest_stream {
                     return Err(Reason::PROTOCOL_ERROR);
                 }
                 if head.len != 4 {
@@ -180,7 +180,7 @@ where
             return Ok(());
         }
         let Some(stream) = self.streams.get_mut(&head.stream) else {
-            return if head.stream > self.last_stream {
+            return if head.stream > self.highest_stream {
                 Err(Reason::PROTOCOL_ERROR)
             } else {
                 Ok(())
@@ -216,7 +216,7 @@ where
         let id = head.stream;
         let limit = self.services.receive_limit;
         let Some(stream) = self.streams.get_mut(&id) else {
-            if id > self.last_stream {
+            if id > self.highest_stream {
                 return Err(Reason::PROTOCOL_ERROR);
             }
             // A stream already closed here: its bytes still count against
@@ -325,10 +325,11 @@ where
             }
             return Ok(());
         }
-        if id <= self.last_stream {
-            // A stream this side has closed; whatever it was is over.
+        if id <= self.highest_stream {
+            // A stream this side has closed or refused; whatever it was is over.
             return Ok(());
         }
+        self.highest_stream = id;
         if self.away == Away::Final {
             // Past the last stream the final GOAWAY named: refused unrun.
             frame::rst_stream(&mut self.wbuf, id, Reason::REFUSED_STREAM);
@@ -337,12 +338,15 @@ where
         self.last_stream = id;
         if self.streams.len() >= self.max_streams as usize {
             frame::rst_stream(&mut self.wbuf, id, Reason::REFUSED_STREAM);
+            self.count_local_reset();
             return Ok(());
         }
+        self.count_opened();
         let request = match fields {
             Fields::Request(request) => request,
             Fields::Malformed => {
                 frame::rst_stream(&mut self.wbuf, id, Reason::PROTOCOL_ERROR);
+                self.count_local_reset();
                 return Ok(());
             }
             Fields::TooLarge(size) => {
