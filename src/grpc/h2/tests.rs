@@ -13,7 +13,7 @@ use super::frame::{self, flag, kind, setting, Head, Reason};
 use super::hpack;
 use crate::codec::tensor_proto::{to_proto, to_tensor};
 use crate::grpc::channel_args::ChannelArguments;
-use crate::grpc::transport::ConnectionOptions;
+use crate::grpc::transport::{ConnectionOptions, Services};
 use crate::proto::tensorflow::serving::{ModelSpec, PredictRequest, PredictResponse};
 use crate::server::testing::mock_state;
 use crate::tensor::{Tensor, TensorData};
@@ -26,6 +26,8 @@ struct Peer {
     read: Vec<u8>,
     decoder: hpack::Decoder,
     served: tokio::task::JoinHandle<()>,
+    /// The server's drain: `true` starts it.
+    drain: tokio::sync::watch::Sender<bool>,
     _root: TempRoot,
 }
 
@@ -50,26 +52,49 @@ impl Read {
     }
 }
 
+/// The mock model's services, and the directory they load from.
+fn mock_services(name: &str) -> (Services, TempRoot) {
+    let (state, root) = mock_state(name);
+    let health = crate::grpc::health::HealthService::new();
+    let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
+    (services, TempRoot(root))
+}
+
+/// A connection served over an in-memory pipe: the client's end, the
+/// drain's switch and the serving task.
+fn serve_pipe(
+    services: Services,
+    options: ConnectionOptions,
+) -> (
+    DuplexStream,
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let (drain, shutdown) = tokio::sync::watch::channel(false);
+    let served = tokio::spawn(super::serve(server, services, None, Arc::new(options), shutdown));
+    (client, drain, served)
+}
+
 impl Peer {
-    /// Connects with the preface and `settings`, and reads the server's
-    /// settings and connection window.
-    async fn connect(name: &str, options: ConnectionOptions, settings: &[(u16, u32)]) -> Peer {
-        let (state, root) = mock_state(name);
-        let health = crate::grpc::health::HealthService::new();
-        let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
-        let (client, server) = tokio::io::duplex(1 << 20);
-        let (_open, shutdown) = tokio::sync::watch::channel(false);
-        let served = tokio::spawn(async move {
-            let _open = _open;
-            super::serve(server, services, None, Arc::new(options), shutdown).await
-        });
-        let mut peer = Peer {
-            io: client,
+    /// A connection nothing has been sent on yet.
+    fn open(name: &str, options: ConnectionOptions) -> Peer {
+        let (services, root) = mock_services(name);
+        let (io, drain, served) = serve_pipe(services, options);
+        Peer {
+            io,
             read: Vec::new(),
             decoder: hpack::Decoder::default(),
             served,
-            _root: TempRoot(root),
-        };
+            drain,
+            _root: root,
+        }
+    }
+
+    /// Connects with the preface and `settings`, and reads the server's
+    /// settings and connection window.
+    async fn connect(name: &str, options: ConnectionOptions, settings: &[(u16, u32)]) -> Peer {
+        let mut peer = Peer::open(name, options);
         let mut hello = frame::PREFACE.to_vec();
         frame::settings(&mut hello, settings);
         peer.send(&hello).await;
@@ -353,14 +378,8 @@ async fn connection_errors_are_sent_as_goaway_and_close() {
 
 #[tokio::test]
 async fn a_client_that_is_not_http2_is_closed() {
-    let (state, root) = mock_state("h2-preface");
-    let _root = TempRoot(root);
-    let health = crate::grpc::health::HealthService::new();
-    let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
-    let (mut client, server) = tokio::io::duplex(1 << 16);
-    let (_open, shutdown) = tokio::sync::watch::channel(false);
-    let options = Arc::new(ConnectionOptions::new(None, None, None));
-    let served = tokio::spawn(super::serve(server, services, None, options, shutdown));
+    let (services, _root) = mock_services("h2-preface");
+    let (mut client, _drain, served) = serve_pipe(services, ConnectionOptions::new(None, None, None));
     client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), served)
         .await
@@ -370,25 +389,11 @@ async fn a_client_that_is_not_http2_is_closed() {
 
 #[tokio::test]
 async fn drain_sends_goaway_twice_and_answers_calls_already_sent() {
-    let (state, root) = mock_state("h2-drain");
-    let _root = TempRoot(root);
-    let health = crate::grpc::health::HealthService::new();
-    let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
-    let (client, server) = tokio::io::duplex(1 << 20);
-    let (closing, shutdown) = tokio::sync::watch::channel(false);
-    let options = Arc::new(ConnectionOptions::new(None, None, None));
-    let served = tokio::spawn(super::serve(server, services, None, options, shutdown));
-    let mut peer = Peer {
-        io: client,
-        read: Vec::new(),
-        decoder: hpack::Decoder::default(),
-        served,
-        _root: TempRoot(std::env::temp_dir().join("h2-drain-unused")),
-    };
+    let mut peer = Peer::open("h2-drain", ConnectionOptions::new(None, None, None));
     let mut hello = frame::PREFACE.to_vec();
     frame::settings(&mut hello, &[]);
     peer.send(&hello).await;
-    closing.send(true).unwrap();
+    peer.drain.send(true).unwrap();
     let mut first_goaway = None;
     while first_goaway.is_none() {
         let read = peer.next().await.unwrap();
@@ -470,15 +475,10 @@ async fn a_client_resetting_calls_as_fast_as_it_opens_them_is_sent_away() {
 
 #[tokio::test]
 async fn the_drain_closes_a_connection_whose_call_never_ends_after_its_grace() {
-    let (state, root) = mock_state("h2-drain-grace");
-    let _root = TempRoot(root);
-    let health = crate::grpc::health::HealthService::new();
-    let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
-    let (mut client, server) = tokio::io::duplex(1 << 20);
-    let (closing, shutdown) = tokio::sync::watch::channel(false);
+    let (services, _root) = mock_services("h2-drain-grace");
     let mut options = ConnectionOptions::new(None, None, None);
     options.drain_grace = Duration::from_millis(200);
-    let served = tokio::spawn(super::serve(server, services, None, Arc::new(options), shutdown));
+    let (mut client, closing, served) = serve_pipe(services, options);
     let mut hello = frame::PREFACE.to_vec();
     frame::settings(&mut hello, &[]);
     // A call whose body never ends.
@@ -505,10 +505,7 @@ async fn the_drain_closes_a_connection_whose_call_never_ends_after_its_grace() {
 /// sent, and none panics.
 #[tokio::test]
 async fn random_frames_never_panic_a_connection() {
-    let (state, root) = mock_state("h2-random");
-    let _root = TempRoot(root);
-    let health = crate::grpc::health::HealthService::new();
-    let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
+    let (services, _root) = mock_services("h2-random");
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         seed ^= seed << 13;
@@ -517,10 +514,7 @@ async fn random_frames_never_panic_a_connection() {
         seed
     };
     for _ in 0..300 {
-        let (mut client, server) = tokio::io::duplex(1 << 20);
-        let (_open, shutdown) = tokio::sync::watch::channel(false);
-        let options = Arc::new(ConnectionOptions::new(None, None, Some(8)));
-        let served = tokio::spawn(super::serve(server, services.clone(), None, options, shutdown));
+        let (mut client, _drain, served) = serve_pipe(services.clone(), ConnectionOptions::new(None, None, Some(8)));
         let mut bytes = frame::PREFACE.to_vec();
         frame::settings(&mut bytes, &[]);
         for _ in 0..(next() % 12) {
