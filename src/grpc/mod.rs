@@ -32,9 +32,9 @@ const SERVICES: [&str; 3] = [
 ];
 
 /// A running gRPC listener: `--grpc_num_threads` threads, each with its own
-/// single-threaded runtime accepting from the same sockets, so a connection
-/// and every call on it stay on one thread (no task hand-offs between
-/// threads, no work stealing), as REST's workers do.
+/// single-threaded runtime; one accepts and hands connections out in turn,
+/// and a connection and every call on it stay on its thread (no task
+/// hand-offs between threads, no work stealing), as REST's workers do.
 pub struct GrpcServer {
     pub addr: SocketAddr,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -91,78 +91,93 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
         threads: Vec::new(),
         stop,
     };
-    let (started, starts) = std::sync::mpsc::channel();
     let count = settings.grpc.grpc_num_threads.max(1);
-    for index in 0..count {
-        let listener = listener.try_clone().map_err(StartError::Threads)?;
-        let unix = match &unix {
-            Some(unix) => Some(unix.try_clone().map_err(StartError::Threads)?),
-            None => None,
-        };
-        let thread = ThreadSockets {
-            listener,
-            tls: tls.clone(),
-            unix,
-        };
+    let runtimes = (0..count)
+        .map(|_| tokio::runtime::Builder::new_current_thread().enable_all().build())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(StartError::Threads)?;
+    let handles: Arc<[tokio::runtime::Handle]> = runtimes.iter().map(|r| r.handle().clone()).collect();
+    // One thread accepts, so the listener closes at once when the drain
+    // says so; every thread serves the connections it is handed.
+    let (served, serving) = tokio::sync::watch::channel(false);
+    let served = Arc::new(served);
+    let mut sockets = Some(Sockets { listener, tls, unix });
+    let (started, starts) = std::sync::mpsc::channel();
+    for runtime in runtimes {
         let work = ThreadWork {
+            sockets: sockets.take(),
             services: services.clone(),
             options: options.clone(),
             state: state.clone(),
-            health: (index == 0).then(|| health.clone()),
+            health: health.clone(),
+            threads: handles.clone(),
+            served: served.clone(),
+            serving: serving.clone(),
             stopping: stopping.clone(),
         };
         let started = started.clone();
         let handle = std::thread::Builder::new()
             .name("tfserve-grpc".into())
-            .spawn(move || serve_thread(thread, work, started))
+            .spawn(move || serve_thread(runtime, work, started))
             .map_err(StartError::Threads)?;
         grpc.threads.push(handle);
     }
     drop(started);
-    for _ in 0..count {
-        match starts.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => return Err(StartError::Threads(error)),
-            Err(_) => return Err(StartError::Grpc("a gRPC thread ended while starting".into())),
-        }
+    match starts.recv() {
+        Ok(Ok(())) => Ok(grpc),
+        Ok(Err(error)) => Err(StartError::Threads(error)),
+        Err(_) => Err(StartError::Grpc("the gRPC thread ended while starting".into())),
     }
-    Ok(grpc)
 }
 
-/// One thread's copies of the listening sockets.
-struct ThreadSockets {
+/// The listening sockets.
+struct Sockets {
     listener: std::net::TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     unix: Option<std::os::unix::net::UnixListener>,
 }
 
 struct ThreadWork {
+    /// The accepting thread's: the sockets.
+    sockets: Option<Sockets>,
     services: transport::Services,
     options: Arc<transport::ConnectionOptions>,
     state: Arc<ServerState>,
-    /// The thread that keeps health in step with readiness.
-    health: Option<health::HealthService>,
+    health: health::HealthService,
+    threads: Arc<[tokio::runtime::Handle]>,
+    /// Set by the accepting thread once every connection has closed.
+    served: Arc<tokio::sync::watch::Sender<bool>>,
+    serving: tokio::sync::watch::Receiver<bool>,
     stopping: tokio::sync::watch::Receiver<bool>,
 }
 
-/// A gRPC thread: its runtime, accepting and serving until the drain
-/// closes the listener and its connections have finished.
-fn serve_thread(sockets: ThreadSockets, work: ThreadWork, started: std::sync::mpsc::Sender<std::io::Result<()>>) {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            let _ = started.send(Err(error));
-            return;
-        }
-    };
+/// A gRPC thread: its runtime serving the connections handed to it, until
+/// the drain closes the listener and every connection has finished. The
+/// accepting thread also keeps health in step with readiness.
+fn serve_thread(
+    runtime: tokio::runtime::Runtime,
+    work: ThreadWork,
+    started: std::sync::mpsc::Sender<std::io::Result<()>>,
+) {
     let ThreadWork {
+        sockets,
         services,
         options,
         state,
         health,
+        threads,
+        served,
+        mut serving,
         mut stopping,
     } = work;
     runtime.block_on(async move {
+        let Some(sockets) = sockets else {
+            tokio::select! {
+                _ = serving.wait_for(|done| *done) => {}
+                _ = stopping.wait_for(|stop| *stop) => {}
+            }
+            return;
+        };
         let closing = |state: &ServerState| {
             let mut closing = state.drain.subscribe();
             async move {
@@ -182,10 +197,8 @@ fn serve_thread(sockets: ThreadSockets, work: ThreadWork, started: std::sync::mp
                 return;
             }
         };
-        if let Some(health) = health {
-            tokio::spawn(report_health(health, state.clone()));
-        }
-        let mut served = vec![tokio::spawn(transport::serve(
+        tokio::spawn(report_health(health, state.clone()));
+        let mut accepting = vec![tokio::spawn(transport::serve(
             transport::Listener::Tcp {
                 listener: tcp,
                 tls: sockets.tls,
@@ -193,20 +206,22 @@ fn serve_thread(sockets: ThreadSockets, work: ThreadWork, started: std::sync::mp
             services.clone(),
             options.clone(),
             closing(&state),
+            threads.clone(),
         ))];
         if let Some(unix) = unix {
             // Local callers only, as TF Serving's socket: no TLS on it.
-            served.push(tokio::spawn(transport::serve(
+            accepting.push(tokio::spawn(transport::serve(
                 transport::Listener::Unix(unix),
                 services,
                 options,
                 closing(&state),
+                threads,
             )));
         }
         let _ = started.send(Ok(()));
         let all = async {
-            for served in served {
-                if let Err(error) = served.await {
+            for task in accepting {
+                if let Err(error) = task.await {
                     log::error!("gRPC server task: {error}");
                 }
             }
@@ -215,6 +230,7 @@ fn serve_thread(sockets: ThreadSockets, work: ThreadWork, started: std::sync::mp
             () = all => {}
             _ = stopping.wait_for(|stop| *stop) => {}
         }
+        let _ = served.send(true);
     });
 }
 

@@ -145,12 +145,15 @@ pub enum Listener {
 /// Accepts and serves connections until `closing` ends, then stops accepting
 /// (closing the socket), sends every connection GOAWAY and returns once
 /// their calls have been answered and they have closed.
+/// Connections go to `threads` in turn, each served on that runtime.
 pub async fn serve(
     listener: Listener,
     services: Services,
     options: Arc<ConnectionOptions>,
     closing: impl Future<Output = ()>,
+    threads: Arc<[tokio::runtime::Handle]>,
 ) {
+    let mut turn = 0usize;
     let (shutdown, connections) = watch::channel(false);
     let log_peers = services.state.access_log.enabled();
     {
@@ -171,12 +174,14 @@ pub async fn serve(
             let services = services.clone();
             let options = options.clone();
             let connections = connections.clone();
+            let thread = &threads[turn % threads.len()];
+            turn = turn.wrapping_add(1);
             match stream {
                 Stream::Tcp(stream, None) => {
-                    tokio::spawn(serve_connection(stream, services, peer, options, connections));
+                    thread.spawn(serve_connection(stream, services, peer, options, connections));
                 }
                 Stream::Tcp(stream, Some(tls)) => {
-                    tokio::spawn(async move {
+                    thread.spawn(async move {
                         match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(stream)).await {
                             Ok(Ok(stream)) => serve_connection(stream, services, peer, options, connections).await,
                             Ok(Err(error)) => log::debug!("gRPC TLS handshake failed: {error}"),
@@ -185,7 +190,7 @@ pub async fn serve(
                     });
                 }
                 Stream::Unix(stream) => {
-                    tokio::spawn(serve_connection(stream, services, None, options, connections));
+                    thread.spawn(serve_connection(stream, services, None, options, connections));
                 }
             }
         }

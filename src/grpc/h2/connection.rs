@@ -50,6 +50,8 @@ const GOAWAY_PING_WAIT: Duration = Duration::from_secs(1);
 const GOAWAY_PING: [u8; 8] = *b"goaway\0\0";
 const KEEPALIVE_PING: [u8; 8] = *b"keepaliv";
 const ENHANCE_YOUR_CALM: Reason = Reason(0xb);
+/// How long a closing connection keeps reading what its client still sends.
+const LINGER: Duration = Duration::from_secs(1);
 /// Streams the client may reset within a second before it is sent away:
 /// resetting calls as fast as they are opened (CVE-2023-44487) would run
 /// models for answers nobody reads.
@@ -248,6 +250,13 @@ where
             if self.finished() {
                 let stall = self.options.keepalive_timeout;
                 let _ = tokio::time::timeout(stall, self.io.shutdown()).await;
+                // What the client still sends is read and dropped until it
+                // closes too (for up to a second): closing with unread bytes
+                // would reset the connection, and the reset can overtake the
+                // GOAWAY and the answers just written.
+                let mut sink = [0u8; 4096];
+                let drained = async { while matches!(self.io.read(&mut sink).await, Ok(n) if n > 0) {} };
+                let _ = tokio::time::timeout(LINGER, drained).await;
                 return Ok(());
             }
             let deadline = self.next_deadline();
