@@ -167,7 +167,7 @@ struct Head {
 }
 
 enum Parsed {
-    Take(Head),
+    Take(Rc<Head>),
     /// The head has not all arrived.
     Partial,
     /// A request the front leaves to actix-web.
@@ -246,7 +246,34 @@ fn parse(buf: &[u8], body_limit: usize) -> Parsed {
     if head.body > body_limit {
         return Parsed::HandOff;
     }
-    Parsed::Take(head)
+    Parsed::Take(Rc::new(head))
+}
+
+/// The head a connection's front last took, byte for byte. A keep-alive
+/// client mostly repeats its head exactly (same path, same headers, same
+/// body length); a head that starts the buffer with the same bytes, its
+/// closing blank line included, parses to the same request, so it is not
+/// parsed again.
+#[derive(Default)]
+struct LastHead {
+    bytes: Vec<u8>,
+    head: Option<Rc<Head>>,
+}
+
+impl LastHead {
+    /// [`parse`], unless the buffer starts with the last head taken.
+    fn parse(&mut self, buf: &[u8], body_limit: usize) -> Parsed {
+        if let Some(head) = self.head.as_ref().filter(|_| buf.starts_with(&self.bytes)) {
+            return Parsed::Take(head.clone());
+        }
+        let parsed = parse(buf, body_limit);
+        if let Parsed::Take(head) = &parsed {
+            self.bytes.clear();
+            self.bytes.extend_from_slice(&buf[..head.len]);
+            self.head = Some(head.clone());
+        }
+        parsed
+    }
 }
 
 /// A byte the `http` crate takes in a URI's path as it is (not `?` or `#`,
@@ -340,7 +367,8 @@ impl Front {
         let mut idle_limit = self.request_timeout;
         // A request whose body is still arriving: its head, parsed once, and
         // the gate it passed.
-        let mut arriving: Option<(Head, Gate<'_>)> = None;
+        let mut arriving: Option<(Rc<Head>, Gate<'_>)> = None;
+        let mut last_head = LastHead::default();
         let end = loop {
             if out.len() >= FLUSH_AT {
                 if stream.write_all(&out).await.is_err() {
@@ -350,7 +378,7 @@ impl Front {
             }
             let (parsed, gate) = match arriving.take() {
                 Some((head, gate)) => (Parsed::Take(head), Some(gate)),
-                None => (parse(&buf, body_limit), None),
+                None => (last_head.parse(&buf, body_limit), None),
             };
             let body_arriving = match parsed {
                 Parsed::Take(head) => {
@@ -375,7 +403,7 @@ impl Front {
                             unread: !complete,
                         };
                         let close = self
-                            .answer((&request, &head), passed, answered, connection, &mut out)
+                            .answer((&request, &*head), passed, answered, connection, &mut out)
                             .await;
                         if !complete {
                             break End::Linger;
@@ -468,7 +496,7 @@ impl Front {
         &self,
         buf: &mut BytesMut,
         body_limit: usize,
-        arriving: Option<(Head, Gate<'_>)>,
+        arriving: Option<(Rc<Head>, Gate<'_>)>,
         connection: Connection,
         out: &mut Vec<u8>,
     ) -> bool {
@@ -493,7 +521,7 @@ impl Front {
                     arrived: Err(timeout),
                     unread: true,
                 };
-                self.answer((&request, &head), passed, answered, connection, out).await;
+                self.answer((&request, &*head), passed, answered, connection, out).await;
                 true
             }
             None => {
@@ -526,7 +554,8 @@ impl Front {
         let Connection { peer, client } = connection;
         let state = &*self.state;
         let text = |range: &Option<Range<usize>>| range.clone().and_then(|r| header_text(&request[r]));
-        let path = std::str::from_utf8(&request[head.path.clone()]).unwrap_or_default();
+        // Read only for a panic's or an access line's sake.
+        let path = || std::str::from_utf8(&request[head.path.clone()]).unwrap_or_default();
         let id = RequestId::from_header(text(&head.request_id));
         let access = state.access_log.sample().then(Instant::now);
         let cut_short = answered.unread || answered.arrived.is_err();
@@ -537,7 +566,7 @@ impl Front {
         let reply = match handled {
             Ok(reply) => reply,
             Err(panic) => {
-                let uri = actix_web::http::Uri::try_from(path).unwrap_or_default();
+                let uri = actix_web::http::Uri::try_from(path()).unwrap_or_default();
                 Reply::Refused(super::panics::contained(&id, &Method::POST, &uri, panic.as_ref()).error_response())
             }
         };
@@ -558,7 +587,7 @@ impl Front {
                 protocol: "rest",
                 request_id: &id.0,
                 method: "POST",
-                path,
+                path: path(),
                 status: status.as_str(),
                 bytes_in: Some(head.body as u64),
                 bytes_out,
@@ -757,11 +786,42 @@ impl AsyncWrite for Prefixed {
 mod tests {
     use super::*;
 
-    fn taken(request: &[u8]) -> Option<Head> {
+    fn taken(request: &[u8]) -> Option<Rc<Head>> {
         match parse(request, BODY_LIMIT) {
             Parsed::Take(head) => Some(head),
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_repeated_head_is_taken_without_parsing_it_again() {
+        let mut last = LastHead::default();
+        let first = b"POST /v1/models/half:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n[]";
+        let Parsed::Take(head) = last.parse(first, BODY_LIMIT) else {
+            panic!("taken")
+        };
+        let Parsed::Take(again) = last.parse(first, BODY_LIMIT) else {
+            panic!("taken again")
+        };
+        assert!(Rc::ptr_eq(&head, &again), "the same bytes reuse the parsed head");
+        // Another body length, path or header is another head.
+        let longer = b"POST /v1/models/half:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n[1]";
+        let Parsed::Take(other) = last.parse(longer, BODY_LIMIT) else {
+            panic!("taken")
+        };
+        assert!(!Rc::ptr_eq(&head, &other));
+        assert_eq!(other.body, 3);
+        let renamed = b"POST /v1/models/hal:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n[1]";
+        let Parsed::Take(renamed) = last.parse(renamed, BODY_LIMIT) else {
+            panic!("taken")
+        };
+        assert_eq!(renamed.model, "hal");
+        // Part of the last head is still a partial one, and a head the front
+        // leaves to actix-web is left to it whatever came before.
+        assert!(matches!(last.parse(&longer[..30], BODY_LIMIT), Parsed::Partial));
+        let handed =
+            b"POST /v1/models/hal:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n";
+        assert!(matches!(last.parse(handed, BODY_LIMIT), Parsed::HandOff));
     }
 
     #[test]
