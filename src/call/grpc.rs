@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
 use crate::capture::Capture;
@@ -133,22 +133,26 @@ impl<'a> Call<'a> {
 
 /// The client's id when usable, else a new one.
 pub fn request_id(metadata: &MetadataMap) -> RequestId {
-    RequestId::from_header(metadata.get("x-request-id").and_then(|v| v.to_str().ok()))
+    RequestId::from_header(metadata.as_ref().get(&REQUEST_ID).and_then(|v| v.to_str().ok()))
 }
 
+// Looked up by name on every call: a name given as text is parsed each time.
+const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+const GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
+
 fn set_request_id(metadata: &mut MetadataMap, id: &RequestId) {
-    if let Ok(mut value) = MetadataValue::try_from(id.0.as_ref()) {
+    if let Ok(mut value) = http::HeaderValue::from_str(&id.0) {
         // Never indexed by HPACK: every id is new, so indexing one would only
         // evict useful entries, and each response would compare its id with
         // every id the connection's table still holds.
         value.set_sensitive(true);
-        metadata.insert("x-request-id", value);
+        metadata.as_mut().insert(REQUEST_ID, value);
     }
 }
 
 /// `grpc-timeout` (an integer and a unit: H, M, S, m, u, n), as gRPC sends deadlines.
 pub fn grpc_timeout(metadata: &MetadataMap) -> Option<Duration> {
-    let text = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let text = metadata.as_ref().get(&GRPC_TIMEOUT)?.to_str().ok()?;
     let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
     let value: u64 = digits.parse().ok()?;
     Some(match unit {

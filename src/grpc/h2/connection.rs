@@ -6,7 +6,9 @@
 //! A stream's call runs inside this task, so the answers a batch finishes
 //! together leave in one write.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -142,7 +144,10 @@ struct Connection<IO> {
     decoder: hpack::Decoder,
     table_cleared: bool,
     preface_read: bool,
-    streams: HashMap<u32, Stream>,
+    /// By stream id, hashed with `FxHash`: SipHash cost more per call than the rest of the
+    /// stream bookkeeping, and the map holds at most the streams the connection allows,
+    /// so ids a client picks to collide cannot make it slow.
+    streams: FxHashMap<u32, Stream>,
     ready: Vec<u32>,
     calls: FuturesUnordered<Call>,
     done: Vec<(u32, Option<Finished>)>,
@@ -197,7 +202,7 @@ where
             decoder: hpack::Decoder::default(),
             table_cleared: false,
             preface_read: false,
-            streams: HashMap::new(),
+            streams: FxHashMap::default(),
             ready: Vec::new(),
             calls: FuturesUnordered::new(),
             done: Vec::new(),
