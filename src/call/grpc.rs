@@ -137,7 +137,8 @@ pub fn request_id(metadata: &MetadataMap) -> RequestId {
 }
 
 // Looked up by name on every call: a name given as text is parsed each time.
-const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+// (actix-web's `REQUEST_ID` is the older `http` crate's type, not tonic's.)
+const REQUEST_ID: http::HeaderName = http::HeaderName::from_static(crate::server::request_id::HEADER);
 const GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
 
 fn set_request_id(metadata: &mut MetadataMap, id: &RequestId) {

@@ -7,8 +7,6 @@
 //! together leave in one write.
 
 use std::collections::VecDeque;
-
-use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -22,6 +20,7 @@ use futures_util::future::{AbortHandle, Abortable};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use prost::Message;
+use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
