@@ -44,9 +44,10 @@ pub struct Trace {
     pub client_gone: Option<ClientGone>,
     /// The request's id (`X-Request-Id`), for log lines about it.
     pub request_id: Option<Arc<str>>,
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     pub version: Option<i64>,
-    pub signature: Option<String>,
+    /// The signature that ran (shared, not copied, per request).
+    pub signature: Option<Arc<SignatureSpec>>,
     pub queue_time: Option<Duration>,
     pub run_time: Option<Duration>,
     pub batch_rows: Option<usize>,
@@ -62,17 +63,15 @@ pub struct Trace {
 }
 
 impl Trace {
-    pub fn resolved(&mut self, servable: &Servable, signature: &SignatureSpec) {
-        // Dialects record it when they decode; the run need not copy the names again.
-        if self.version == Some(servable.version)
-            && self.model.as_deref() == Some(&servable.model)
-            && self.signature.as_deref() == Some(&signature.name)
-        {
-            return;
-        }
-        self.model = Some(servable.model.clone());
+    pub fn resolved(&mut self, servable: &Servable, signature: &Arc<SignatureSpec>) {
+        self.model = Some(servable.shared_name.clone());
         self.version = Some(servable.version);
-        self.signature = Some(signature.name.clone());
+        self.signature = Some(signature.clone());
+    }
+
+    /// The name of the signature that ran.
+    pub fn signature_name(&self) -> Option<&str> {
+        self.signature.as_ref().map(|s| s.name.as_str())
     }
 
     fn ran(&mut self, output: &BatchOutput) {
@@ -141,7 +140,7 @@ impl Service {
     pub async fn run(
         &self,
         servable: &Servable,
-        signature: &SignatureSpec,
+        signature: &Arc<SignatureSpec>,
         inputs: Vec<Tensor>,
         trace: &mut Trace,
     ) -> Result<Vec<Tensor>, ApiError> {

@@ -2,6 +2,7 @@
 //! or generated), the in-flight bound, the client's deadline, error statuses
 //! with TF Serving's codes, and the request metrics.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tonic::metadata::MetadataMap;
@@ -26,6 +27,28 @@ pub struct Call<'a> {
     capture: &'a Capture,
 }
 
+/// What admitting a call reads from its request, however its transport
+/// decoded it: two metadata values and the peer.
+#[derive(Default)]
+pub struct CallHead<'r> {
+    /// `x-request-id`.
+    pub request_id: Option<&'r str>,
+    /// `grpc-timeout`.
+    pub timeout: Option<&'r str>,
+    pub peer: Option<std::net::SocketAddr>,
+}
+
+impl<'r> CallHead<'r> {
+    pub fn of<T>(request: &'r Request<T>) -> CallHead<'r> {
+        let metadata = request.metadata().as_ref();
+        CallHead {
+            request_id: metadata.get(&REQUEST_ID).and_then(|v| v.to_str().ok()),
+            timeout: metadata.get(&GRPC_TIMEOUT).and_then(|v| v.to_str().ok()),
+            peer: request.remote_addr(),
+        }
+    }
+}
+
 impl<'a> Call<'a> {
     /// Admits a call under `--max_in_flight_requests`, as REST's POSTs are.
     pub fn begin<T: prost::Message>(
@@ -33,19 +56,27 @@ impl<'a> Call<'a> {
         request: &Request<T>,
         api: &'static str,
     ) -> Result<Call<'a>, Status> {
-        let request_id = request_id(request.metadata());
+        Call::admit(state, CallHead::of(request), || request.get_ref().encoded_len(), api)
+    }
+
+    /// [`Call::begin`] from a head the transport read itself; `size` is the
+    /// message's encoded size, asked for only when the call is access-logged.
+    pub fn admit(
+        state: &'a ServerState,
+        head: CallHead<'_>,
+        size: impl FnOnce() -> usize,
+        api: &'static str,
+    ) -> Result<Call<'a>, Status> {
+        let request_id = RequestId::from_header(head.request_id);
         let admitted = state.in_flight.admit().map_err(|error| {
             let mut status = status_of(&error);
-            set_request_id(status.metadata_mut(), &request_id);
+            set_request_id(status.metadata_mut(), &request_id.0);
             status
         })?;
-        let access = state
-            .access_log
-            .sample()
-            .then(|| (request.get_ref().encoded_len(), request.remote_addr()));
+        let access = state.access_log.sample().then(|| (size(), head.peer));
         let trace = Trace {
             request_id: Some(request_id.0),
-            deadline: grpc_timeout(request.metadata()),
+            deadline: head.timeout.and_then(parse_timeout),
             access_logged: access.is_some(),
             ..Trace::default()
         };
@@ -61,11 +92,25 @@ impl<'a> Call<'a> {
 
     /// The call's answer, its id on the response (or the error status)
     /// metadata, and its count in the metrics.
-    pub fn finish<T: prost::Message>(
+    pub fn finish<T: prost::Message>(self, result: Result<T, ApiError>, model: &str) -> Result<Response<T>, Status> {
+        let (answer, id) = self.conclude(result, |message| message.encoded_len(), model);
+        answer.map(|message| {
+            let mut response = Response::new(message);
+            set_request_id(response.metadata_mut(), &id);
+            response
+        })
+    }
+
+    /// [`Call::finish`] for a transport that sends the answer itself: the
+    /// answer (an error already carries the id in its metadata) and the id
+    /// to send with it. `size` gives an answer's encoded size, asked for
+    /// only when the call is access-logged.
+    pub fn conclude<T>(
         mut self,
         result: Result<T, ApiError>,
+        size: impl FnOnce(&T) -> usize,
         model: &str,
-    ) -> Result<Response<T>, Status> {
+    ) -> (Result<T, Status>, Arc<str>) {
         let id = self.trace.request_id.clone().unwrap_or_else(|| "".into());
         if let (Some(mut record), Ok(_)) = (self.trace.capture.take(), &result) {
             // No JSON body crossed the wire: the sinks write the run's tensors.
@@ -73,24 +118,17 @@ impl<'a> Call<'a> {
             self.capture.submit(record);
         }
         let bytes_out = match (&self.access, &result) {
-            (Some(_), Ok(message)) => Some(message.encoded_len() as u64),
+            (Some(_), Ok(message)) => Some(size(message) as u64),
             _ => None,
         };
-        let answer = match result {
-            Ok(message) => {
-                let mut response = Response::new(message);
-                set_request_id(response.metadata_mut(), &RequestId(id.clone()));
-                Ok(response)
+        let answer = result.map_err(|error| {
+            if matches!(error.code(), Code::Internal | Code::Unavailable) {
+                log::warn!("[{id}] gRPC {} on model {model}: {error}", self.api);
             }
-            Err(error) => {
-                if matches!(error.code(), Code::Internal | Code::Unavailable) {
-                    log::warn!("[{id}] gRPC {} on model {model}: {error}", self.api);
-                }
-                let mut status = status_of(&error);
-                set_request_id(status.metadata_mut(), &RequestId(id.clone()));
-                Err(status)
-            }
-        };
+            let mut status = status_of(&error);
+            set_request_id(status.metadata_mut(), &id);
+            status
+        });
         let trace = &self.trace;
         let mut digits = itoa::Buffer::new();
         let (model, version) = match trace.version {
@@ -106,7 +144,7 @@ impl<'a> Call<'a> {
                 protocol: "grpc",
                 model,
                 version,
-                signature: trace.signature.as_deref().unwrap_or(""),
+                signature: trace.signature_name().unwrap_or(""),
                 api: self.api,
                 status: code_name(code),
             },
@@ -127,22 +165,17 @@ impl<'a> Call<'a> {
                 served: Some(&served),
             });
         }
-        answer
+        (answer, id)
     }
-}
-
-/// The client's id when usable, else a new one.
-pub fn request_id(metadata: &MetadataMap) -> RequestId {
-    RequestId::from_header(metadata.as_ref().get(&REQUEST_ID).and_then(|v| v.to_str().ok()))
 }
 
 // Looked up by name on every call: a name given as text is parsed each time.
 // (actix-web's `REQUEST_ID` is the older `http` crate's type, not tonic's.)
-const REQUEST_ID: http::HeaderName = http::HeaderName::from_static(crate::server::request_id::HEADER);
-const GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
+pub const REQUEST_ID: http::HeaderName = http::HeaderName::from_static(crate::server::request_id::HEADER);
+pub const GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
 
-fn set_request_id(metadata: &mut MetadataMap, id: &RequestId) {
-    if let Ok(mut value) = http::HeaderValue::from_str(&id.0) {
+fn set_request_id(metadata: &mut MetadataMap, id: &str) {
+    if let Ok(mut value) = http::HeaderValue::from_str(id) {
         // Never indexed by HPACK: every id is new, so indexing one would only
         // evict useful entries, and each response would compare its id with
         // every id the connection's table still holds.
@@ -152,8 +185,7 @@ fn set_request_id(metadata: &mut MetadataMap, id: &RequestId) {
 }
 
 /// `grpc-timeout` (an integer and a unit: H, M, S, m, u, n), as gRPC sends deadlines.
-pub fn grpc_timeout(metadata: &MetadataMap) -> Option<Duration> {
-    let text = metadata.as_ref().get(&GRPC_TIMEOUT)?.to_str().ok()?;
+pub fn parse_timeout(text: &str) -> Option<Duration> {
     let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
     let value: u64 = digits.parse().ok()?;
     Some(match unit {
@@ -206,7 +238,8 @@ mod tests {
         let parse = |text: &str| {
             let mut metadata = MetadataMap::new();
             metadata.insert("grpc-timeout", text.parse().unwrap());
-            grpc_timeout(&metadata)
+            let request = Request::from_parts(metadata, Default::default(), ());
+            CallHead::of(&request).timeout.and_then(parse_timeout)
         };
         assert_eq!(parse("5S"), Some(Duration::from_secs(5)));
         assert_eq!(parse("250m"), Some(Duration::from_millis(250)));

@@ -343,7 +343,7 @@ pub fn conclude<'a>(
         Some(v) => (trace.model.as_deref().unwrap_or(model), digits.format(v)),
         None => ("", ""),
     };
-    let signature = trace.signature.as_deref().unwrap_or("");
+    let signature = trace.signature_name().unwrap_or("");
     log::debug!(
         "[{}] {api} {model} {version} {signature}: {} in {:.3} ms",
         trace.request_id.as_deref().unwrap_or_default(),

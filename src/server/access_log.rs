@@ -57,9 +57,9 @@ impl Served {
     pub fn of(route: &str, trace: &Trace) -> Served {
         Served {
             route: route.to_string(),
-            model: trace.model.clone(),
+            model: trace.model.as_deref().map(str::to_string),
             version: trace.version,
-            signature: trace.signature.clone(),
+            signature: trace.signature_name().map(str::to_string),
             queue: trace.queue_time,
             run: trace.run_time,
         }

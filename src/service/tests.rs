@@ -141,7 +141,7 @@ fn the_trace_records_what_a_request_resolved_to() {
     .unwrap();
     assert_eq!(trace.model.as_deref(), Some("model"));
     assert_eq!(trace.version, Some(2));
-    assert_eq!(trace.signature.as_deref(), Some("serving_default"));
+    assert_eq!(trace.signature_name(), Some("serving_default"));
     assert_eq!(trace.batch_rows, Some(3));
     std::fs::remove_dir_all(root).unwrap();
 }

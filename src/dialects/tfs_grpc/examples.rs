@@ -2,6 +2,8 @@
 //! serialized into the signature's string input, answers as TF Serving's
 //! result messages.
 
+use std::sync::Arc;
+
 use prost::Message;
 
 use super::{answered_spec, resolve};
@@ -143,7 +145,7 @@ fn serialized_examples(input: Option<&Input>) -> Result<Tensor, ApiError> {
 async fn run_examples(
     service: &Service,
     servable: &Servable,
-    signature: &SignatureSpec,
+    signature: &Arc<SignatureSpec>,
     method: &str,
     examples: Tensor,
     trace: &mut Trace,
@@ -160,7 +162,7 @@ fn output<'t>(signature: &SignatureSpec, outputs: &'t [Tensor], key: &str) -> Op
 async fn run_classify(
     service: &Service,
     servable: &Servable,
-    signature: &SignatureSpec,
+    signature: &Arc<SignatureSpec>,
     examples: Tensor,
     trace: &mut Trace,
 ) -> Result<ClassificationResult, ApiError> {
@@ -208,7 +210,7 @@ async fn run_classify(
 async fn run_regress(
     service: &Service,
     servable: &Servable,
-    signature: &SignatureSpec,
+    signature: &Arc<SignatureSpec>,
     examples: Tensor,
     trace: &mut Trace,
 ) -> Result<RegressionResult, ApiError> {

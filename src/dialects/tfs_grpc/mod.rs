@@ -5,13 +5,15 @@
 
 mod examples;
 mod model;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use prost::Message;
 use tonic::{Request, Response, Status};
 
-use crate::call::grpc::Call;
+use crate::call::grpc::{Call, CallHead};
 use crate::codec::tensor_proto;
 use crate::error::ApiError;
 use crate::proto::tensorflow::serving::model_spec::VersionChoice;
@@ -39,10 +41,11 @@ pub struct PredictionApi {
 impl PredictionService for PredictionApi {
     async fn predict(&self, request: Request<PredictRequest>) -> Result<Response<PredictResponse>, Status> {
         let mut call = Call::begin(&self.state, &request, "predict")?;
-        let request = request.into_inner();
-        let model = spec_name(request.model_spec.as_ref());
-        let result = predict(&self.state.service, request, &mut call.trace).await;
-        call.finish(result, &model)
+        let mut request = request.into_inner();
+        let spec = request.model_spec.take();
+        let result = predict(&self.state.service, spec.as_ref(), request, &mut call.trace).await;
+        let model = spec.as_ref().map_or("", |s| s.name.as_str());
+        call.finish(result.map(Predicted::into_response), model)
     }
 
     async fn classify(
@@ -146,11 +149,90 @@ pub fn answered_spec(servable: &Servable, signature: &str) -> ModelSpec {
     }
 }
 
+impl PredictionApi {
+    /// Predict for a transport that decoded the message itself: the same
+    /// call as [`PredictionService::predict`], its answer written as the
+    /// gRPC message's bytes (length prefix included) with the request id to
+    /// send with it. An answer over `limit` bytes is OUT_OF_RANGE, in
+    /// tonic's words.
+    pub async fn predict_encoded(
+        &self,
+        head: CallHead<'_>,
+        mut request: PredictRequest,
+        limit: usize,
+    ) -> Result<(Vec<u8>, Arc<str>), Status> {
+        let mut call = Call::admit(&self.state, head, || request.encoded_len(), "predict")?;
+        let spec = request.model_spec.take();
+        let result = predict(&self.state.service, spec.as_ref(), request, &mut call.trace).await;
+        let model = spec.as_ref().map_or("", |s| s.name.as_str());
+        let (answer, id) = call.conclude(result, |predicted| predicted.answer().encoded_len(), model);
+        let answer = answer?;
+        let answer = answer.answer();
+        let len = answer.encoded_len();
+        if len > limit {
+            return Err(Status::out_of_range(format!(
+                "Error, encoded message length too large: found {len} bytes, the limit is: {limit} bytes"
+            )));
+        }
+        let mut body = Vec::with_capacity(5 + len);
+        body.push(0);
+        body.extend_from_slice(&(len as u32).to_be_bytes());
+        answer.encode(&mut body);
+        Ok((body, id))
+    }
+}
+
+/// What a Predict ran, before it is a message.
+struct Predicted {
+    servable: Arc<Servable>,
+    signature: Arc<SignatureSpec>,
+    /// The signature's outputs to answer, by index.
+    outputs: Vec<usize>,
+    /// All the signature's outputs, in its order.
+    tensors: Vec<Tensor>,
+}
+
+impl Predicted {
+    fn into_response(self) -> PredictResponse {
+        let outputs = self
+            .outputs
+            .iter()
+            .map(|&index| {
+                let key = self.signature.outputs[index].key.clone();
+                (key, tensor_proto::to_proto(&self.tensors[index]))
+            })
+            .collect();
+        PredictResponse {
+            model_spec: Some(answered_spec(&self.servable, &self.signature.name)),
+            outputs,
+        }
+    }
+
+    /// The answer as the wire encoder takes it.
+    fn answer(&self) -> wire::Answer<'_, impl Iterator<Item = (&str, &Tensor)> + Clone> {
+        wire::Answer {
+            model: &self.servable.model,
+            version: self.servable.version,
+            signature: &self.signature.name,
+            outputs: self
+                .outputs
+                .iter()
+                .map(|&index| (self.signature.outputs[index].key.as_str(), &self.tensors[index])),
+        }
+    }
+}
+
 /// Inputs this large are read on the blocking pool, off the gRPC workers.
 const OFFLOAD_BYTES: usize = 256 * 1024;
 
-async fn predict(service: &Service, request: PredictRequest, trace: &mut Trace) -> Result<PredictResponse, ApiError> {
-    let (servable, signature) = resolve(service, request.model_spec.as_ref(), ApiError::SignatureKeyNotFound)?;
+/// `spec` is the request's, taken out so that the caller keeps its model name.
+async fn predict(
+    service: &Service,
+    spec: Option<&ModelSpec>,
+    request: PredictRequest,
+    trace: &mut Trace,
+) -> Result<Predicted, ApiError> {
+    let (servable, signature) = resolve(service, spec, ApiError::SignatureKeyNotFound)?;
     trace.resolved(&servable, &signature);
     let outputs = output_aliases(&signature, &request.output_filter)?;
     let size: usize = request.inputs.values().map(|t| t.tensor_content.len()).sum();
@@ -161,22 +243,11 @@ async fn predict(service: &Service, request: PredictRequest, trace: &mut Trace) 
         predict_inputs(&signature, &request.inputs)?
     };
     let tensors = service.run(&servable, &signature, inputs, trace).await?;
-    let outputs = outputs
-        .into_iter()
-        .map(|index| {
-            let key = signature.outputs[index].key.clone();
-            (key, tensor_proto::to_proto(&tensors[index]))
-        })
-        .collect();
-    let name = request
-        .model_spec
-        .as_ref()
-        .map(|s| s.signature_name.as_str())
-        .filter(|s| !s.is_empty())
-        .unwrap_or(DEFAULT_SIGNATURE);
-    Ok(PredictResponse {
-        model_spec: Some(answered_spec(&servable, name)),
+    Ok(Predicted {
+        servable,
+        signature,
         outputs,
+        tensors,
     })
 }
 

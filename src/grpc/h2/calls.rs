@@ -4,6 +4,7 @@
 //! run inside their connection's task; they reach it through `Shared`.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,9 +16,10 @@ use http_body::{Body, Frame};
 use tonic::codegen::http::{HeaderMap, Response};
 use tonic::Status;
 
+use super::request::RequestHead;
+use crate::call::grpc::{CallHead, GRPC_TIMEOUT, REQUEST_ID};
 use crate::dialects::tfs_grpc::PredictionApi;
-use crate::proto::tensorflow::serving::prediction_service_server::PredictionService;
-use crate::proto::tensorflow::serving::{PredictRequest, PredictResponse};
+use crate::proto::tensorflow::serving::PredictRequest;
 
 /// Response bytes a relayed call may have queued before it waits for the
 /// connection to write them.
@@ -25,8 +27,9 @@ const RELAY_QUEUE: usize = 256 << 10;
 
 /// How a stream ended, as its future returns it.
 pub enum Finished {
-    /// A Predict's answer, for the connection to encode.
-    Predict(Result<tonic::Response<PredictResponse>, Status>),
+    /// A Predict's answer: its message's bytes and the request id to send
+    /// with them, or its status.
+    Predict(Result<(Vec<u8>, Arc<str>), Status>),
     /// A relayed call: its frames went through `Shared::events`.
     Relayed,
     /// Stopped because its stream was closed.
@@ -187,9 +190,20 @@ impl Body for RecvBody {
     }
 }
 
-/// A Predict on its decoded message, through the same service method tonic calls.
-pub async fn predict(api: Arc<PredictionApi>, request: tonic::Request<PredictRequest>) -> Finished {
-    Finished::Predict(api.predict(request).await)
+/// A Predict on its decoded message, as tonic's service method runs it.
+pub async fn predict(
+    api: Arc<PredictionApi>,
+    head: Arc<RequestHead>,
+    peer: Option<SocketAddr>,
+    message: PredictRequest,
+    limit: usize,
+) -> Finished {
+    let call = CallHead {
+        request_id: head.header(&REQUEST_ID),
+        timeout: head.header(&GRPC_TIMEOUT),
+        peer,
+    };
+    Finished::Predict(api.predict_encoded(call, message, limit).await)
 }
 
 /// A call through the tonic services, its response sent as events.

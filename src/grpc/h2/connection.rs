@@ -6,6 +6,7 @@
 //! A stream's call runs inside this task, so the answers a batch finishes
 //! together leave in one write.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -25,7 +26,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::codegen::http::{HeaderMap, Request};
-use tonic::metadata::MetadataMap;
 use tonic::transport::server::TcpConnectInfo;
 use tonic::Status;
 
@@ -36,9 +36,10 @@ use super::request::{decodable, decode, predict_fits, Fields, RequestHead, MAX_H
 
 mod answering;
 mod reading;
+use crate::call::grpc::REQUEST_ID;
 use crate::dialects::tfs_grpc::PredictionApi;
 use crate::grpc::transport::{ConnectionOptions, Services};
-use crate::proto::tensorflow::serving::{PredictRequest, PredictResponse};
+use crate::proto::tensorflow::serving::PredictRequest;
 
 /// Each stream's receive window, and the connection's.
 const WINDOW: u32 = 1 << 20;
@@ -102,14 +103,14 @@ struct Stream {
 
 enum Recv {
     /// A Predict collecting its message (or a call not yet relayed).
-    Message(Box<RequestHead>, BytesMut),
+    Message(Arc<RequestHead>, BytesMut),
     Relayed(Arc<Mutex<Inbox>>),
     /// The whole message is with the call.
     Done,
 }
 
 enum Out {
-    Block(Vec<u8>, bool),
+    Block(Cow<'static, [u8]>, bool),
     Data(Bytes, bool),
     Reset(Reason),
 }
@@ -141,6 +142,11 @@ struct Connection<IO> {
     predict: Option<Arc<PredictionApi>>,
     options: Arc<ConnectionOptions>,
     decoder: hpack::Decoder,
+    /// The last header block that decoded to a request without changing the
+    /// table, and its head: a client repeating a call's headers sends the
+    /// same bytes, which then decode to the same head without decoding.
+    last_block: Vec<u8>,
+    last_head: Option<Arc<RequestHead>>,
     table_cleared: bool,
     preface_read: bool,
     /// By stream id, hashed with `FxHash`: SipHash cost more per call than the rest of the
@@ -199,6 +205,8 @@ where
             peer,
             predict,
             decoder: hpack::Decoder::default(),
+            last_block: Vec::new(),
+            last_head: None,
             table_cleared: false,
             preface_read: false,
             streams: FxHashMap::default(),

@@ -29,6 +29,8 @@ pub struct Decoder {
     max_size: usize,
     /// Recently decoded Huffman strings, by their encoding.
     recent: VecDeque<(Bytes, Bytes)>,
+    /// The last block decoded inserted an entry or resized the table.
+    table_changed: bool,
 }
 
 /// How many decoded strings are kept, and how long they may be encoded.
@@ -42,6 +44,7 @@ impl Default for Decoder {
             size: 0,
             max_size: TABLE_SIZE,
             recent: VecDeque::new(),
+            table_changed: false,
         }
     }
 }
@@ -50,6 +53,7 @@ impl Decoder {
     /// Calls `field` with each field of `block` in order. Values come as
     /// `Bytes` that share the block's or the table's memory where they can.
     pub fn decode(&mut self, block: &Bytes, mut field: impl FnMut(&[u8], Bytes)) -> Result<(), DecodeError> {
+        self.table_changed = false;
         let mut at = 0;
         let mut fields_seen = false;
         while at < block.len() {
@@ -69,6 +73,7 @@ impl Decoder {
                 }
                 self.max_size = size;
                 self.evict(0);
+                self.table_changed = true;
             } else {
                 let (prefix, indexing) = if first & 0xc0 == 0x40 { (6, true) } else { (4, false) };
                 let index = integer(block, &mut at, prefix)?;
@@ -79,6 +84,7 @@ impl Decoder {
                 };
                 let value = self.string(block, &mut at)?;
                 if indexing {
+                    self.table_changed = true;
                     // Copied, so the table does not hold on to a whole frame's buffer.
                     self.insert(Bytes::copy_from_slice(&name), Bytes::copy_from_slice(&value));
                 }
@@ -87,6 +93,12 @@ impl Decoder {
             }
         }
         Ok(())
+    }
+
+    /// Whether the last block decoded changed the dynamic table. When it
+    /// did not, the same bytes decode to the same fields again.
+    pub fn table_changed(&self) -> bool {
+        self.table_changed
     }
 
     fn entry(&self, index: usize) -> Result<(Bytes, Bytes), DecodeError> {

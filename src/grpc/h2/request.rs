@@ -2,8 +2,10 @@
 //! (pseudo-headers, metadata, whether its message is compressed), and
 //! whether its body is one message a Predict can be decoded from.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
-use tonic::codegen::http::{self, HeaderMap, HeaderName, HeaderValue, Method, Request};
+use tonic::codegen::http::{self, HeaderName, HeaderValue, Method, Request};
 
 use super::frame::Reason;
 use super::hpack;
@@ -24,26 +26,33 @@ pub fn predict_fits(body: &[u8], limit: usize) -> bool {
     body[0] == 0 && len <= limit && body.len() <= 5 + len
 }
 
-/// The message of a body holding exactly one uncompressed gRPC message.
-pub fn decodable(body: &[u8], limit: usize) -> Option<&[u8]> {
-    let (prefix, message) = body.split_at_checked(5)?;
+/// Whether a body holds exactly one uncompressed gRPC message, within the
+/// limit, after its 5-byte prefix.
+pub fn decodable(body: &[u8], limit: usize) -> bool {
+    let Some((prefix, message)) = body.split_at_checked(5) else {
+        return false;
+    };
     let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
-    (prefix[0] == 0 && message.len() == len && len <= limit).then_some(message)
+    prefix[0] == 0 && message.len() == len && len <= limit
 }
 
 pub enum Fields {
-    Request(Box<RequestHead>),
+    /// Shared: a connection keeps its last head to reuse for the same block.
+    Request(Arc<RequestHead>),
     Malformed,
     TooLarge(usize),
 }
 
 /// A request's header block, decoded.
+#[derive(Clone)]
 pub struct RequestHead {
     pub method: Bytes,
     pub scheme: Option<Bytes>,
     pub authority: Option<Bytes>,
     pub path: Bytes,
-    pub headers: HeaderMap,
+    /// In the order sent; a `HeaderMap` is built only for a relayed call,
+    /// since a Predict reads two of them.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
     /// A message compressed with `grpc-encoding`: tonic decompresses it,
     /// and answers in the same coding when the client accepts it.
     pub compressed: bool,
@@ -54,6 +63,15 @@ impl RequestHead {
     /// answers, whatever `grpc-accept-encoding` allows.
     pub fn is_predict(&self) -> bool {
         &self.method[..] == b"POST" && &self.path[..] == PREDICT_PATH.as_bytes() && !self.compressed
+    }
+
+    /// The first value sent under `name`, as `HeaderMap::get` finds it,
+    /// when it is text.
+    pub fn header(&self, name: &HeaderName) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, value)| value.to_str().ok())
     }
 
     pub fn into_parts(self) -> Option<http::request::Parts> {
@@ -72,7 +90,10 @@ impl RequestHead {
             .body(())
             .ok()?;
         let (mut parts, ()) = request.into_parts();
-        parts.headers = self.headers;
+        parts.headers.reserve(self.headers.len());
+        for (name, value) in self.headers {
+            parts.headers.append(name, value);
+        }
         Some(parts)
     }
 }
@@ -83,7 +104,7 @@ pub fn decode(decoder: &mut hpack::Decoder, block: &Bytes) -> Result<Fields, Rea
     let mut scheme = None;
     let mut authority = None;
     let mut path = None;
-    let mut headers = HeaderMap::new();
+    let mut headers = Vec::new();
     let mut size = 0;
     let mut malformed = false;
     let mut compressed = false;
@@ -114,9 +135,7 @@ pub fn decode(decoder: &mut hpack::Decoder, block: &Bytes) -> Result<Fields, Rea
                 compressed |= &value[..] != b"identity";
             }
             match (HeaderName::from_bytes(name), HeaderValue::from_maybe_shared(value)) {
-                (Ok(name), Ok(value)) => {
-                    headers.append(name, value);
-                }
+                (Ok(name), Ok(value)) => headers.push((name, value)),
                 _ => malformed = true,
             }
         })
@@ -125,7 +144,7 @@ pub fn decode(decoder: &mut hpack::Decoder, block: &Bytes) -> Result<Fields, Rea
         return Ok(Fields::TooLarge(size));
     }
     match (method, path, malformed) {
-        (Some(method), Some(path), false) => Ok(Fields::Request(Box::new(RequestHead {
+        (Some(method), Some(path), false) => Ok(Fields::Request(Arc::new(RequestHead {
             method,
             scheme,
             authority,

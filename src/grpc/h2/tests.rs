@@ -288,6 +288,52 @@ async fn a_call_split_over_frames_and_other_methods_are_answered() {
     assert_eq!(answer.field("grpc-status"), Some("12"), "{:?}", answer.fields);
 }
 
+/// A call on `stream` whose header block is `request_block(PREDICT)`
+/// followed by `extra`; the answer's request id.
+async fn request_id_of(peer: &mut Peer, stream: u32, extra: &[u8]) -> String {
+    let mut block = request_block(PREDICT);
+    block.extend_from_slice(extra);
+    let mut out = headers(stream, &block, false);
+    frame::data(&mut out, stream, &message(vec![1.0]), true);
+    peer.send(&out).await;
+    let head = peer.next_answer().await.unwrap();
+    assert_eq!((head.head.stream, head.field(":status")), (stream, Some("200")));
+    let data = peer.next_answer().await.unwrap();
+    assert_eq!(answer_values(&data.payload), [3.0]);
+    let trailers = peer.next_answer().await.unwrap();
+    assert_eq!(trailers.field("grpc-status"), Some("0"));
+    head.field("x-request-id").unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_repeated_header_block_is_taken_as_decoded_unless_the_table_changed() {
+    let mut peer = Peer::connect("h2-repeat", ConnectionOptions::new(None, None, None), &[]).await;
+    // `x-request-id` with incremental indexing: the table's entry 62 after it.
+    let indexed = |id: &str| {
+        let mut field = vec![0x40, 12];
+        field.extend_from_slice(b"x-request-id");
+        field.push(id.len() as u8);
+        field.extend_from_slice(id.as_bytes());
+        field
+    };
+    let mut plain = Vec::new();
+    hpack::field(&mut plain, b"x-request-id", b"plain", false);
+    assert_eq!(request_id_of(&mut peer, 1, &plain).await, "plain");
+    // The same bytes again, taken without decoding.
+    assert_eq!(request_id_of(&mut peer, 3, &plain).await, "plain");
+    assert_eq!(request_id_of(&mut peer, 5, &indexed("one")).await, "one");
+    // Entry 62 by index: "one", then the same bytes after the table changed.
+    assert_eq!(request_id_of(&mut peer, 7, &[0xbe]).await, "one");
+    assert_eq!(request_id_of(&mut peer, 9, &[0xbe]).await, "one");
+    assert_eq!(request_id_of(&mut peer, 11, &indexed("two")).await, "two");
+    assert_eq!(request_id_of(&mut peer, 13, &[0xbe]).await, "two");
+    assert_eq!(request_id_of(&mut peer, 15, &[0xbe]).await, "two");
+    // No id: each call gets a new one, though its head is reused.
+    let first = request_id_of(&mut peer, 17, &[]).await;
+    let second = request_id_of(&mut peer, 19, &[]).await;
+    assert!(!first.is_empty() && first != second, "{first} {second}");
+}
+
 #[tokio::test]
 async fn a_reset_stream_leaves_the_connection_serving() {
     let mut peer = Peer::connect("h2-reset", ConnectionOptions::new(None, None, None), &[]).await;

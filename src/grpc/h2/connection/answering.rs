@@ -17,13 +17,13 @@ where
                 hpack::status(&mut block, parts.status.as_u16());
                 encode_fields(&mut block, &parts.headers);
                 stream.headers_sent = true;
-                stream.out.push_back(Out::Block(block, end));
+                stream.out.push_back(Out::Block(block.into(), end));
             }
             Event::Data(data) => stream.out.push_back(Out::Data(data, false)),
             Event::Trailers(trailers) => {
                 let mut block = Vec::with_capacity(64);
                 encode_fields(&mut block, &trailers);
-                stream.out.push_back(Out::Block(block, true));
+                stream.out.push_back(Out::Block(block.into(), true));
             }
             Event::End => stream.out.push_back(Out::Data(Bytes::new(), true)),
             Event::Failed => stream.out.push_back(Out::Reset(Reason::INTERNAL_ERROR)),
@@ -36,7 +36,7 @@ where
 
     pub(super) fn finished_call(&mut self, id: u32, finished: Option<Finished>) {
         match finished {
-            Some(Finished::Predict(Ok(response))) => self.predict_answer(id, response),
+            Some(Finished::Predict(Ok((body, request_id)))) => self.predict_answer(id, body, &request_id),
             Some(Finished::Predict(Err(status))) => self.trailers_only(id, &status),
             Some(Finished::Relayed | Finished::Stopped) => {}
             None => {
@@ -54,46 +54,21 @@ where
         }
     }
 
-    pub(super) fn predict_answer(&mut self, id: u32, response: tonic::Response<PredictResponse>) {
-        if !self.streams.contains_key(&id) {
+    pub(super) fn predict_answer(&mut self, id: u32, body: Vec<u8>, request_id: &str) {
+        let Some(stream) = self.streams.get_mut(&id) else {
             // Reset while it ran: nobody reads the answer.
             return;
-        }
-        let (metadata, message, _) = response.into_parts();
-        let len = message.encoded_len();
-        let limit = self.services.send_limit;
-        if len > limit {
-            let status = Status::out_of_range(format!(
-                "Error, encoded message length too large: found {len} bytes, the limit is: {limit} bytes"
-            ));
-            return self.trailers_only(id, &status);
-        }
-        let mut body = Vec::with_capacity(5 + len);
-        body.push(0);
-        body.extend_from_slice(&(len as u32).to_be_bytes());
-        if message.encode(&mut body).is_err() {
-            return self.trailers_only(id, &Status::internal("the response could not be encoded"));
-        }
-        let mut block = Vec::with_capacity(96);
+        };
+        let mut block = Vec::with_capacity(64 + request_id.len());
         block.push(hpack::STATUS_OK);
         hpack::field(&mut block, b"content-type", GRPC, false);
-        for (name, value) in metadata.into_headers().iter() {
-            if !RESERVED.contains(&name.as_str()) {
-                hpack::field(
-                    &mut block,
-                    name.as_str().as_bytes(),
-                    value.as_bytes(),
-                    value.is_sensitive(),
-                );
-            }
-        }
-        let Some(stream) = self.streams.get_mut(&id) else {
-            return;
-        };
+        // Never indexed: every id is new, so indexing one would only evict
+        // useful entries from the client's table.
+        hpack::field(&mut block, REQUEST_ID.as_str().as_bytes(), request_id.as_bytes(), true);
         stream.headers_sent = true;
-        stream.out.push_back(Out::Block(block, false));
+        stream.out.push_back(Out::Block(block.into(), false));
         stream.out.push_back(Out::Data(Bytes::from(body), false));
-        stream.out.push_back(Out::Block(GRPC_OK_TRAILERS.to_vec(), true));
+        stream.out.push_back(Out::Block(GRPC_OK_TRAILERS.into(), true));
         if !stream.queued {
             stream.queued = true;
             self.ready.push(id);
@@ -119,7 +94,7 @@ where
             return;
         };
         stream.headers_sent = true;
-        stream.out.push_back(Out::Block(block, true));
+        stream.out.push_back(Out::Block(block.into(), true));
         if !stream.queued {
             stream.queued = true;
             self.ready.push(id);
@@ -142,7 +117,7 @@ where
                 match out {
                     Out::Block(block, end) => {
                         if !self.table_cleared {
-                            block.insert(0, hpack::NO_TABLE);
+                            block.to_mut().insert(0, hpack::NO_TABLE);
                             self.table_cleared = true;
                         }
                         frame::header_block(&mut self.wbuf, id, block, *end, self.peer_max_frame);
@@ -197,9 +172,6 @@ where
 
 /// `grpc-status: 0`.
 const GRPC_OK_TRAILERS: &[u8] = b"\x00\x0bgrpc-status\x010";
-
-/// What tonic leaves out of a response's metadata.
-const RESERVED: [&str; 5] = ["te", "content-type", "grpc-message", "grpc-message-type", "grpc-status"];
 
 fn encode_fields(block: &mut Vec<u8>, fields: &HeaderMap) {
     for (name, value) in fields {

@@ -308,9 +308,29 @@ where
         }
     }
 
+    /// A header block as a request's head; the last head again when the
+    /// block is the last one's bytes and that one left the table unchanged.
+    fn decode_head(&mut self, block: &Bytes) -> Result<Fields, Reason> {
+        if let Some(head) = &self.last_head {
+            if self.last_block[..] == block[..] {
+                return Ok(Fields::Request(head.clone()));
+            }
+        }
+        let fields = decode(&mut self.decoder, block)?;
+        self.last_head = None;
+        if let Fields::Request(head) = &fields {
+            if !self.decoder.table_changed() {
+                self.last_block.clear();
+                self.last_block.extend_from_slice(block);
+                self.last_head = Some(head.clone());
+            }
+        }
+        Ok(fields)
+    }
+
     pub(super) fn header_block(&mut self, id: u32, end_stream: bool, block: &Bytes) -> Result<(), Reason> {
         // Decoded whatever becomes of the stream, to keep the table in step.
-        let fields = decode(&mut self.decoder, block)?;
+        let fields = self.decode_head(block)?;
         if id % 2 == 0 {
             return Err(Reason::PROTOCOL_ERROR);
         }
@@ -403,7 +423,19 @@ where
                 return;
             }
             Recv::Done => return,
-            Recv::Message(_, body) => decodable(body, limit).and_then(|message| PredictRequest::decode(message).ok()),
+            Recv::Message(_, body) if decodable(body, limit) => {
+                // Decoded from shared bytes: `tensor_content` is a slice of
+                // the body, not a copy.
+                let bytes = std::mem::take(body).freeze();
+                match PredictRequest::decode(bytes.slice(5..)) {
+                    Ok(message) => Some(message),
+                    Err(_) => {
+                        *body = BytesMut::from(&bytes[..]);
+                        None
+                    }
+                }
+            }
+            Recv::Message(..) => None,
         };
         let (Some(message), Some(api)) = (message, self.predict.clone()) else {
             // Not one whole message: tonic answers it.
@@ -416,13 +448,12 @@ where
         // A stream the client resets stops its call, as tonic's would.
         let (abort, registration) = AbortHandle::new_pair();
         stream.abort = Some(abort);
-        let mut extensions = tonic::Extensions::new();
-        if let Some(peer) = &self.peer {
-            extensions.insert(peer.clone());
-        }
-        let request = tonic::Request::from_parts(MetadataMap::from_headers(head.headers), extensions, message);
-        let call = Abortable::new(calls::predict(api, request), registration)
-            .map(|result| result.unwrap_or(Finished::Stopped));
+        let peer = self.peer.as_ref().and_then(|peer| peer.remote_addr());
+        let call = Abortable::new(
+            calls::predict(api, head, peer, message, self.services.send_limit),
+            registration,
+        )
+        .map(|result| result.unwrap_or(Finished::Stopped));
         self.calls.push(Box::pin(caught(id, call)));
     }
 
@@ -435,7 +466,7 @@ where
         let Recv::Message(head, body) = std::mem::replace(&mut stream.recv, Recv::Done) else {
             return;
         };
-        let Some(parts) = head.into_parts() else {
+        let Some(parts) = Arc::unwrap_or_clone(head).into_parts() else {
             self.reset(id, Reason::PROTOCOL_ERROR);
             return;
         };
