@@ -150,35 +150,54 @@ pub fn answered_spec(servable: &Servable, signature: &str) -> ModelSpec {
 }
 
 impl PredictionApi {
-    /// Predict for a transport that decoded the message itself: the same
-    /// call as [`PredictionService::predict`], its answer written as the
-    /// gRPC message's bytes (length prefix included) with the request id to
-    /// send with it. An answer over `limit` bytes is OUT_OF_RANGE, in
-    /// tonic's words.
-    pub async fn predict_encoded(
+    /// Predict for a transport that decoded the message itself and writes
+    /// the answer's bytes: the same call as [`PredictionService::predict`].
+    /// An answer over `limit` bytes is OUT_OF_RANGE, in tonic's words.
+    pub async fn predict_decoded(
         &self,
         head: CallHead<'_>,
         mut request: PredictRequest,
         limit: usize,
-    ) -> Result<(Vec<u8>, Arc<str>), Status> {
+    ) -> Result<PredictAnswer, Status> {
         let mut call = Call::admit(&self.state, head, || request.encoded_len(), "predict")?;
         let spec = request.model_spec.take();
         let result = predict(&self.state.service, spec.as_ref(), request, &mut call.trace).await;
         let model = spec.as_ref().map_or("", |s| s.name.as_str());
-        let (answer, id) = call.conclude(result, |predicted| predicted.answer().encoded_len(), model);
-        let answer = answer?;
-        let answer = answer.answer();
-        let len = answer.encoded_len();
+        let (predicted, request_id) = call.conclude(result, |predicted| predicted.answer().encoded_len(), model);
+        let predicted = predicted?;
+        let len = predicted.answer().encoded_len();
         if len > limit {
             return Err(Status::out_of_range(format!(
                 "Error, encoded message length too large: found {len} bytes, the limit is: {limit} bytes"
             )));
         }
-        let mut body = Vec::with_capacity(5 + len);
-        body.push(0);
-        body.extend_from_slice(&(len as u32).to_be_bytes());
-        answer.encode(&mut body);
-        Ok((body, id))
+        Ok(PredictAnswer {
+            predicted,
+            len,
+            request_id,
+        })
+    }
+}
+
+/// A Predict's answer within the send limit, for its transport to write
+/// where it goes (straight into the connection's buffer when it can).
+pub struct PredictAnswer {
+    predicted: Predicted,
+    len: usize,
+    /// The call's id, for the answer's `x-request-id`.
+    pub request_id: Arc<str>,
+}
+
+impl PredictAnswer {
+    /// The encoded `PredictResponse`'s length.
+    pub fn message_len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends the encoded `PredictResponse`.
+    pub fn write(&self, buf: &mut Vec<u8>) {
+        buf.reserve(self.len);
+        self.predicted.answer().encode(buf);
     }
 }
 

@@ -18,7 +18,7 @@ use tonic::Status;
 
 use super::request::RequestHead;
 use crate::call::grpc::{CallHead, GRPC_TIMEOUT, REQUEST_ID};
-use crate::dialects::tfs_grpc::PredictionApi;
+use crate::dialects::tfs_grpc::{PredictAnswer, PredictionApi};
 use crate::proto::tensorflow::serving::PredictRequest;
 
 /// Response bytes a relayed call may have queued before it waits for the
@@ -27,9 +27,8 @@ const RELAY_QUEUE: usize = 256 << 10;
 
 /// How a stream ended, as its future returns it.
 pub enum Finished {
-    /// A Predict's answer: its message's bytes and the request id to send
-    /// with them, or its status.
-    Predict(Result<(Vec<u8>, Arc<str>), Status>),
+    /// A Predict's answer, or its status.
+    Predict(Result<PredictAnswer, Status>),
     /// A relayed call: its frames went through `Shared::events`.
     Relayed,
     /// Stopped because its stream was closed.
@@ -203,7 +202,7 @@ pub async fn predict(
         timeout: head.header(&GRPC_TIMEOUT),
         peer,
     };
-    Finished::Predict(api.predict_encoded(call, message, limit).await)
+    Finished::Predict(api.predict_decoded(call, message, limit).await)
 }
 
 /// A call through the tonic services, its response sent as events.

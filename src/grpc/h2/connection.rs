@@ -37,7 +37,7 @@ use super::request::{decodable, decode, predict_fits, Fields, RequestHead, MAX_H
 mod answering;
 mod reading;
 use crate::call::grpc::REQUEST_ID;
-use crate::dialects::tfs_grpc::PredictionApi;
+use crate::dialects::tfs_grpc::{PredictAnswer, PredictionApi};
 use crate::grpc::transport::{ConnectionOptions, Services};
 use crate::proto::tensorflow::serving::PredictRequest;
 

@@ -36,7 +36,7 @@ where
 
     pub(super) fn finished_call(&mut self, id: u32, finished: Option<Finished>) {
         match finished {
-            Some(Finished::Predict(Ok((body, request_id)))) => self.predict_answer(id, body, &request_id),
+            Some(Finished::Predict(Ok(answer))) => self.predict_answer(id, answer),
             Some(Finished::Predict(Err(status))) => self.trailers_only(id, &status),
             Some(Finished::Relayed | Finished::Stopped) => {}
             None => {
@@ -54,17 +54,53 @@ where
         }
     }
 
-    pub(super) fn predict_answer(&mut self, id: u32, body: Vec<u8>, request_id: &str) {
+    pub(super) fn predict_answer(&mut self, id: u32, answer: PredictAnswer) {
         let Some(stream) = self.streams.get_mut(&id) else {
             // Reset while it ran: nobody reads the answer.
             return;
         };
-        let mut block = Vec::with_capacity(64 + request_id.len());
-        block.push(hpack::STATUS_OK);
-        hpack::field(&mut block, b"content-type", GRPC, false);
-        // Never indexed: every id is new, so indexing one would only evict
-        // useful entries from the client's table.
-        hpack::field(&mut block, REQUEST_ID.as_str().as_bytes(), request_id.as_bytes(), true);
+        let len = 5 + answer.message_len();
+        let window = stream.send_window.min(self.send_window).max(0) as usize;
+        if stream.out.is_empty() && !stream.queued && len <= window && len <= self.peer_max_frame {
+            // The usual case: the windows take the whole answer now, so its
+            // frames are written where they go, the message included.
+            let at = self.wbuf.len();
+            frame::head(&mut self.wbuf, 0, kind::HEADERS, flag::END_HEADERS, id);
+            if !self.table_cleared {
+                self.wbuf.push(hpack::NO_TABLE);
+                self.table_cleared = true;
+            }
+            predict_head(&mut self.wbuf, &answer.request_id);
+            let block = (self.wbuf.len() - at - frame::HEAD) as u32;
+            self.wbuf[at..at + 3].copy_from_slice(&block.to_be_bytes()[1..]);
+            frame::head(&mut self.wbuf, len, kind::DATA, 0, id);
+            self.wbuf.push(0);
+            self.wbuf
+                .extend_from_slice(&(answer.message_len() as u32).to_be_bytes());
+            answer.write(&mut self.wbuf);
+            frame::head(
+                &mut self.wbuf,
+                GRPC_OK_TRAILERS.len(),
+                kind::HEADERS,
+                flag::END_HEADERS | flag::END_STREAM,
+                id,
+            );
+            self.wbuf.extend_from_slice(GRPC_OK_TRAILERS);
+            stream.send_window -= len as i64;
+            self.send_window -= len as i64;
+            if !stream.remote_closed {
+                // Answered before the request ended: the rest is not wanted.
+                frame::rst_stream(&mut self.wbuf, id, Reason::NO_ERROR);
+            }
+            self.remove(id);
+            return;
+        }
+        let mut block = Vec::with_capacity(64 + answer.request_id.len());
+        predict_head(&mut block, &answer.request_id);
+        let mut body = Vec::with_capacity(len);
+        body.push(0);
+        body.extend_from_slice(&(answer.message_len() as u32).to_be_bytes());
+        answer.write(&mut body);
         stream.headers_sent = true;
         stream.out.push_back(Out::Block(block.into(), false));
         stream.out.push_back(Out::Data(Bytes::from(body), false));
@@ -170,11 +206,35 @@ where
     }
 }
 
+/// `:status: 200` and `content-type: application/grpc`, as `hpack::field`
+/// writes the type: a Predict answer's fields before its request id.
+const PREDICT_HEAD: &[u8] = b"\x88\x00\x0ccontent-type\x10application/grpc";
+
+/// A Predict answer's header block.
+fn predict_head(block: &mut Vec<u8>, request_id: &str) {
+    block.extend_from_slice(PREDICT_HEAD);
+    // Never indexed: every id is new, so indexing one would only evict
+    // useful entries from the client's table.
+    hpack::field(block, REQUEST_ID.as_str().as_bytes(), request_id.as_bytes(), true);
+}
+
 /// `grpc-status: 0`.
 const GRPC_OK_TRAILERS: &[u8] = b"\x00\x0bgrpc-status\x010";
 
 fn encode_fields(block: &mut Vec<u8>, fields: &HeaderMap) {
     for (name, value) in fields {
         hpack::field(block, name.as_str().as_bytes(), value.as_bytes(), value.is_sensitive());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_predict_head_is_the_fields_it_names() {
+        let mut fields = vec![hpack::STATUS_OK];
+        hpack::field(&mut fields, b"content-type", GRPC, false);
+        assert_eq!(PREDICT_HEAD, &fields[..]);
     }
 }
