@@ -565,8 +565,14 @@ where
 }
 
 /// A call whose panic answers its stream instead of ending the connection.
-async fn caught(id: u32, call: impl Future<Output = Finished>) -> (u32, Option<Finished>) {
-    (id, AssertUnwindSafe(call).catch_unwind().await.ok())
+/// Combinators rather than an `async fn`, which would hold the call a
+/// second time and copy it into place on its first poll.
+fn caught(id: u32, call: impl Future<Output = Finished> + Send + 'static) -> Call {
+    Box::pin(
+        AssertUnwindSafe(call)
+            .catch_unwind()
+            .map(move |result| (id, result.ok())),
+    )
 }
 
 /// Ready once a call has finished or a relayed call has sent something.

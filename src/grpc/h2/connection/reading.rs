@@ -454,7 +454,7 @@ where
             registration,
         )
         .map(|result| result.unwrap_or(Finished::Stopped));
-        self.calls.push(Box::pin(caught(id, call)));
+        self.calls.push(caught(id, call));
     }
 
     /// Hands a stream collected as a Predict, or just opened, to the tonic
@@ -489,6 +489,6 @@ where
         let response = self.services.route(request);
         let call = calls::relay(id, response, self.shared.clone(), flow);
         let call = Abortable::new(call, registration).map(|result| result.unwrap_or(Finished::Stopped));
-        self.calls.push(Box::pin(caught(id, call)));
+        self.calls.push(caught(id, call));
     }
 }
