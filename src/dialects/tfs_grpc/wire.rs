@@ -24,7 +24,7 @@ where
         let spec = self.spec_len();
         let mut len = key_len(2) + encoded_len_varint(spec as u64) + spec;
         for (name, tensor) in self.outputs.clone() {
-            let entry = entry_len(name, tensor);
+            let entry = entry_len(name, tensor_len(tensor));
             len += key_len(1) + encoded_len_varint(entry as u64) + entry;
         }
         len
@@ -35,11 +35,13 @@ where
     /// the spec's `version` (2) between its `name` (1) and `signature_name` (3).
     pub fn encode(&self, buf: &mut Vec<u8>) {
         for (name, tensor) in self.outputs.clone() {
+            // Walked once: a varint tensor's length is a pass over its values.
+            let len = tensor_len(tensor);
             field_key(1, WireType::LengthDelimited, buf);
-            varint(entry_len(name, tensor) as u64, buf);
+            varint(entry_len(name, len) as u64, buf);
             string(1, name, buf);
             field_key(2, WireType::LengthDelimited, buf);
-            varint(tensor_len(tensor) as u64, buf);
+            varint(len as u64, buf);
             write_tensor(tensor, buf);
         }
         field_key(2, WireType::LengthDelimited, buf);
@@ -91,10 +93,9 @@ fn string(tag: u32, value: &str, buf: &mut Vec<u8>) {
 }
 
 /// A map entry: its key (left out when empty, as prost leaves a default
-/// key out) and its tensor.
-fn entry_len(key: &str, tensor: &Tensor) -> usize {
-    let len = tensor_len(tensor);
-    string_len(1, key) + key_len(2) + encoded_len_varint(len as u64) + len
+/// key out) and its tensor of `tensor_len` bytes.
+fn entry_len(key: &str, tensor_len: usize) -> usize {
+    string_len(1, key) + key_len(2) + encoded_len_varint(tensor_len as u64) + tensor_len
 }
 
 /// The `TensorProto` fields `to_proto` fills: `dtype`, `tensor_shape` and
