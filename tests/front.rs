@@ -129,6 +129,23 @@ fn the_front_answers_as_actix_web_does() {
 }
 
 #[test]
+fn a_request_without_host_is_refused_as_actix_web_refuses_it() {
+    let addr = server();
+    let hostless = "POST /v1/models/half:predict HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"instances\": [1.0]}";
+    let mut front = connect(addr);
+    front.get_mut().write_all(hostless.as_bytes()).unwrap();
+    let from_front = read_answer(&mut front);
+    assert!(from_front.status.starts_with("HTTP/1.1 400"), "{}", from_front.status);
+    let mut handed = connect(addr);
+    handed.get_mut().write_all(STATUS.as_bytes()).unwrap();
+    assert!(read_answer(&mut handed).status.starts_with("HTTP/1.1 200"));
+    handed.get_mut().write_all(hostless.as_bytes()).unwrap();
+    let from_actix = read_answer(&mut handed);
+    assert_eq!(from_front.status, from_actix.status);
+    assert_eq!(from_front.body, from_actix.body);
+}
+
+#[test]
 fn pipelined_requests_are_answered_in_order_across_the_hand_over() {
     let addr = server();
     let mut connection = connect(addr);

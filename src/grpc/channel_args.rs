@@ -11,6 +11,8 @@ pub struct ChannelArguments {
     pub max_connection_age_grace: Option<Duration>,
     pub keepalive_time: Option<Duration>,
     pub keepalive_timeout: Option<Duration>,
+    pub max_connection_idle: Option<Duration>,
+    pub handshake_timeout: Option<Duration>,
     pub max_concurrent_streams: Option<u32>,
     pub max_receive_message_length: Option<usize>,
     pub max_send_message_length: Option<usize>,
@@ -39,6 +41,8 @@ impl ChannelArguments {
                 "grpc.max_connection_age_grace_ms" => args.max_connection_age_grace = millis()?,
                 "grpc.keepalive_time_ms" => args.keepalive_time = millis()?,
                 "grpc.keepalive_timeout_ms" => args.keepalive_timeout = millis()?,
+                "grpc.max_connection_idle_ms" => args.max_connection_idle = millis()?,
+                "grpc.server_handshake_timeout_ms" => args.handshake_timeout = millis()?,
                 "grpc.max_concurrent_streams" => {
                     args.max_concurrent_streams = Some(u32::try_from(number()?).unwrap_or(u32::MAX))
                 }

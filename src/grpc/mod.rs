@@ -4,7 +4,7 @@
 //! `grpc.health.v1.Health` and server reflection (v1 and v1alpha).
 
 pub mod channel_args;
-mod h2;
+mod connection;
 mod health;
 mod transport;
 
@@ -31,10 +31,9 @@ const SERVICES: [&str; 3] = [
     "inference.GRPCInferenceService",
 ];
 
-/// A running gRPC listener: `--grpc_num_threads` threads, each with its own
-/// single-threaded runtime; one accepts and hands connections out in turn,
-/// and a connection and every call on it stay on its thread (no task
-/// hand-offs between threads, no work stealing), as REST's workers do.
+/// A running gRPC listener: a runtime of `--grpc_num_threads` threads, where
+/// each connection is one task (its calls run inside it) that an idle
+/// thread may take over, so one busy connection slows no other.
 pub struct GrpcServer {
     pub addr: SocketAddr,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -86,43 +85,31 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
     let services = services(&state, &health, settings.grpc.grpc_max_message_bytes, &channel_args)?;
     let options = Arc::new(connection_options(settings, &channel_args));
     let (stop, stopping) = tokio::sync::watch::channel(false);
-    let mut grpc = GrpcServer {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.grpc.grpc_num_threads.max(1))
+        .thread_name("tfserve-grpc")
+        .enable_all()
+        .build()
+        .map_err(StartError::Threads)?;
+    let sockets = Sockets { listener, tls, unix };
+    let (started, starts) = std::sync::mpsc::channel();
+    let work = Work {
+        sockets,
+        services,
+        options,
+        state,
+        health,
+        stopping,
+    };
+    let thread = std::thread::Builder::new()
+        .name("tfserve-grpc-accept".into())
+        .spawn(move || serve_listeners(runtime, work, started))
+        .map_err(StartError::Threads)?;
+    let grpc = GrpcServer {
         addr: local,
-        threads: Vec::new(),
+        threads: vec![thread],
         stop,
     };
-    let count = settings.grpc.grpc_num_threads.max(1);
-    let runtimes = (0..count)
-        .map(|_| tokio::runtime::Builder::new_current_thread().enable_all().build())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(StartError::Threads)?;
-    let handles: Arc<[tokio::runtime::Handle]> = runtimes.iter().map(|r| r.handle().clone()).collect();
-    // One thread accepts, so the listener closes at once when the drain
-    // says so; every thread serves the connections it is handed.
-    let (served, serving) = tokio::sync::watch::channel(false);
-    let served = Arc::new(served);
-    let mut sockets = Some(Sockets { listener, tls, unix });
-    let (started, starts) = std::sync::mpsc::channel();
-    for runtime in runtimes {
-        let work = ThreadWork {
-            sockets: sockets.take(),
-            services: services.clone(),
-            options: options.clone(),
-            state: state.clone(),
-            health: health.clone(),
-            threads: handles.clone(),
-            served: served.clone(),
-            serving: serving.clone(),
-            stopping: stopping.clone(),
-        };
-        let started = started.clone();
-        let handle = std::thread::Builder::new()
-            .name("tfserve-grpc".into())
-            .spawn(move || serve_thread(runtime, work, started))
-            .map_err(StartError::Threads)?;
-        grpc.threads.push(handle);
-    }
-    drop(started);
     match starts.recv() {
         Ok(Ok(())) => Ok(grpc),
         Ok(Err(error)) => Err(StartError::Threads(error)),
@@ -137,47 +124,31 @@ struct Sockets {
     unix: Option<std::os::unix::net::UnixListener>,
 }
 
-struct ThreadWork {
-    /// The accepting thread's: the sockets.
-    sockets: Option<Sockets>,
+struct Work {
+    sockets: Sockets,
     services: transport::Services,
     options: Arc<transport::ConnectionOptions>,
     state: Arc<ServerState>,
     health: health::HealthService,
-    threads: Arc<[tokio::runtime::Handle]>,
-    /// Set by the accepting thread once every connection has closed.
-    served: Arc<tokio::sync::watch::Sender<bool>>,
-    serving: tokio::sync::watch::Receiver<bool>,
     stopping: tokio::sync::watch::Receiver<bool>,
 }
 
-/// A gRPC thread: its runtime serving the connections handed to it, until
-/// the drain closes the listener and every connection has finished. The
-/// accepting thread also keeps health in step with readiness.
-fn serve_thread(
+/// Accepts on the runtime until the drain closes the listeners and every
+/// connection has finished, keeping health in step with readiness meanwhile.
+fn serve_listeners(
     runtime: tokio::runtime::Runtime,
-    work: ThreadWork,
+    work: Work,
     started: std::sync::mpsc::Sender<std::io::Result<()>>,
 ) {
-    let ThreadWork {
+    let Work {
         sockets,
         services,
         options,
         state,
         health,
-        threads,
-        served,
-        mut serving,
         mut stopping,
     } = work;
     runtime.block_on(async move {
-        let Some(sockets) = sockets else {
-            tokio::select! {
-                _ = serving.wait_for(|done| *done) => {}
-                _ = stopping.wait_for(|stop| *stop) => {}
-            }
-            return;
-        };
         let closing = |state: &ServerState| {
             let mut closing = state.drain.subscribe();
             async move {
@@ -206,7 +177,6 @@ fn serve_thread(
             services.clone(),
             options.clone(),
             closing(&state),
-            threads.clone(),
         ))];
         if let Some(unix) = unix {
             // Local callers only, as TF Serving's socket: no TLS on it.
@@ -215,7 +185,6 @@ fn serve_thread(
                 services,
                 options,
                 closing(&state),
-                threads,
             )));
         }
         let _ = started.send(Ok(()));
@@ -230,8 +199,9 @@ fn serve_thread(
             () = all => {}
             _ = stopping.wait_for(|stop| *stop) => {}
         }
-        let _ = served.send(true);
     });
+    // Whatever is left (a connection past its drain, stopped unwaited) ends with the runtime.
+    runtime.shutdown_timeout(Duration::from_secs(1));
 }
 
 /// The listener's TLS, when `--enable_ssl` gives the files.
@@ -288,6 +258,14 @@ fn connection_options(settings: &Settings, args: &ChannelArguments) -> transport
     options.max_age = args
         .max_connection_age
         .map_or(seconds(grpc.grpc_max_connection_age_seconds), |d| nonzero(Some(d)));
+    options.idle_timeout = args
+        .max_connection_idle
+        .map_or(seconds(grpc.grpc_max_connection_idle_seconds), |d| nonzero(Some(d)));
+    if let Some(handshake) = nonzero(args.handshake_timeout) {
+        options.handshake_timeout = handshake;
+    }
+    options.max_pending_answer_bytes = grpc.grpc_max_pending_answer_bytes;
+    options.max_connections = grpc.grpc_max_connections.max(1);
     if options.max_age.is_some() {
         options.grace = Some(
             args.max_connection_age_grace
@@ -348,15 +326,16 @@ fn named<S: tonic::server::NamedService>(_: &S) -> &'static str {
 fn boxed<S>(service: S) -> transport::BoxedService
 where
     S: tower::Service<
-            tonic::codegen::http::Request<h2::RecvBody>,
+            tonic::codegen::http::Request<connection::RecvBody>,
             Response = tonic::codegen::http::Response<tonic::body::Body>,
             Error = std::convert::Infallible,
         > + Clone
         + Send
+        + Sync
         + 'static,
     S::Future: Send + 'static,
 {
-    tower::util::BoxCloneService::new(service)
+    tower::util::BoxCloneSyncService::new(service)
 }
 
 /// Keeps health in step with readiness: SERVING while every model is

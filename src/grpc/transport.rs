@@ -1,10 +1,11 @@
 //! The gRPC connections: accepting on TCP (TLS when configured) and on a Unix
-//! socket, serving each with the listener's own HTTP/2 (`super::h2`), and
-//! handing every call straight to its service by the path's service name,
-//! behind the basic-auth check. The connection options (keepalive,
-//! concurrent streams, connection age) are tonic's and gRPC's, with one
-//! difference from tonic: at the maximum age a connection first gets GOAWAY
-//! and only after the grace period is it closed, as gRPC's own servers do.
+//! socket up to the connection cap, serving each on the `h2` crate
+//! (`super::connection`), and handing every call straight to its service by
+//! the path's service name, behind the basic-auth check. The connection
+//! options (keepalive, concurrent streams, connection age and idle time) are
+//! tonic's and gRPC's, with one difference from tonic: at the maximum age a
+//! connection first gets GOAWAY and only after the grace period is it
+//! closed, as gRPC's own servers do.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -22,7 +23,7 @@ use tonic::server::NamedService;
 use tonic::transport::server::TcpConnectInfo;
 use tonic::Status;
 
-use super::h2::RecvBody;
+use super::connection::RecvBody;
 use super::health::HealthService;
 use crate::dialects::kserve::grpc::InferenceApi;
 use crate::dialects::tfs_grpc::{ModelApi, PredictionApi};
@@ -42,7 +43,7 @@ const HEALTH: &str = <HealthServer<HealthService> as NamedService>::NAME;
 const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// A service whose type cannot be named (reflection's), boxed: its calls are rare.
-pub type BoxedService = tower::util::BoxCloneService<Request<RecvBody>, Response<Body>, Infallible>;
+pub type BoxedService = tower::util::BoxCloneSyncService<Request<RecvBody>, Response<Body>, Infallible>;
 
 /// Every service the listener answers, as a connection's own copy.
 #[derive(Clone)]
@@ -100,16 +101,45 @@ fn answer(status: Status) -> BoxFuture<Response<Body>, Infallible> {
     Box::pin(std::future::ready(Ok(Response::from_parts(parts, Body::empty()))))
 }
 
-/// How connections are served: keepalive pings, concurrent streams and age.
+/// Each stream's receive window: a whole small request arrives without
+/// waiting for a WINDOW_UPDATE.
+const STREAM_WINDOW: u32 = 1 << 20;
+/// The connection's receive window, shared by its streams.
+const CONNECTION_WINDOW: u32 = 2 << 20;
+/// The header list a request may carry (names, values and 32 bytes each).
+const MAX_HEADER_LIST: u32 = 16 << 10;
+/// The concurrent streams a client may open unless told otherwise.
+const DEFAULT_MAX_STREAMS: u32 = 200;
+/// Streams the client reset before they were accepted, held at once: more
+/// is the rapid-reset attack, answered with GOAWAY ENHANCE_YOUR_CALM.
+const MAX_PENDING_ACCEPT_RESETS: usize = 20;
+/// Stream errors the server may answer on one connection before it sends
+/// the client away (hyper's bound).
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+/// Answer bytes the `h2` crate holds for one stream beyond what its window
+/// takes; the rest waits in the call, counted against the pending budget.
+const MAX_SEND_BUFFER: usize = 400 << 10;
+
+/// How connections are served: HTTP/2 limits, keepalive pings, age, idle
+/// time and the bounds on what one client may hold.
 pub struct ConnectionOptions {
-    /// A PING after this long without a frame from the client.
+    /// A PING this often; unanswered for `keepalive_timeout`, the connection closes.
     pub keepalive: Option<Duration>,
-    /// An unanswered keepalive PING closes the connection after this long.
+    /// Also how long an answer may wait for a client's window before its stream is reset.
     pub keepalive_timeout: Duration,
     pub max_concurrent_streams: Option<u32>,
     /// After this long a connection gets GOAWAY, then `grace` to finish its calls.
     pub max_age: Option<Duration>,
     pub grace: Option<Duration>,
+    /// A connection with no call open for this long gets GOAWAY.
+    pub idle_timeout: Option<Duration>,
+    /// The client's HTTP/2 preface must arrive within this (after TLS).
+    pub handshake_timeout: Duration,
+    /// Answer bytes one connection may hold for a client that does not open
+    /// its window; an answer beyond it is refused (RESOURCE_EXHAUSTED).
+    pub max_pending_answer_bytes: usize,
+    /// Connections served at once; more are closed as they are accepted.
+    pub max_connections: usize,
     /// What the server's drain leaves calls still open to finish (a health
     /// `Watch` never does) before they are reset.
     pub drain_grace: Duration,
@@ -128,8 +158,26 @@ impl ConnectionOptions {
             max_concurrent_streams,
             max_age: None,
             grace: None,
+            idle_timeout: None,
+            handshake_timeout: Duration::from_secs(10),
+            max_pending_answer_bytes: 16 << 20,
+            max_connections: usize::MAX,
             drain_grace: Duration::from_secs(30),
         }
+    }
+
+    /// The `h2` server's settings, every limit named rather than left to its defaults.
+    pub fn http2(&self) -> h2::server::Builder {
+        let mut builder = h2::server::Builder::new();
+        builder
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .max_header_list_size(MAX_HEADER_LIST)
+            .max_concurrent_streams(self.max_concurrent_streams.unwrap_or(DEFAULT_MAX_STREAMS))
+            .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS)
+            .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+            .max_send_buffer_size(MAX_SEND_BUFFER);
+        builder
     }
 }
 
@@ -145,17 +193,19 @@ pub enum Listener {
 /// Accepts and serves connections until `closing` ends, then stops accepting
 /// (closing the socket), sends every connection GOAWAY and returns once
 /// their calls have been answered and they have closed.
-/// Connections go to `threads` in turn, each served on that runtime.
+/// Each connection is a task of the runtime this runs on.
 pub async fn serve(
     listener: Listener,
     services: Services,
     options: Arc<ConnectionOptions>,
     closing: impl Future<Output = ()>,
-    threads: Arc<[tokio::runtime::Handle]>,
 ) {
-    let mut turn = 0usize;
     let (shutdown, connections) = watch::channel(false);
+    let cap = Arc::new(tokio::sync::Semaphore::new(
+        options.max_connections.min(tokio::sync::Semaphore::MAX_PERMITS),
+    ));
     let log_peers = services.state.access_log.enabled();
+    let (mut refused, mut warned) = (0u64, None);
     {
         let mut closing = pin!(closing);
         loop {
@@ -170,27 +220,45 @@ pub async fn serve(
                     continue;
                 }
             };
+            let Ok(permit) = cap.clone().try_acquire_owned() else {
+                // Closed at once: gRPC clients retry with backoff. Said once
+                // a minute at most, with the count, however many come.
+                refused += 1;
+                if warned.is_none_or(|at: std::time::Instant| at.elapsed() >= Duration::from_secs(60)) {
+                    log::warn!(
+                        "gRPC connections refused: {refused} so far, as {} are open (--grpc_max_connections)",
+                        options.max_connections
+                    );
+                    warned = Some(std::time::Instant::now());
+                }
+                continue;
+            };
             let peer = peer.filter(|_| log_peers);
             let services = services.clone();
             let options = options.clone();
             let connections = connections.clone();
-            let thread = &threads[turn % threads.len()];
-            turn = turn.wrapping_add(1);
             match stream {
                 Stream::Tcp(stream, None) => {
-                    thread.spawn(serve_connection(stream, services, peer, options, connections));
+                    tokio::spawn(async move {
+                        serve_connection(stream, services, peer, options, connections).await;
+                        drop(permit);
+                    });
                 }
                 Stream::Tcp(stream, Some(tls)) => {
-                    thread.spawn(async move {
+                    tokio::spawn(async move {
                         match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(stream)).await {
                             Ok(Ok(stream)) => serve_connection(stream, services, peer, options, connections).await,
                             Ok(Err(error)) => log::debug!("gRPC TLS handshake failed: {error}"),
                             Err(_) => log::debug!("gRPC TLS handshake took over {TLS_HANDSHAKE:?}"),
                         }
+                        drop(permit);
                     });
                 }
                 Stream::Unix(stream) => {
-                    thread.spawn(serve_connection(stream, services, None, options, connections));
+                    tokio::spawn(async move {
+                        serve_connection(stream, services, None, options, connections).await;
+                        drop(permit);
+                    });
                 }
             }
         }
@@ -248,5 +316,5 @@ pub async fn serve_connection<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    super::h2::serve(io, services, peer, options, shutdown).await;
+    super::connection::serve(io, services, peer, options, shutdown).await;
 }

@@ -175,10 +175,12 @@ enum Parsed {
 }
 
 /// Reads the request at the start of `buf`: the front takes HTTP/1.1 POSTs
-/// of TF Serving's inference routes with a declared body of at most
-/// `body_limit` bytes, no transfer or content coding, and no `Expect`,
-/// `Upgrade` or query string. Anything else, malformed requests included, is
-/// actix-web's, which answers it as it always has.
+/// of TF Serving's inference routes with exactly one `Host`, a declared body
+/// of at most `body_limit` bytes, no transfer or content coding, and no
+/// `Expect`, `Upgrade` or query string. It never answers a request it has
+/// not checked as actix-web would: anything else goes to actix-web, which
+/// refuses what is malformed (a missing `Host` among it: RFC 9112 §3.2) and
+/// answers the rest as it always has.
 fn parse(buf: &[u8], body_limit: usize) -> Parsed {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
@@ -243,7 +245,7 @@ fn parse(buf: &[u8], body_limit: usize) -> Parsed {
             return Parsed::HandOff;
         }
     }
-    if head.body > body_limit {
+    if head.body > body_limit || !seen_host {
         return Parsed::HandOff;
     }
     Parsed::Take(Rc::new(head))
@@ -855,6 +857,7 @@ mod tests {
             b"POST /v1/models/ha<lf:predict HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
             "POST /v1/models/h\u{e9}:predict HTTP/1.1\r\nContent-Length: 2\r\n\r\n".as_bytes(),
             b"POST /v1/models/half:predict HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 2\r\n\r\n",
+            b"POST /v1/models/half:predict HTTP/1.1\r\nContent-Length: 2\r\n\r\n[]",
             b"\x00garbage\r\n\r\n",
         ] {
             assert!(

@@ -168,6 +168,36 @@ pub struct GrpcSettings {
     )]
     pub grpc_max_connection_age_grace_seconds: u64,
 
+    /// Seconds a gRPC connection may have no call open before it is asked
+    /// to go away (GOAWAY; clients reconnect when they next call); 0: never.
+    #[arg(
+        long = "grpc_max_connection_idle_seconds",
+        alias = "grpc-max-connection-idle-seconds",
+        global = true,
+        default_value_t = 300
+    )]
+    pub grpc_max_connection_idle_seconds: u64,
+
+    /// gRPC connections served at once; more are closed as they are accepted.
+    #[arg(
+        long = "grpc_max_connections",
+        alias = "grpc-max-connections",
+        global = true,
+        default_value_t = 4096
+    )]
+    pub grpc_max_connections: usize,
+
+    /// Answer bytes one gRPC connection may hold for a client that does not
+    /// read them (opens no flow-control window); answers beyond it are
+    /// refused with RESOURCE_EXHAUSTED. One answer alone may be larger.
+    #[arg(
+        long = "grpc_max_pending_answer_bytes",
+        alias = "grpc-max-pending-answer-bytes",
+        global = true,
+        default_value_t = 16 << 20
+    )]
+    pub grpc_max_pending_answer_bytes: usize,
+
     /// Also serve gRPC on this Unix domain socket (TF Serving's flag).
     #[arg(long = "grpc_socket_path", alias = "grpc-socket-path", global = true)]
     pub grpc_socket_path: Option<PathBuf>,

@@ -1,0 +1,448 @@
+//! What one stream runs, on the `h2` crate's request and response handles:
+//! TF Serving's unary Predict decoded here from its body's bytes and
+//! answered from the run's tensors, or any other call relayed to the tonic
+//! services (`Services::route`) with its body streamed both ways. Answers
+//! leave as the client's windows take them; what waits for a window counts
+//! against the connection's pending-answer budget.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream, SendStream};
+use http_body::{Body, Frame};
+use prost::Message;
+use tonic::codegen::http::{self, HeaderMap, HeaderValue, Request, Response};
+use tonic::Status;
+
+use crate::call::grpc::{CallHead, GRPC_TIMEOUT, REQUEST_ID};
+use crate::dialects::tfs_grpc::{PredictAnswer, PredictionApi};
+use crate::grpc::transport::Services;
+use crate::proto::tensorflow::serving::PredictRequest;
+
+const PREDICT_PATH: &str = "/tensorflow.serving.PredictionService/Predict";
+const GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
+
+/// How a stream's call ended, for the connection's reset accounting.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    Answered,
+    /// The client reset the stream before its answer was written.
+    ResetByClient,
+    /// The stream was given up (a write that made no progress, a failed body).
+    Abandoned,
+}
+
+/// What a connection's calls share: the services, the peer and the budget
+/// of answer bytes waiting for the client's windows.
+pub struct CallContext {
+    pub services: Services,
+    /// Predict decoded here; `None` under `--enable_auth`, where every call
+    /// goes through the services' check.
+    pub predict: Option<Arc<PredictionApi>>,
+    pub peer: Option<tonic::transport::server::TcpConnectInfo>,
+    pub pending: AtomicUsize,
+    pub pending_limit: usize,
+    /// A write with no window granted for this long gives up its stream.
+    pub stall: Duration,
+}
+
+/// Runs one stream's call to its end.
+pub async fn run(context: Arc<CallContext>, request: Request<RecvStream>, mut respond: SendResponse<Bytes>) -> Ended {
+    let direct = context.predict.is_some()
+        && request.method() == http::Method::POST
+        && request.uri().path() == PREDICT_PATH
+        && request
+            .headers()
+            .get("grpc-encoding")
+            .is_none_or(|coding| coding.as_bytes() == b"identity");
+    let ended = if direct {
+        predict(&context, request, &mut respond).await
+    } else {
+        relay(&context, request, Bytes::new(), &mut respond).await
+    };
+    ended.unwrap_or_else(|ended| ended)
+}
+
+/// Runs `work` until it ends or the client resets the stream, which stops
+/// it (its batch slot and its answer are dropped), as tonic's calls stop.
+async fn watching<T>(respond: &mut SendResponse<Bytes>, work: impl Future<Output = T>) -> Result<T, Ended> {
+    let mut work = std::pin::pin!(work);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(done) = work.as_mut().poll(cx) {
+            return Poll::Ready(Ok(done));
+        }
+        match respond.poll_reset(cx) {
+            Poll::Ready(Ok(_)) => Poll::Ready(Err(Ended::ResetByClient)),
+            Poll::Ready(Err(_)) => Poll::Ready(Err(Ended::Abandoned)),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// What a Predict came to before its answer is written.
+enum Outcome {
+    Answer(PredictAnswer),
+    Failed(Status),
+    /// Not one message decoded here: relayed with what was read of it.
+    Relay(Request<RecvStream>, Bytes),
+    Gone,
+}
+
+/// A Predict decoded from its body: one uncompressed message within the
+/// limit. Anything else (a second message, one too long, bytes that do not
+/// decode) goes to tonic with what was read, which answers it as it always has.
+async fn predict(
+    context: &CallContext,
+    request: Request<RecvStream>,
+    respond: &mut SendResponse<Bytes>,
+) -> Result<Ended, Ended> {
+    let answer = match watching(respond, run_predict(context, request)).await? {
+        Outcome::Answer(answer) => answer,
+        Outcome::Failed(status) => return Ok(trailers_only(respond, &status)),
+        Outcome::Relay(request, read) => return relay(context, request, read, respond).await,
+        Outcome::Gone => return Err(Ended::Abandoned),
+    };
+    let mut message = Vec::with_capacity(5 + answer.message_len());
+    message.push(0);
+    message.extend_from_slice(&(answer.message_len() as u32).to_be_bytes());
+    answer.write(&mut message);
+    let mut head = Response::new(());
+    head.headers_mut().insert(http::header::CONTENT_TYPE, GRPC);
+    if let Ok(id) = HeaderValue::from_str(&answer.request_id) {
+        head.headers_mut().insert(REQUEST_ID, id);
+    }
+    let Some(reservation) = Reservation::take(context, message.len()) else {
+        return Ok(trailers_only(respond, &over_budget(context, message.len())));
+    };
+    let mut send = respond.send_response(head, false).map_err(|_| Ended::Abandoned)?;
+    write(&mut send, Bytes::from(message), reservation, context.stall).await?;
+    let mut trailers = HeaderMap::with_capacity(1);
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    send.send_trailers(trailers).map_err(|_| Ended::Abandoned)?;
+    Ok(Ended::Answered)
+}
+
+async fn run_predict(context: &CallContext, request: Request<RecvStream>) -> Outcome {
+    let limit = context.services.receive_limit;
+    let (parts, mut body) = request.into_parts();
+    let Ok(collected) = collect_message(&mut body, limit).await else {
+        return Outcome::Gone;
+    };
+    let message = match &collected {
+        Collected::Whole(bytes) => PredictRequest::decode(bytes.slice(5..)).ok(),
+        Collected::Partial(_) => None,
+    };
+    let (Some(message), Some(api)) = (message, context.predict.as_ref()) else {
+        let read = match collected {
+            Collected::Whole(bytes) | Collected::Partial(bytes) => bytes,
+        };
+        return Outcome::Relay(Request::from_parts(parts, body), read);
+    };
+    let head = CallHead {
+        request_id: parts.headers.get(REQUEST_ID).and_then(|v| v.to_str().ok()),
+        timeout: parts.headers.get(GRPC_TIMEOUT).and_then(|v| v.to_str().ok()),
+        peer: context.peer.as_ref().and_then(|peer| peer.remote_addr()),
+    };
+    match api.predict_decoded(head, message, context.services.send_limit).await {
+        Ok(answer) => Outcome::Answer(answer),
+        Err(status) => Outcome::Failed(status),
+    }
+}
+
+enum Collected {
+    /// One whole gRPC message, its 5-byte prefix included, and the request's end.
+    Whole(Bytes),
+    /// Not one message this side decodes: what was read of it.
+    Partial(Bytes),
+}
+
+/// Reads a request body while it can still be one uncompressed message
+/// within `limit`, returning the window for each chunk as it arrives. A
+/// body that is one DATA frame is taken as it came, without a copy.
+async fn collect_message(body: &mut RecvStream, limit: usize) -> Result<Collected, h2::Error> {
+    let mut buffer = BytesMut::new();
+    let mut first: Option<Bytes> = None;
+    loop {
+        let held = first.as_ref().map_or(buffer.len(), Bytes::len);
+        if !fits(first.as_deref().unwrap_or(&buffer), limit) || held > limit.saturating_add(5) {
+            return Ok(Collected::Partial(take(first, buffer)));
+        }
+        let chunk = match std::future::poll_fn(|cx| body.poll_data(cx)).await {
+            Some(chunk) => chunk?,
+            None => break,
+        };
+        let _ = body.flow_control().release_capacity(chunk.len());
+        match first.take() {
+            None if buffer.is_empty() => first = Some(chunk),
+            None => buffer.extend_from_slice(&chunk),
+            Some(earlier) => {
+                // A message over several frames: one buffer sized by its prefix.
+                let expected = message_len(&earlier).map_or(0, |len| len.min(limit) + 5);
+                buffer.reserve(expected.max(earlier.len() + chunk.len()));
+                buffer.extend_from_slice(&earlier);
+                buffer.extend_from_slice(&chunk);
+            }
+        }
+    }
+    let bytes = take(first, buffer);
+    // Trailers on a request are legal but unused by gRPC; reading them ends the stream.
+    let _ = std::future::poll_fn(|cx| body.poll_trailers(cx)).await;
+    if whole(&bytes, limit) {
+        Ok(Collected::Whole(bytes))
+    } else {
+        Ok(Collected::Partial(bytes))
+    }
+}
+
+fn take(first: Option<Bytes>, buffer: BytesMut) -> Bytes {
+    first.unwrap_or_else(|| buffer.freeze())
+}
+
+fn message_len(body: &[u8]) -> Option<usize> {
+    let prefix = body.get(1..5)?;
+    Some(u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize)
+}
+
+/// Whether the bytes so far can still be one uncompressed message within the limit.
+pub fn fits(body: &[u8], limit: usize) -> bool {
+    match (body.first(), message_len(body)) {
+        (None, _) => true,
+        (Some(&flag), None) => flag == 0,
+        (Some(&flag), Some(len)) => flag == 0 && len <= limit && body.len() <= 5 + len,
+    }
+}
+
+/// Whether a body is exactly one uncompressed message within the limit.
+pub fn whole(body: &[u8], limit: usize) -> bool {
+    body.first() == Some(&0) && message_len(body).is_some_and(|len| len <= limit && body.len() == 5 + len)
+}
+
+/// Any call through the tonic services: `read` is what was already taken
+/// from the body, handed over as its start.
+async fn relay(
+    context: &CallContext,
+    request: Request<RecvStream>,
+    read: Bytes,
+    respond: &mut SendResponse<Bytes>,
+) -> Result<Ended, Ended> {
+    let (parts, body) = request.into_parts();
+    let mut request = Request::from_parts(parts, RecvBody::new(read, body));
+    if let Some(peer) = &context.peer {
+        request.extensions_mut().insert(peer.clone());
+    }
+    let mut services = context.services.clone();
+    let Ok(response) = watching(respond, services.route(request)).await?;
+    let (parts, body) = response.into_parts();
+    let head = Response::from_parts(parts, ());
+    if body.is_end_stream() {
+        respond.send_response(head, true).map_err(|_| Ended::Abandoned)?;
+        return Ok(Ended::Answered);
+    }
+    let mut send = respond.send_response(head, false).map_err(|_| Ended::Abandoned)?;
+    let mut body = std::pin::pin!(body);
+    loop {
+        // A streaming answer (health's Watch) may wait forever: a reset ends it.
+        let frame = std::future::poll_fn(|cx| match body.as_mut().poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(Ok(frame)),
+            Poll::Pending => match send.poll_reset(cx) {
+                Poll::Ready(Ok(_)) => Poll::Ready(Err(Ended::ResetByClient)),
+                Poll::Ready(Err(_)) => Poll::Ready(Err(Ended::Abandoned)),
+                Poll::Pending => Poll::Pending,
+            },
+        })
+        .await?;
+        let frame = match frame {
+            None => {
+                send.send_data(Bytes::new(), true).map_err(|_| Ended::Abandoned)?;
+                return Ok(Ended::Answered);
+            }
+            Some(Ok(frame)) => frame,
+            Some(Err(error)) => {
+                log::debug!("gRPC response body failed: {error}");
+                send.send_reset(Reason::INTERNAL_ERROR);
+                return Err(Ended::Abandoned);
+            }
+        };
+        match frame.into_data() {
+            Ok(data) => {
+                let Some(reservation) = Reservation::take(context, data.len()) else {
+                    send.send_reset(Reason::CANCEL);
+                    return Err(Ended::Abandoned);
+                };
+                write(&mut send, data, reservation, context.stall).await?;
+            }
+            Err(frame) => {
+                let trailers = frame.into_trailers().unwrap_or_default();
+                send.send_trailers(trailers).map_err(|_| Ended::Abandoned)?;
+                return Ok(Ended::Answered);
+            }
+        }
+    }
+}
+
+/// A call's whole answer in one HEADERS frame: its status, no message.
+fn trailers_only(respond: &mut SendResponse<Bytes>, status: &Status) -> Ended {
+    let mut head = Response::new(());
+    head.headers_mut().insert(http::header::CONTENT_TYPE, GRPC);
+    // A message no header can carry is replaced by tonic with its own status.
+    if let Err(replaced) = status.add_header(head.headers_mut()) {
+        head.headers_mut().remove("grpc-message");
+        let _ = replaced.add_header(head.headers_mut());
+    }
+    match respond.send_response(head, true) {
+        Ok(_) => Ended::Answered,
+        Err(_) => Ended::Abandoned,
+    }
+}
+
+fn over_budget(context: &CallContext, len: usize) -> Status {
+    Status::resource_exhausted(format!(
+        "the answer ({len} bytes) was dropped: {} bytes of earlier answers on this connection are still \
+         waiting for the client to read them (limit --grpc_max_pending_answer_bytes={})",
+        context.pending.load(Ordering::Relaxed),
+        context.pending_limit
+    ))
+}
+
+/// Answer bytes counted against the connection's budget until written.
+struct Reservation<'a> {
+    pending: &'a AtomicUsize,
+    left: usize,
+}
+
+impl<'a> Reservation<'a> {
+    /// None when earlier answers already hold the budget; one answer alone
+    /// may always be larger than it.
+    fn take(context: &'a CallContext, len: usize) -> Option<Reservation<'a>> {
+        let before = context.pending.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before + len > context.pending_limit {
+            context.pending.fetch_sub(len, Ordering::AcqRel);
+            return None;
+        }
+        Some(Reservation {
+            pending: &context.pending,
+            left: len,
+        })
+    }
+
+    fn release(&mut self, written: usize) {
+        let written = written.min(self.left);
+        self.left -= written;
+        self.pending.fetch_sub(written, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.pending.fetch_sub(self.left, Ordering::AcqRel);
+    }
+}
+
+/// Hands `data` to the stream as the windows (and the stream's send buffer)
+/// take it, so what the client does not read stays here, counted. A stream
+/// granted no window for `stall` is reset.
+async fn write(
+    send: &mut SendStream<Bytes>,
+    mut data: Bytes,
+    mut reservation: Reservation<'_>,
+    stall: Duration,
+) -> Result<(), Ended> {
+    while !data.is_empty() {
+        send.reserve_capacity(data.len());
+        let mut granted = send.capacity();
+        if granted == 0 {
+            let capacity = std::future::poll_fn(|cx| send.poll_capacity(cx));
+            granted = match tokio::time::timeout(stall, capacity).await {
+                Ok(Some(Ok(granted))) => granted,
+                Ok(Some(Err(error))) if error.is_reset() => return Err(Ended::ResetByClient),
+                Ok(Some(Err(_)) | None) => return Err(Ended::Abandoned),
+                Err(_) => {
+                    log::debug!("gRPC answer dropped: the client granted no window for {stall:?}");
+                    send.send_reset(Reason::CANCEL);
+                    return Err(Ended::Abandoned);
+                }
+            };
+        }
+        let chunk = data.split_to(granted.min(data.len()));
+        let len = chunk.len();
+        send.send_data(chunk, false).map_err(|_| Ended::Abandoned)?;
+        reservation.release(len);
+    }
+    Ok(())
+}
+
+/// A relayed request's body: what was read before the relay, then the stream.
+pub struct RecvBody {
+    read: Bytes,
+    stream: Option<RecvStream>,
+}
+
+impl RecvBody {
+    pub fn new(read: Bytes, stream: RecvStream) -> RecvBody {
+        RecvBody {
+            read,
+            stream: Some(stream),
+        }
+    }
+}
+
+impl Body for RecvBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        if !self.read.is_empty() {
+            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut self.read)))));
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let failed = |error: h2::Error| Status::cancelled(format!("the request body failed: {error}"));
+        match stream.poll_data(cx) {
+            Poll::Ready(Some(Ok(chunk))) => {
+                let _ = stream.flow_control().release_capacity(chunk.len());
+                return Poll::Ready(Some(Ok(Frame::data(chunk))));
+            }
+            Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(failed(error)))),
+            Poll::Ready(None) => {}
+            Poll::Pending => return Poll::Pending,
+        }
+        match stream.poll_trailers(cx) {
+            Poll::Ready(Ok(trailers)) => {
+                self.stream = None;
+                Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Some(Err(failed(error)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.read.is_empty() && self.stream.as_ref().is_none_or(RecvStream::is_end_stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_is_one_message_only_when_its_prefix_says_so() {
+        let mut body = vec![0, 0, 0, 0, 3, 1, 2, 3];
+        assert!(whole(&body, 3));
+        assert!(!whole(&body, 2), "over the limit");
+        assert!(fits(&body[..6], 3) && !whole(&body[..6], 3), "not yet whole");
+        body.push(4);
+        assert!(!fits(&body, 3) && !whole(&body, 3), "a second message");
+        body[0] = 1;
+        assert!(!fits(&body[..1], 10), "compressed");
+        assert!(fits(&[], 0) && !whole(&[], 0));
+    }
+}

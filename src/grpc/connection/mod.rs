@@ -1,0 +1,316 @@
+//! One gRPC connection, served by the `h2` crate's server connection (its
+//! framing, HPACK, flow control, stream states and protocol limits), and
+//! what the crate leaves to a server: the handshake and idle timeouts,
+//! keepalive pings, the connection's age and the drain (GOAWAY, then a
+//! grace period), and sending away a client that resets calls as fast as
+//! it opens them. Calls run inside the connection's task (`calls`), so a
+//! call costs no task of its own; the connection itself is a task of the
+//! multi-threaded runtime, free to move to an idle thread.
+
+mod calls;
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+use h2::Reason;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tonic::transport::server::TcpConnectInfo;
+
+pub use calls::RecvBody;
+use calls::{CallContext, Ended};
+
+use crate::grpc::transport::{ConnectionOptions, Services};
+
+/// How long the first GOAWAY of a graceful close may wait for its PING
+/// before the connection is closed anyway, when nothing is left to answer.
+const GOAWAY_LINGER: Duration = Duration::from_secs(1);
+/// Streams the client may reset within a second before it is sent away:
+/// resetting calls as fast as they are opened (CVE-2023-44487) would run
+/// models for answers nobody reads.
+const RESETS_PER_SECOND: u32 = 200;
+
+type Call = Pin<Box<dyn Future<Output = Ended> + Send>>;
+
+/// Serves one connection until it closes: GOAWAY when `shutdown` turns true,
+/// at the connection's age or after it idles, closed when the grace after
+/// that ends.
+pub async fn serve<IO>(
+    io: IO,
+    services: Services,
+    peer: Option<TcpConnectInfo>,
+    options: Arc<ConnectionOptions>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let handshake = options.http2().handshake::<_, Bytes>(io);
+    let mut connection = match tokio::time::timeout(options.handshake_timeout, handshake).await {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(error)) => {
+            log::debug!("gRPC connection: the HTTP/2 handshake failed: {error}");
+            return;
+        }
+        Err(_) => {
+            log::debug!(
+                "gRPC connection closed: no HTTP/2 preface within {:?}",
+                options.handshake_timeout
+            );
+            return;
+        }
+    };
+    let predict = services.predict.clone().filter(|_| services.state.auth.is_none());
+    let context = Arc::new(CallContext {
+        services,
+        predict,
+        peer,
+        pending: Default::default(),
+        pending_limit: options.max_pending_answer_bytes,
+        stall: options.keepalive_timeout,
+    });
+    let mut calls: FuturesUnordered<Call> = FuturesUnordered::new();
+    let mut timers = Timers::new(&options);
+    let mut pinger = connection.ping_pong();
+    let mut resets = ResetRate::default();
+    let mut opened: u64 = 0;
+    // One timer and one drain watch for the connection's life: made anew
+    // for every wake-up they would cost each call a timer registration.
+    let sleep = tokio::time::sleep_until(timers.next());
+    let mut sleep = std::pin::pin!(sleep);
+    let mut armed = timers.next();
+    let stop = shutdown.wait_for(|closing| *closing);
+    let mut stop = std::pin::pin!(stop);
+    let mut watching = true;
+    loop {
+        let next = timers.next();
+        if next != armed {
+            sleep.as_mut().reset(next);
+            armed = next;
+        }
+        let wake = {
+            let pong = async {
+                match (pinger.as_mut(), timers.ping_deadline) {
+                    (Some(pinger), Some(_)) => std::future::poll_fn(|cx| pinger.poll_pong(cx)).await.is_ok(),
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                Some(ended) = calls.next(), if !calls.is_empty() => Wake::Ended(ended),
+                accepted = std::future::poll_fn(|cx| connection.poll_accept(cx)) => Wake::Accepted(accepted),
+                answered = pong => Wake::Pong(answered),
+                () = &mut sleep => Wake::Timer,
+                stopping = &mut stop, if watching => Wake::Shutdown(stopping.is_ok()),
+            }
+        };
+        match wake {
+            Wake::Ended(ended) => {
+                if ended == Ended::ResetByClient && resets.reset() {
+                    log::debug!("gRPC connection sent away: it reset most of the calls it opened");
+                    connection.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+                }
+            }
+            Wake::Accepted(Some(Ok((request, respond)))) => {
+                resets.opened();
+                opened += 1;
+                let call = calls::run(context.clone(), request, respond);
+                calls.push(Box::pin(AssertUnwindSafe(call).catch_unwind().map(|ended| {
+                    ended.unwrap_or_else(|_| {
+                        // The stream is reset as its handles drop; the connection serves on.
+                        log::error!("a gRPC call panicked");
+                        Ended::Abandoned
+                    })
+                })));
+            }
+            Wake::Accepted(Some(Err(error))) => {
+                log::debug!("gRPC connection: {error}");
+                return;
+            }
+            Wake::Accepted(None) => return,
+            Wake::Pong(true) => timers.ping_deadline = None,
+            Wake::Pong(false) => return,
+            Wake::Shutdown(true) => {
+                watching = false;
+                connection.graceful_shutdown();
+                // A connection already past its age keeps the earlier end.
+                timers.going_away(Some(options.drain_grace));
+            }
+            Wake::Shutdown(false) => return,
+            Wake::Timer => {
+                let busy = !calls.is_empty() || connection.has_streams();
+                match timers.fire(&options, busy, opened) {
+                    Fired::Nothing => {}
+                    Fired::Ping => {
+                        if let Some(pinger) = pinger.as_mut() {
+                            if pinger.send_ping(h2::Ping::opaque()).is_err() {
+                                timers.ping_deadline = None;
+                            }
+                        }
+                    }
+                    Fired::GoAway(grace) => {
+                        connection.graceful_shutdown();
+                        timers.going_away(grace);
+                    }
+                    Fired::Close(why) => {
+                        log::debug!("gRPC connection closed: {why}");
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Wake {
+    Ended(Ended),
+    Accepted(Option<Result<(http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>), h2::Error>>),
+    /// A keepalive PING answered (true) or the connection gone (false).
+    Pong(bool),
+    Timer,
+    Shutdown(bool),
+}
+
+enum Fired {
+    Nothing,
+    Ping,
+    /// GOAWAY, with the grace its calls get (none: as long as they take).
+    GoAway(Option<Duration>),
+    Close(&'static str),
+}
+
+/// The connection's deadlines.
+struct Timers {
+    keepalive_at: Option<Instant>,
+    ping_deadline: Option<Instant>,
+    age_at: Option<Instant>,
+    grace_at: Option<Instant>,
+    /// When to look whether the connection has been idle since the last look.
+    idle_check_at: Option<Instant>,
+    /// Calls opened as of that last look: idle means none since, and none open.
+    idle_opened: u64,
+    /// Gone away: when to close if no call is left by then.
+    linger_at: Option<Instant>,
+}
+
+impl Timers {
+    fn new(options: &ConnectionOptions) -> Timers {
+        let now = Instant::now();
+        Timers {
+            keepalive_at: options.keepalive.and_then(|every| now.checked_add(every)),
+            ping_deadline: None,
+            age_at: options.max_age.and_then(|age| now.checked_add(age)),
+            grace_at: None,
+            idle_check_at: options.idle_timeout.and_then(|idle| now.checked_add(idle)),
+            idle_opened: 0,
+            linger_at: None,
+        }
+    }
+
+    fn next(&self) -> Instant {
+        [
+            self.keepalive_at,
+            self.ping_deadline,
+            self.age_at,
+            self.grace_at,
+            self.idle_check_at,
+            self.linger_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600))
+    }
+
+    fn going_away(&mut self, grace: Option<Duration>) {
+        let now = Instant::now();
+        self.age_at = None;
+        self.idle_check_at = None;
+        self.linger_at = Some(now + GOAWAY_LINGER);
+        let end = grace.and_then(|grace| now.checked_add(grace));
+        self.grace_at = match (self.grace_at, end) {
+            (Some(at), Some(end)) => Some(at.min(end)),
+            (at, end) => at.or(end),
+        };
+    }
+
+    /// What is due now. An idle connection is seen within twice the idle
+    /// timeout: looking at a counter, not the clock, keeps it off each call.
+    fn fire(&mut self, options: &ConnectionOptions, busy: bool, opened: u64) -> Fired {
+        let now = Instant::now();
+        let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
+        if due(self.ping_deadline) {
+            return Fired::Close("a keepalive ping went unanswered");
+        }
+        if due(self.grace_at) {
+            return Fired::Close("its grace period ended");
+        }
+        if due(self.linger_at) {
+            if !busy {
+                return Fired::Close("it went away with no call left");
+            }
+            self.linger_at = Some(now + GOAWAY_LINGER);
+        }
+        if let (true, Some(idle)) = (due(self.idle_check_at), options.idle_timeout) {
+            if !busy && opened == self.idle_opened {
+                log::debug!("gRPC connection idle for {idle:?}: going away");
+                return Fired::GoAway(None);
+            }
+            self.idle_opened = opened;
+            self.idle_check_at = now.checked_add(idle);
+        }
+        if due(self.age_at) {
+            return Fired::GoAway(options.grace);
+        }
+        if let (true, Some(every)) = (due(self.keepalive_at), options.keepalive) {
+            self.keepalive_at = now.checked_add(every);
+            if self.ping_deadline.is_none() {
+                self.ping_deadline = Some(now + options.keepalive_timeout);
+                return Fired::Ping;
+            }
+        }
+        Fired::Nothing
+    }
+}
+
+/// Streams the client reset while their calls ran, against those it opened,
+/// in the current second.
+#[derive(Default)]
+struct ResetRate {
+    resets: u32,
+    opened: u32,
+    since: Option<Instant>,
+}
+
+impl ResetRate {
+    /// Counted without a clock read: the second moves when a reset comes.
+    fn opened(&mut self) {
+        self.opened = self.opened.saturating_add(1);
+    }
+
+    /// True when the client is to be sent away. A client cancelling some
+    /// calls on their deadlines is not: only one resetting most of what it
+    /// opens, and many of them.
+    fn reset(&mut self) -> bool {
+        let now = Instant::now();
+        if self
+            .since
+            .is_none_or(|since| now.duration_since(since) >= Duration::from_secs(1))
+        {
+            self.since = Some(now);
+            self.resets = 0;
+            self.opened = 0;
+        }
+        self.resets += 1;
+        self.resets > RESETS_PER_SECOND && self.resets.saturating_mul(2) > self.opened
+    }
+}
+
+#[cfg(test)]
+mod tests;
