@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod grpc;
+pub mod h2raw;
 pub mod process;
 
 use std::path::PathBuf;
