@@ -23,6 +23,8 @@ session run (`tfserve-bench raw`) and checks the targets:
     python3 benches/ceiling.py                    # 3 rounds of 10 s cells
     python3 benches/ceiling.py --rounds 1 --duration 5 --binary /tmp/tfserve-old
     python3 benches/ceiling.py --cells on,capture
+    python3 benches/ceiling.py --baseline /tmp/tfserve-old --cells ceiling,on,on-base,grpc,grpc-base
+        # a cell named CELL-base runs --baseline's binary: before and after, interleaved, in one run
 """
 import argparse
 import json
@@ -171,6 +173,8 @@ def main():
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--binary", type=pathlib.Path, default=RELEASE / "tfserve",
                         help="the tfserve binary (tfserve-bench always comes from target/release)")
+    parser.add_argument("--baseline", type=pathlib.Path,
+                        help="another tfserve binary, for the cells named CELL-base")
     parser.add_argument("--cells", default="ceiling,on,off,grpc")
     parser.add_argument("--json", type=pathlib.Path)
     args = parser.parse_args()
@@ -190,7 +194,11 @@ def main():
                 capture = ["--capture_jsonl_dir", str(work / f"capture-{n}")]
                 row[cell] = tfserve_cell(args.binary, RELEASE, work, script, args, True, False, capture)
             else:
-                row[cell] = tfserve_cell(args.binary, RELEASE, work, script, args, cell != "off", cell == "grpc")
+                kind, base = cell.removesuffix("-base"), cell.endswith("-base")
+                if base and args.baseline is None:
+                    parser.error(f"cell {cell} needs --baseline")
+                binary = args.baseline if base else args.binary
+                row[cell] = tfserve_cell(binary, RELEASE, work, script, args, kind != "off", kind == "grpc")
             log(f"round {n + 1} {cell}: " + json.dumps({k: round(v, 2) for k, v in row[cell].items()}))
         rounds.append(row)
     print(report(rounds, raw_us, args))

@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 scripts/setup_libtensorflow.py
+# cargo-deny and cargo-fuzz at pinned versions, built once into the cache.
+PATH="$(python3 scripts/dev_tools.py):$PATH"
+export PATH
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all -- --check
@@ -20,12 +23,10 @@ fi
 # every dialect on the mock runtime (no libtensorflow linked).
 cargo clippy --lib --no-default-features -- -D warnings
 cargo test --lib --no-default-features
-# Dependencies' licenses, bans and sources (deny.toml), when cargo-deny is installed.
-if cargo deny --version >/dev/null 2>&1; then
-  cargo deny --offline --log-level error check licenses bans sources
-else
-  echo "cargo-deny is not installed; skipping the dependency check (cargo install cargo-deny --locked)" >&2
-fi
+# Dependencies' licenses, bans and sources (deny.toml); cargo fetches the
+# metadata of crates for other platforms it has not downloaded yet.
+cargo deny --version
+cargo deny --log-level error check licenses bans sources
 # The dashboard's browser test drives Chromium through playwright-core.
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/browser/node_modules/playwright-core ]; then
   npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
@@ -37,12 +38,15 @@ TFSERVE_CLIENT_PYTHON="$(python3 scripts/client_venv.py client)"
 TFSERVE_SAGEMAKER_PYTHON="$(python3 scripts/client_venv.py sagemaker)"
 export TFSERVE_CLIENT_PYTHON TFSERVE_SAGEMAKER_PYTHON
 cargo test
-# A short fuzz run (20 s per decoder, on the committed corpora) when the
-# nightly toolchain has cargo-fuzz; TFSERVE_SKIP_FUZZ=1 skips it.
+# A short fuzz run of every target on its committed corpus (cargo-fuzz needs
+# the nightly toolchain, installed here if missing); TFSERVE_FUZZ_SECONDS sets
+# the time per target (default 20), TFSERVE_SKIP_FUZZ=1 skips it.
 if [ "${TFSERVE_SKIP_FUZZ:-}" = 1 ]; then
   echo "TFSERVE_SKIP_FUZZ=1: skipping the fuzz smoke run" >&2
-elif cargo +nightly fuzz --version >/dev/null 2>&1; then
-  scripts/fuzz.sh 20
 else
-  echo "cargo-fuzz for the nightly toolchain is not installed; skipping the fuzz smoke run (cargo install cargo-fuzz)" >&2
+  if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    rustup toolchain install nightly --profile minimal
+  fi
+  cargo +nightly fuzz --version
+  scripts/fuzz.sh "${TFSERVE_FUZZ_SECONDS:-20}"
 fi

@@ -145,6 +145,58 @@ fn a_request_without_host_is_refused_as_actix_web_refuses_it() {
     assert_eq!(from_front.body, from_actix.body);
 }
 
+/// Every answer on a connection until the server closes it.
+fn answers_until_closed(connection: &mut BufReader<TcpStream>) -> Vec<(String, String, Vec<(String, String)>)> {
+    let mut answers = Vec::new();
+    while !connection.fill_buf().map(|b| b.is_empty()).unwrap_or(true) {
+        let answer = read_answer(connection);
+        let headers = answer.comparable_headers();
+        answers.push((answer.status, answer.body, headers));
+    }
+    answers
+}
+
+#[test]
+fn pipelined_requests_with_a_close_and_split_writes_are_answered_as_actix_web_answers_them() {
+    let addr = server();
+    let mut burst = String::new();
+    burst += &post("/v1/models/half:predict", r#"{"instances": [1.0]}"#, "");
+    burst += &post(
+        "/v1/models/half:predict",
+        r#"{"instances": [2.0]}"#,
+        "Connection: close\r\n",
+    );
+    // After the close: never answered, by either side.
+    burst += &post("/v1/models/half:predict", r#"{"instances": [3.0]}"#, "");
+    for splits in [
+        vec![],
+        vec![7, 100, burst.len() - 3],
+        (1..burst.len()).step_by(41).collect(),
+    ] {
+        let send = |connection: &mut BufReader<TcpStream>| {
+            let mut at = 0;
+            for &split in splits.iter().chain([&burst.len()]) {
+                connection.get_mut().write_all(&burst.as_bytes()[at..split]).unwrap();
+                connection.get_mut().flush().unwrap();
+                at = split;
+                if !splits.is_empty() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        };
+        let mut front = connect(addr);
+        send(&mut front);
+        let from_front = answers_until_closed(&mut front);
+        let mut handed = connect(addr);
+        handed.get_mut().write_all(STATUS.as_bytes()).unwrap();
+        assert!(read_answer(&mut handed).status.starts_with("HTTP/1.1 200"));
+        send(&mut handed);
+        let from_actix = answers_until_closed(&mut handed);
+        assert_eq!(from_front.len(), 2, "split at {splits:?}: {from_front:?}");
+        assert_eq!(from_front, from_actix, "split at {splits:?}");
+    }
+}
+
 #[test]
 fn pipelined_requests_are_answered_in_order_across_the_hand_over() {
     let addr = server();

@@ -3,6 +3,7 @@
 //! same state (service core, registry, auth, in-flight bound, drain), plus
 //! `grpc.health.v1.Health` and server reflection (v1 and v1alpha).
 
+pub mod body;
 pub mod channel_args;
 mod connection;
 mod health;

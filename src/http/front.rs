@@ -784,6 +784,36 @@ impl AsyncWrite for Prefixed {
     }
 }
 
+/// What the front makes of a connection's buffer, for the fuzz target that
+/// holds it to actix-web's own parser: the lengths of the request it takes
+/// (head, body), or whether it waits for more or hands the connection over.
+#[doc(hidden)]
+#[derive(Debug, PartialEq, Eq)]
+pub enum FrontReading {
+    Take { head: usize, body: usize },
+    Partial,
+    HandOff,
+}
+
+/// The front's reading of requests one after another on a connection, the
+/// repeated-head shortcut included.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct FrontReader(LastHead);
+
+impl FrontReader {
+    pub fn read(&mut self, buf: &[u8]) -> FrontReading {
+        match self.0.parse(buf, BODY_LIMIT) {
+            Parsed::Take(head) => FrontReading::Take {
+                head: head.len,
+                body: head.body,
+            },
+            Parsed::Partial => FrontReading::Partial,
+            Parsed::HandOff => FrontReading::HandOff,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,8 @@
 
 mod dashboard;
 mod front;
+#[doc(hidden)]
+pub use front::{FrontReader, FrontReading};
 pub mod middleware;
 pub mod panics;
 mod routes;

@@ -12,18 +12,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http_body::{Body, Frame};
-use prost::Message;
 use tonic::codegen::http::{self, HeaderMap, HeaderValue, Request, Response};
 use tonic::Status;
 
 use crate::call::grpc::{CallHead, GRPC_TIMEOUT, REQUEST_ID};
 use crate::dialects::tfs_grpc::{PredictAnswer, PredictionApi};
+use crate::grpc::body::{predict_request, whole, MessageBody};
 use crate::grpc::transport::Services;
-use crate::proto::tensorflow::serving::PredictRequest;
 
 const PREDICT_PATH: &str = "/tensorflow.serving.PredictionService/Predict";
 const GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
@@ -115,7 +114,10 @@ async fn predict(
     answer.write(&mut message);
     let mut head = Response::new(());
     head.headers_mut().insert(http::header::CONTENT_TYPE, GRPC);
-    if let Ok(id) = HeaderValue::from_str(&answer.request_id) {
+    if let Ok(mut id) = HeaderValue::from_str(&answer.request_id) {
+        // Never indexed by HPACK: every id is new, so indexing one would
+        // only evict entries the client's table could use.
+        id.set_sensitive(true);
         head.headers_mut().insert(REQUEST_ID, id);
     }
     let Some(reservation) = Reservation::take(context, message.len()) else {
@@ -136,7 +138,7 @@ async fn run_predict(context: &CallContext, request: Request<RecvStream>) -> Out
         return Outcome::Gone;
     };
     let message = match &collected {
-        Collected::Whole(bytes) => PredictRequest::decode(bytes.slice(5..)).ok(),
+        Collected::Whole(bytes) => predict_request(bytes, limit),
         Collected::Partial(_) => None,
     };
     let (Some(message), Some(api)) = (message, context.predict.as_ref()) else {
@@ -164,64 +166,24 @@ enum Collected {
 }
 
 /// Reads a request body while it can still be one uncompressed message
-/// within `limit`, returning the window for each chunk as it arrives. A
-/// body that is one DATA frame is taken as it came, without a copy.
+/// within `limit`, returning the window for each chunk as it arrives.
 async fn collect_message(body: &mut RecvStream, limit: usize) -> Result<Collected, h2::Error> {
-    let mut buffer = BytesMut::new();
-    let mut first: Option<Bytes> = None;
-    loop {
-        let held = first.as_ref().map_or(buffer.len(), Bytes::len);
-        if !fits(first.as_deref().unwrap_or(&buffer), limit) || held > limit.saturating_add(5) {
-            return Ok(Collected::Partial(take(first, buffer)));
-        }
-        let chunk = match std::future::poll_fn(|cx| body.poll_data(cx)).await {
-            Some(chunk) => chunk?,
-            None => break,
-        };
+    let mut gathered = MessageBody::default();
+    while let Some(chunk) = std::future::poll_fn(|cx| body.poll_data(cx)).await {
+        let chunk = chunk?;
         let _ = body.flow_control().release_capacity(chunk.len());
-        match first.take() {
-            None if buffer.is_empty() => first = Some(chunk),
-            None => buffer.extend_from_slice(&chunk),
-            Some(earlier) => {
-                // A message over several frames: one buffer sized by its prefix.
-                let expected = message_len(&earlier).map_or(0, |len| len.min(limit) + 5);
-                buffer.reserve(expected.max(earlier.len() + chunk.len()));
-                buffer.extend_from_slice(&earlier);
-                buffer.extend_from_slice(&chunk);
-            }
+        if !gathered.push(chunk, limit) {
+            return Ok(Collected::Partial(gathered.into_bytes()));
         }
     }
-    let bytes = take(first, buffer);
     // Trailers on a request are legal but unused by gRPC; reading them ends the stream.
     let _ = std::future::poll_fn(|cx| body.poll_trailers(cx)).await;
+    let bytes = gathered.into_bytes();
     if whole(&bytes, limit) {
         Ok(Collected::Whole(bytes))
     } else {
         Ok(Collected::Partial(bytes))
     }
-}
-
-fn take(first: Option<Bytes>, buffer: BytesMut) -> Bytes {
-    first.unwrap_or_else(|| buffer.freeze())
-}
-
-fn message_len(body: &[u8]) -> Option<usize> {
-    let prefix = body.get(1..5)?;
-    Some(u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize)
-}
-
-/// Whether the bytes so far can still be one uncompressed message within the limit.
-pub fn fits(body: &[u8], limit: usize) -> bool {
-    match (body.first(), message_len(body)) {
-        (None, _) => true,
-        (Some(&flag), None) => flag == 0,
-        (Some(&flag), Some(len)) => flag == 0 && len <= limit && body.len() <= 5 + len,
-    }
-}
-
-/// Whether a body is exactly one uncompressed message within the limit.
-pub fn whole(body: &[u8], limit: usize) -> bool {
-    body.first() == Some(&0) && message_len(body).is_some_and(|len| len <= limit && body.len() == 5 + len)
 }
 
 /// Any call through the tonic services: `read` is what was already taken
@@ -426,23 +388,5 @@ impl Body for RecvBody {
 
     fn is_end_stream(&self) -> bool {
         self.read.is_empty() && self.stream.as_ref().is_none_or(RecvStream::is_end_stream)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_body_is_one_message_only_when_its_prefix_says_so() {
-        let mut body = vec![0, 0, 0, 0, 3, 1, 2, 3];
-        assert!(whole(&body, 3));
-        assert!(!whole(&body, 2), "over the limit");
-        assert!(fits(&body[..6], 3) && !whole(&body[..6], 3), "not yet whole");
-        body.push(4);
-        assert!(!fits(&body, 3) && !whole(&body, 3), "a second message");
-        body[0] = 1;
-        assert!(!fits(&body[..1], 10), "compressed");
-        assert!(fits(&[], 0) && !whole(&[], 0));
     }
 }
