@@ -16,7 +16,7 @@ use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http_body::{Body, Frame};
-use tonic::codegen::http::{self, HeaderMap, HeaderValue, Request, Response};
+use tonic::codegen::http::{self, HeaderMap, HeaderName, HeaderValue, Request, Response};
 use tonic::Status;
 
 use crate::call::grpc::{CallHead, GRPC_TIMEOUT, REQUEST_ID};
@@ -26,6 +26,9 @@ use crate::grpc::transport::Services;
 
 const PREDICT_PATH: &str = "/tensorflow.serving.PredictionService/Predict";
 const GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
+// Names looked up or set on every call: as text each would be parsed each time.
+const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
 /// How a stream's call ended, for the connection's reset accounting.
 #[derive(Debug, PartialEq, Eq)]
@@ -58,7 +61,7 @@ pub async fn run(context: Arc<CallContext>, request: Request<RecvStream>, mut re
         && request.uri().path() == PREDICT_PATH
         && request
             .headers()
-            .get("grpc-encoding")
+            .get(GRPC_ENCODING)
             .is_none_or(|coding| coding.as_bytes() == b"identity");
     let ended = if direct {
         predict(&context, request, &mut respond).await
@@ -126,7 +129,7 @@ async fn predict(
     let mut send = respond.send_response(head, false).map_err(|_| Ended::Abandoned)?;
     write(&mut send, Bytes::from(message), reservation, context.stall).await?;
     let mut trailers = HeaderMap::with_capacity(1);
-    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    trailers.insert(GRPC_STATUS, HeaderValue::from_static("0"));
     send.send_trailers(trailers).map_err(|_| Ended::Abandoned)?;
     Ok(Ended::Answered)
 }
