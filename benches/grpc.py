@@ -16,6 +16,7 @@ build, models, batching parameters and wrk.
 
     python3 benches/grpc.py                 # ~3 minutes
     python3 benches/grpc.py --duration 5
+    python3 benches/grpc.py --models resnet50 --binary /tmp/tfserve-old   # another tfserve binary
 """
 import argparse
 import json
@@ -61,10 +62,13 @@ BATCHING = dict(bench.BATCHING, resnet50=bench.BATCHING["resnet50"] + "num_batch
 FLAGS = dict(bench.FLAGS, resnet50=[f"--tensorflow_intra_op_parallelism={os.cpu_count()}"])
 
 
+SERVER = [bench.RELEASE / "tfserve"]
+
+
 def serve(name, model_dir, work_dir, rest_port, grpc_port):
     params = work_dir / f"{name}.batching"
     params.write_text(BATCHING[name])
-    args = [str(bench.RELEASE / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(rest_port),
+    args = [str(SERVER[0]), "--host", "127.0.0.1", "--rest_api_port", str(rest_port),
             "--port", str(grpc_port), "--model_name", name, "--model_base_path", str(model_dir),
             "--enable_batching", "--batching_parameters_file", str(params), *FLAGS.get(name, [])]
     env = dict(os.environ, RUST_LOG="warn", TF_CPP_MIN_LOG_LEVEL="2")
@@ -134,7 +138,10 @@ def main():
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--models", default=",".join(name for name, _ in CASES))
     parser.add_argument("--json", type=pathlib.Path, default=bench.ROOT / "target" / "bench" / "grpc.json")
+    parser.add_argument("--binary", type=pathlib.Path, help="the tfserve binary (default: target/release's)")
     args = parser.parse_args()
+    if args.binary:
+        SERVER[0] = args.binary
     names = args.models.split(",")
     bench.ensure_wrk()
     bench.build()

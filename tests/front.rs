@@ -145,8 +145,11 @@ fn a_request_without_host_is_refused_as_actix_web_refuses_it() {
     assert_eq!(from_front.body, from_actix.body);
 }
 
+/// An answer as compared: status line, body and the comparable headers.
+type Compared = (String, String, Vec<(String, String)>);
+
 /// Every answer on a connection until the server closes it.
-fn answers_until_closed(connection: &mut BufReader<TcpStream>) -> Vec<(String, String, Vec<(String, String)>)> {
+fn answers_until_closed(connection: &mut BufReader<TcpStream>) -> Vec<Compared> {
     let mut answers = Vec::new();
     while !connection.fill_buf().map(|b| b.is_empty()).unwrap_or(true) {
         let answer = read_answer(connection);
@@ -154,6 +157,22 @@ fn answers_until_closed(connection: &mut BufReader<TcpStream>) -> Vec<(String, S
         answers.push((answer.status, answer.body, headers));
     }
     answers
+}
+
+/// The answers as compared across the two sides, without `Connection`:
+/// actix-web does not say `close` on a pipelined request's answer (below).
+fn without_connection(answers: &[Compared]) -> Vec<Compared> {
+    answers
+        .iter()
+        .map(|(status, body, headers)| {
+            let headers = headers
+                .iter()
+                .filter(|(name, _)| name != "connection")
+                .cloned()
+                .collect();
+            (status.clone(), body.clone(), headers)
+        })
+        .collect()
 }
 
 #[test]
@@ -166,7 +185,6 @@ fn pipelined_requests_with_a_close_and_split_writes_are_answered_as_actix_web_an
         r#"{"instances": [2.0]}"#,
         "Connection: close\r\n",
     );
-    // After the close: never answered, by either side.
     burst += &post("/v1/models/half:predict", r#"{"instances": [3.0]}"#, "");
     for splits in [
         vec![],
@@ -176,8 +194,9 @@ fn pipelined_requests_with_a_close_and_split_writes_are_answered_as_actix_web_an
         let send = |connection: &mut BufReader<TcpStream>| {
             let mut at = 0;
             for &split in splits.iter().chain([&burst.len()]) {
-                connection.get_mut().write_all(&burst.as_bytes()[at..split]).unwrap();
-                connection.get_mut().flush().unwrap();
+                // The front may have closed its side already (after the
+                // `close` request): what is left is not read, and that is fine.
+                let _ = connection.get_mut().write_all(&burst.as_bytes()[at..split]);
                 at = split;
                 if !splits.is_empty() {
                     std::thread::sleep(Duration::from_millis(5));
@@ -187,13 +206,27 @@ fn pipelined_requests_with_a_close_and_split_writes_are_answered_as_actix_web_an
         let mut front = connect(addr);
         send(&mut front);
         let from_front = answers_until_closed(&mut front);
+        // RFC 9112 §9.6: the request saying `close` is the last one answered,
+        // its answer says so, and the connection closes.
+        assert_eq!(from_front.len(), 2, "split at {splits:?}: {from_front:?}");
+        assert!(from_front[1].2.contains(&("connection".into(), "close".into())));
         let mut handed = connect(addr);
         handed.get_mut().write_all(STATUS.as_bytes()).unwrap();
         assert!(read_answer(&mut handed).status.starts_with("HTTP/1.1 200"));
         send(&mut handed);
-        let from_actix = answers_until_closed(&mut handed);
-        assert_eq!(from_front.len(), 2, "split at {splits:?}: {from_front:?}");
-        assert_eq!(from_front, from_actix, "split at {splits:?}");
+        let mut from_actix = Vec::new();
+        for _ in 0..2 {
+            let answer = read_answer(&mut handed);
+            let headers = answer.comparable_headers();
+            from_actix.push((answer.status, answer.body, headers));
+        }
+        // actix-web answers alike, but on a pipelined connection it neither
+        // says `close` nor stops there: it also answers the third request.
+        assert_eq!(
+            without_connection(&from_front),
+            without_connection(&from_actix),
+            "split at {splits:?}"
+        );
     }
 }
 

@@ -469,13 +469,11 @@ impl Front {
             return;
         }
         match end {
-            End::Close => {
-                let _ = stream.shutdown().await;
-            }
-            End::Linger => {
-                // Closing with bytes unread would reset the connection, and
-                // the client could lose the answer: as actix-web does, read
-                // and drop what still comes for a moment first.
+            End::Close | End::Linger => {
+                // Closing with bytes unread (a body not read, requests
+                // pipelined after a `Connection: close` one) would reset the
+                // connection, and the client could lose the answers: as
+                // actix-web does, read and drop what still comes for a moment first.
                 let _ = stream.shutdown().await;
                 let mut sink = [0u8; 4096];
                 let drain = async { while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {} };
@@ -866,7 +864,8 @@ mod tests {
         assert_eq!(head.body, 20);
         assert!(!head.close);
         let close =
-            taken(b"POST /V1/Models/m:Regress HTTP/1.1\r\nconnection: Close\r\ncontent-length: 0\r\n\r\n").unwrap();
+            taken(b"POST /V1/Models/m:Regress HTTP/1.1\r\nhost: x\r\nconnection: Close\r\ncontent-length: 0\r\n\r\n")
+                .unwrap();
         assert!(close.close);
         assert_eq!(close.verb, Verb::Regress);
         for other in [

@@ -168,9 +168,15 @@ pub async fn serve<IO>(
     }
 }
 
+/// A stream the client opened: its request and the handle its answer goes to.
+type Incoming = (http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>);
+
+// A new stream is the large variant; boxing it would allocate once per call
+// for a value that lives one turn of the loop on the stack.
+#[allow(clippy::large_enum_variant)]
 enum Wake {
     Ended(Ended),
-    Accepted(Option<Result<(http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>), h2::Error>>),
+    Accepted(Option<Result<Incoming, h2::Error>>),
     /// A keepalive PING answered (true) or the connection gone (false).
     Pong(bool),
     Timer,

@@ -141,11 +141,13 @@ async fn a_predict_is_answered_with_headers_a_message_and_trailers() {
 async fn an_error_is_one_trailers_only_answer() {
     let mut served = serve("h2c-error", ConnectionOptions::new(None, None, None));
     let (mut sender, _driven) = client(&mut served, h2::client::Builder::new()).await;
-    let mut unknown = PredictRequest::default();
-    unknown.model_spec = Some(ModelSpec {
-        name: "nope".into(),
+    let unknown = PredictRequest {
+        model_spec: Some(ModelSpec {
+            name: "nope".into(),
+            ..Default::default()
+        }),
         ..Default::default()
-    });
+    };
     let encoded = unknown.encode_to_vec();
     let mut framed = vec![0];
     framed.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
