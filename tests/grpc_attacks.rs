@@ -165,13 +165,7 @@ fn settings_churn_costs_no_work_per_open_stream() {
     let addr = grpc_addr(&server);
     let good = GoodClient::start(&addr);
     let mut attacker = RawConnection::open(&addr, &[]);
-    // 100 calls held open: their bodies never end.
-    let block = h2raw::request_block(h2raw::PREDICT);
-    let mut out = Vec::new();
-    for n in 0..100u32 {
-        h2raw::frame(&mut out, h2raw::HEADERS, h2raw::END_HEADERS, 2 * n + 1, &block);
-    }
-    assert!(attacker.send(&out));
+    assert!(attacker.send(&h2raw::held_calls(100)));
     const FRAMES: usize = 200;
     let mut churn = Vec::new();
     for n in 0..FRAMES {
@@ -230,12 +224,7 @@ fn streams_over_the_limit_are_refused() {
     let addr = grpc_addr(&server);
     let good = GoodClient::start(&addr);
     let mut attacker = RawConnection::open(&addr, &[]);
-    let block = h2raw::request_block(h2raw::PREDICT);
-    let mut out = Vec::new();
-    for n in 0..25u32 {
-        h2raw::frame(&mut out, h2raw::HEADERS, h2raw::END_HEADERS, 2 * n + 1, &block);
-    }
-    assert!(attacker.send(&out));
+    assert!(attacker.send(&h2raw::held_calls(25)));
     let start = Instant::now();
     while attacker.seen.lock().unwrap().resets.len() < 5 && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));

@@ -340,9 +340,8 @@ enum Reply {
 
 /// Why a connection's loop stopped reading requests.
 enum End {
+    /// Close, reading and dropping what the client still sends for a moment.
     Close,
-    /// Close after an answer given before its request's body was all read.
-    Linger,
     HandOff,
 }
 
@@ -408,7 +407,7 @@ impl Front {
                             .answer((&request, &*head), passed, answered, connection, &mut out)
                             .await;
                         if !complete {
-                            break End::Linger;
+                            break End::Close;
                         }
                         last_request = Instant::now();
                         idle_limit = self.keep_alive;
@@ -455,8 +454,8 @@ impl Front {
                         timer.as_mut().reset(deadline);
                         continue;
                     }
-                    let lingering = self.timed_out(&mut buf, body_limit, arriving.take(), connection, &mut out).await;
-                    break if lingering { End::Linger } else { End::Close };
+                    self.timed_out(&mut buf, body_limit, arriving.take(), connection, &mut out).await;
+                    break End::Close;
                 }
                 () = stopping.stopped(), if buf.is_empty() => break End::Close,
             };
@@ -469,7 +468,7 @@ impl Front {
             return;
         }
         match end {
-            End::Close | End::Linger => {
+            End::Close => {
                 // Closing with bytes unread (a body not read, requests
                 // pipelined after a `Connection: close` one) would reset the
                 // connection, and the client could lose the answers: as
@@ -491,7 +490,6 @@ impl Front {
     /// answered before it closes: an idle one nothing, a head 408 (as
     /// actix-web answers a slow first request), a body its request's answer
     /// with TF Serving's timeout error (as its route's body reader does).
-    /// Whether the rest of a body may still be on its way.
     async fn timed_out(
         &self,
         buf: &mut BytesMut,
@@ -499,9 +497,9 @@ impl Front {
         arriving: Option<(Rc<Head>, Gate<'_>)>,
         connection: Connection,
         out: &mut Vec<u8>,
-    ) -> bool {
+    ) {
         if buf.is_empty() {
-            return false;
+            return;
         }
         let arriving = match arriving {
             Some(arriving) => Some(arriving),
@@ -522,11 +520,9 @@ impl Front {
                     unread: true,
                 };
                 self.answer((&request, &*head), passed, answered, connection, out).await;
-                true
             }
             None => {
                 write_response(HttpResponse::RequestTimeout().finish(), true, out).await;
-                false
             }
         }
     }

@@ -74,6 +74,17 @@ pub fn request_block(path: &str) -> Vec<u8> {
     block
 }
 
+/// Predict calls on streams 1, 3, 5, ... (`count` of them), each a HEADERS
+/// frame whose body never comes: calls held open.
+pub fn held_calls(count: u32) -> Vec<u8> {
+    let block = request_block(PREDICT);
+    let mut out = Vec::new();
+    for n in 0..count {
+        frame(&mut out, HEADERS, END_HEADERS, 2 * n + 1, &block);
+    }
+    out
+}
+
 /// A client connection: preface and `entries` sent, the server's frames
 /// read on a thread of their own.
 pub struct RawConnection {
