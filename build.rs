@@ -20,11 +20,13 @@ fn main() {
 fn link_libtensorflow() {
     println!("cargo:rerun-if-env-changed=TENSORFLOW_LIB_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
-    let lib_dir = match env::var_os("TENSORFLOW_LIB_DIR") {
-        Some(dir) => PathBuf::from(dir),
+    // pkg-config reads PKG_CONFIG_PATH_<target> first (.cargo/config.toml sets
+    // the ARM64 one), so a cross build finds that architecture's library.
+    let (lib_dir, version) = match env::var_os("TENSORFLOW_LIB_DIR") {
+        Some(dir) => (PathBuf::from(dir), "unknown (TENSORFLOW_LIB_DIR)".to_string()),
         None => match pkg_config::Config::new().cargo_metadata(false).probe("tensorflow") {
             Ok(lib) => match lib.link_paths.first() {
-                Some(dir) => dir.clone(),
+                Some(dir) => (dir.clone(), lib.version.clone()),
                 None => panic!("tensorflow.pc names no library directory (-L); {FIX}"),
             },
             Err(err) => panic!("libtensorflow not found through pkg-config ({err}); {FIX}"),
@@ -36,6 +38,8 @@ fn link_libtensorflow() {
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
     println!("cargo:lib_dir={}", lib_dir.display());
+    // `tfserve --version` names the pin it was built against beside the library it loads.
+    println!("cargo:rustc-env=TFSERVE_BUILT_WITH_TENSORFLOW={version}");
     println!("cargo:rerun-if-changed={}", lib_dir.display());
 }
 

@@ -1,30 +1,41 @@
 #!/usr/bin/env python3
 """Assembles a self-contained tfserve bundle that runs from any directory on
-a Linux x86-64 host with glibc >= 2.27 and nothing else installed (no
-Python, no TensorFlow; for --gpu, only the NVIDIA driver):
+a Linux x86-64 host with glibc >= 2.27, or an ARM64 (aarch64) one with glibc
+>= 2.17, and nothing else installed (no Python, no TensorFlow; for --gpu,
+only the NVIDIA driver):
 
-    dist/tfserve-VERSION-linux-x86_64-{cpu,gpu}/
+    dist/tfserve-VERSION-linux-{x86_64,aarch64}-{cpu,gpu}/
         bin/tfserve                   (rpath $ORIGIN/../lib)
         bin/tensorflow_model_server   (the same binary, TF Serving's name)
-        lib/                          libtensorflow (and, for --gpu, the CUDA 12 / cuDNN 9
-                                      libraries TensorFlow loads, from NVIDIA's PyPI wheels)
+        lib/                          libtensorflow and what its wheel bundles with it (and, for
+                                      --gpu, the CUDA 12 / cuDNN 9 libraries TensorFlow loads,
+                                      from NVIDIA's PyPI wheels)
         licenses/                     tfserve's, TensorFlow's notices, the Rust crates', NVIDIA's
-    dist/tfserve-VERSION-linux-x86_64-{cpu,gpu}.tar.xz
+    dist/tfserve-VERSION-linux-{x86_64,aarch64}-{cpu,gpu}.tar.xz
 
     python3 scripts/package.py            # --cpu
     python3 scripts/package.py --gpu
     python3 scripts/package.py --no-archive
+    python3 scripts/package.py --arch aarch64   # cross-built; run under qemu to check it
+
+The ARM64 bundle is cross-compiled (`cargo build --target
+aarch64-unknown-linux-gnu`; .cargo/config.toml names Debian's
+gcc-aarch64-linux-gnu as its linker) against libtensorflow from TensorFlow's
+aarch64 wheel (`setup_libtensorflow.py --arch aarch64`; its version is pinned
+there, per architecture).
 
 The binary is the same for both: it links libtensorflow's C API, whose CPU
 and CUDA builds share their sonames; only lib/ differs. After assembling, the
 bundle's binary runs `--version` with an empty environment from another
-directory, and for --gpu every CUDA library TensorFlow opens by name is
+directory (under qemu for another architecture: scripts/bundle_smoke.py then
+serves the models with it), and for --gpu every CUDA library TensorFlow opens by name is
 checked to be in lib/ (TensorFlow dlopens them, so ldd alone would not tell).
 """
 import argparse
 import json
 import os
 import pathlib
+import platform
 import re
 import shutil
 import subprocess
@@ -33,6 +44,7 @@ import tempfile
 import zipfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bundle_smoke  # noqa: E402
 import setup_libtensorflow as setup  # noqa: E402
 from tfvenv import cache_root  # noqa: E402
 
@@ -84,13 +96,34 @@ def patchelf():
     return tool
 
 
-def tensorflow_lib(variant):
+# Rust's name for each architecture's Linux target.
+RUST_TARGETS = {"x86_64": "x86_64-unknown-linux-gnu", "aarch64": "aarch64-unknown-linux-gnu"}
+
+
+def tensorflow_lib(variant, arch):
     """libtensorflow's directory for the variant, fetched without relinking the build's."""
-    dest = cache_root() / f"libtensorflow-{setup.TF_VERSION}-{variant}"
-    if not (dest / "lib" / "libtensorflow_cc.so.2").exists():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        setup.extract(setup.fetch_wheel(cache_root() / "wheels", variant), dest)
-    return dest / "lib", setup.fetch_wheel(cache_root() / "wheels", variant)
+    dest = setup.provision(arch, variant)
+    return dest / "lib", setup.fetch_wheel(cache_root() / "wheels", variant, arch)
+
+
+def build(arch):
+    """The release binary for `arch`: native, or cross-compiled for another architecture."""
+    command = ["cargo", "build", "--release", "--locked", "--bin", "tfserve"]
+    if arch == platform.machine():
+        run(command, cwd=ROOT)
+        return ROOT / "target" / "release" / "tfserve"
+    target = RUST_TARGETS[arch]
+    if shutil.which(f"{arch}-linux-gnu-gcc") is None:
+        raise SystemExit(f"cross-building for {arch} needs {arch}-linux-gnu-gcc "
+                         f"(Debian: apt-get install gcc-{arch}-linux-gnu g++-{arch}-linux-gnu)")
+    installed = subprocess.run(["rustup", "target", "list", "--installed"], capture_output=True, text=True).stdout
+    if target not in installed.split():
+        run(["rustup", "target", "add", target])
+    # A cross build's target directory lives in the cache (as libtensorflow
+    # does), so a fresh clone rebuilds only tfserve itself, not every crate.
+    target_dir = pathlib.Path(os.environ.get("CARGO_TARGET_DIR") or cache_root() / "target-cross")
+    run([*command, "--target", target], cwd=ROOT, env={**os.environ, "CARGO_TARGET_DIR": str(target_dir)})
+    return target_dir / target / "release" / "tfserve"
 
 
 def cuda_requirements(tf_wheel):
@@ -158,15 +191,25 @@ def third_party_crates(out):
     out.write_text("\n".join(lines) + "\n")
 
 
-def smoke_test(bundle, variant):
-    """The bundle's binary, from another directory with an empty environment."""
+def smoke_test(bundle, variant, arch):
+    """The bundle's binary, from another directory with an empty environment
+    (under qemu when it is for another architecture)."""
+    runner = bundle_smoke.runner_for(arch)
     with tempfile.TemporaryDirectory() as elsewhere:
-        done = subprocess.run([str(bundle / "bin" / "tfserve"), "--version"], cwd=elsewhere, env={},
+        done = subprocess.run([*runner, str(bundle / "bin" / "tfserve"), "--version"], cwd=elsewhere, env={},
                               capture_output=True, text=True)
     if done.returncode != 0 or f"({bundle / 'lib'}" not in done.stdout:
         raise SystemExit(f"the bundle's binary did not run from its own lib/:\n{done.stdout}{done.stderr}")
-    missing = [line for line in subprocess.run(["ldd", str(bundle / "bin" / "tfserve")], capture_output=True,
-                                               text=True).stdout.splitlines() if "not found" in line]
+    # ldd for the host's binaries; for another architecture, that one's loader under qemu.
+    if runner:
+        (loader,) = (bundle_smoke.SYSROOTS[arch] / "lib").glob("ld-linux-*.so.1")
+        list_libraries = [*runner, str(loader), "--list", str(bundle / "bin" / "tfserve")]
+    else:
+        list_libraries = ["ldd", str(bundle / "bin" / "tfserve")]
+    listed = subprocess.run(list_libraries, capture_output=True, text=True)
+    if listed.returncode != 0 or f"libtensorflow_cc.so.2 => {bundle / 'bin'}/../lib/" not in listed.stdout:
+        raise SystemExit(f"libtensorflow does not resolve to the bundle's lib/:\n{listed.stdout}{listed.stderr}")
+    missing = [line for line in listed.stdout.splitlines() if "not found" in line]
     if missing:
         raise SystemExit(f"unresolved libraries: {missing}")
     if variant == "gpu" and "CUDA runtime 12." not in done.stdout:
@@ -179,24 +222,31 @@ def main():
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--cpu", action="store_true", help="CPU build of libtensorflow (oneDNN); the default")
     group.add_argument("--gpu", action="store_true", help="CUDA build of libtensorflow and the CUDA libraries")
+    parser.add_argument("--arch", choices=sorted(RUST_TARGETS), default=platform.machine(),
+                        help="the bundle's architecture (default: this machine's)")
     parser.add_argument("--no-archive", action="store_true", help="leave out the .tar.xz")
     parser.add_argument("--dist", type=pathlib.Path, default=ROOT / "dist")
     args = parser.parse_args()
     variant = "gpu" if args.gpu else "cpu"
-    run([sys.executable, str(ROOT / "scripts" / "setup_libtensorflow.py")])
-    run(["cargo", "build", "--release", "--locked", "--bin", "tfserve"], cwd=ROOT)
-    tf_lib, tf_wheel = tensorflow_lib(variant)
-    name = f"tfserve-{version()}-linux-x86_64-{variant}"
+    if (args.arch, variant) not in setup.PINS:
+        parser.error(f"no {variant} libtensorflow is pinned for {args.arch}")
+    run([sys.executable, str(ROOT / "scripts" / "setup_libtensorflow.py"), "--arch", args.arch])
+    built = build(args.arch)
+    tf_lib, tf_wheel = tensorflow_lib(variant, args.arch)
+    name = f"tfserve-{version()}-linux-{args.arch}-{variant}"
     bundle = args.dist / name
     shutil.rmtree(bundle, ignore_errors=True)
     for sub in ("bin", "lib", "licenses"):
         (bundle / sub).mkdir(parents=True)
     binary = bundle / "bin" / "tfserve"
-    shutil.copy2(ROOT / "target" / "release" / "tfserve", binary)
+    shutil.copy2(built, binary)
     run([str(patchelf()), "--set-rpath", "$ORIGIN/../lib", str(binary)])
     (bundle / "bin" / "tensorflow_model_server").symlink_to("tfserve")
-    for library in ("libtensorflow_cc.so.2", "libtensorflow_framework.so.2"):
-        shutil.copy2(tf_lib / library, bundle / "lib" / library)
+    # The two TensorFlow libraries and what the wheel vendored beside them (the
+    # aarch64 build's OpenMP); the unversioned links are for linking only.
+    for library in sorted(tf_lib.glob("*.so*")):
+        if not library.is_symlink():
+            shutil.copy2(library, bundle / "lib" / library.name)
     licenses = bundle / "licenses"
     shutil.copy2(ROOT / "LICENSE", licenses / "tfserve-LICENSE")
     with zipfile.ZipFile(tf_wheel) as wheel:
@@ -206,7 +256,7 @@ def main():
     if variant == "gpu":
         add_cuda_libraries(tf_wheel, bundle / "lib", licenses)
         check_cuda_libraries(bundle / "lib")
-    smoke_test(bundle, variant)
+    smoke_test(bundle, variant, args.arch)
     if not args.no_archive:
         archive = args.dist / f"{name}.tar.xz"
         run(["tar", "-C", str(args.dist), "-I", "xz -T0 -6", "-cf", str(archive), name])

@@ -12,31 +12,60 @@
 #   6. the non-root user, the HEALTHCHECK, and `podman stop` (SIGTERM to
 #      PID 1): a drain and exit 0;
 #   7. the image's size.
+# With --arm64, all of this for the linux/arm64 image instead, from the
+# cross-built ARM64 bundle and an arm64 base, run under qemu-user-static's
+# binfmt handler (registered here from Debian's /usr/lib/binfmt.d when the
+# kernel lacks it).
 # Needs root (or a rootless podman set-up) and ~3 GB of disk. Usage:
-#   scripts/test_images.sh [--gpu-build]   (--gpu-build also builds Dockerfile.gpu)
+#   scripts/test_images.sh [--arm64] [--gpu-build]   (--gpu-build also builds Dockerfile.gpu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ARCH=amd64
+GPU_BUILD=0
+for arg in "$@"; do
+  case "$arg" in
+    --arm64) ARCH=arm64 ;;
+    --gpu-build) GPU_BUILD=1 ;;
+    *) echo "usage: $0 [--arm64] [--gpu-build]" >&2; exit 2 ;;
+  esac
+done
 PODMAN=(podman --storage-driver vfs)
 # Limits below podman's defaults (sandboxes refuse raising them); healthchecks
 # run on demand below (their timers need systemd).
 RUN=("${PODMAN[@]}" run --runtime runc --network host --ulimit nofile=16384:16384 --ulimit nproc=8192:8192
      --health-interval disable)
-IMAGE=tfserve:cpu
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 started=$(date +%s)
 say() { printf '[test_images] %s\n' "$*" >&2; }
-
-if ! "${PODMAN[@]}" image exists docker.io/library/debian:bookworm-slim; then
-  say "making debian:bookworm-slim with mmdebstrap (no registry needed)"
-  mmdebstrap --quiet --variant=minbase --include=ca-certificates \
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-    bookworm - | "${PODMAN[@]}" import - docker.io/library/debian:bookworm-slim >/dev/null
+if [ "$ARCH" = arm64 ]; then
+  IMAGE=tfserve:cpu-arm64
+  # Its own name: one tag cannot hold both architectures' bases.
+  BASE=localhost/debian-arm64:bookworm-slim
+  PACKAGE=(--arch aarch64)
+  if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
+    [ -e /proc/sys/fs/binfmt_misc/register ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+    cat /usr/lib/binfmt.d/qemu-aarch64.conf > /proc/sys/fs/binfmt_misc/register
+  fi
+else
+  IMAGE=tfserve:cpu
+  BASE=docker.io/library/debian:bookworm-slim
+  PACKAGE=(--cpu)
 fi
 
-python3 scripts/package.py --cpu --no-archive
+if ! "${PODMAN[@]}" image exists "$BASE"; then
+  say "making $BASE ($ARCH) with mmdebstrap (no registry needed)"
+  mmdebstrap --quiet --arch="$ARCH" --variant=minbase --include=ca-certificates \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    bookworm - | "${PODMAN[@]}" import --arch "$ARCH" - "$BASE" >/dev/null
+fi
+
+python3 scripts/package.py "${PACKAGE[@]}" --no-archive
 say "building $IMAGE"
-"${PODMAN[@]}" build --format docker --isolation chroot --pull=never -f Dockerfile.cpu \
-  --build-arg "BUNDLE=dist/tfserve-$VERSION-linux-x86_64-cpu" -t "$IMAGE" .
+"${PODMAN[@]}" build --format docker --isolation chroot --pull=never -f Dockerfile.cpu --platform "linux/$ARCH" \
+  --build-arg "BASE=$BASE" --build-arg "VERSION=$VERSION" -t "$IMAGE" .
+arch=$("${PODMAN[@]}" run --rm --runtime runc --network host --ulimit nofile=16384:16384 --ulimit nproc=8192:8192 \
+  --entrypoint /usr/bin/uname "$IMAGE" -m)
+say "$IMAGE runs as $arch"
 
 cleanup() { "${PODMAN[@]}" rm -f -i -t 0 tfserve-test tfserve-sagemaker tfserve-kserve >/dev/null 2>&1 || true; }
 trap cleanup EXIT
@@ -119,7 +148,7 @@ echo "KServe v1 predict: $answer"
 
 size=$("${PODMAN[@]}" image inspect "$IMAGE" --format '{{.Size}}')
 echo "image $IMAGE: $((size / 1000000)) MB"
-if [ "${1:-}" = "--gpu-build" ]; then
+if [ "$GPU_BUILD" = 1 ]; then
   python3 scripts/package.py --gpu --no-archive
   "${PODMAN[@]}" build --format docker --isolation chroot --pull=never -f Dockerfile.gpu \
     --build-arg "BUNDLE=dist/tfserve-$VERSION-linux-x86_64-gpu" -t tfserve:gpu .

@@ -6,7 +6,12 @@ use std::ffi::{c_int, c_void, CStr};
 
 /// A multi-line report for operators (and bug reports).
 pub fn report() -> String {
-    let mut out = format!("tfserve {}\n", env!("CARGO_PKG_VERSION"));
+    let mut out = format!(
+        "tfserve {} (linux-{}, built against TensorFlow {})\n",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH,
+        env!("TFSERVE_BUILT_WITH_TENSORFLOW")
+    );
     let tf_version = tensorflow::version().unwrap_or_else(|e| format!("unknown ({e})"));
     out += &format!("TensorFlow {tf_version} ({})\n", library_file());
     out += &cuda_line();
