@@ -8,10 +8,16 @@ use crate::with_tensor_data;
 /// Concatenates tensors of one dtype along dimension 0. All must share their
 /// non-batch dimensions (pad first otherwise).
 pub fn concat(parts: &[Tensor]) -> Result<Tensor, String> {
+    concat_padded(parts, 0)
+}
+
+/// [`concat`] into a buffer with room for `rows` rows, so that padding it to
+/// an allowed batch size afterwards ([`pad_rows`]) does not move it again.
+pub fn concat_padded(parts: &[Tensor], rows: usize) -> Result<Tensor, String> {
     let first = parts.first().ok_or("nothing to concatenate")?;
     let inner = &first.shape[1..];
-    let rows: usize = parts.iter().map(|p| p.shape.first().copied().unwrap_or(1)).sum();
-    let mut data = empty_like(&first.data, rows * first.row_len());
+    let total: usize = parts.iter().map(|p| p.shape.first().copied().unwrap_or(1)).sum();
+    let mut data = empty_like(&first.data, total.max(rows) * first.row_len());
     for part in parts {
         if part.shape.len() != first.shape.len() || part.shape[1..] != *inner {
             return Err(format!(
@@ -22,7 +28,7 @@ pub fn concat(parts: &[Tensor]) -> Result<Tensor, String> {
         extend(&mut data, &part.data, 0, part.data.len())?;
     }
     let mut shape = first.shape.clone();
-    shape[0] = rows;
+    shape[0] = total;
     Ok(Tensor::new(shape, data))
 }
 
@@ -197,6 +203,24 @@ mod tests {
         assert_eq!(slice_rows(&batch, 0, 1), a);
         assert_eq!(slice_rows(&batch, 1, 3), b);
         assert!(concat(&[a, floats(vec![1, 3], vec![0.0; 3])]).is_err());
+    }
+
+    #[test]
+    fn a_batch_concatenated_with_room_for_its_padding_is_padded_in_place() {
+        let a = floats(vec![1, 2], vec![1.0, 2.0]);
+        let b = floats(vec![2, 2], vec![3.0, 4.0, 5.0, 6.0]);
+        let mut batch = concat_padded(&[a, b], 4).unwrap();
+        let TensorData::Float(before) = &batch.data else {
+            unreachable!()
+        };
+        let (address, capacity) = (before.as_ptr(), before.capacity());
+        assert_eq!(capacity, 8, "room for four rows of two");
+        pad_rows(&mut batch, 4);
+        assert_eq!(batch, floats(vec![4, 2], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1.0, 2.0]));
+        let TensorData::Float(after) = &batch.data else {
+            unreachable!()
+        };
+        assert_eq!(after.as_ptr(), address, "padding reused the buffer");
     }
 
     #[test]

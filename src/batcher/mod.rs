@@ -12,6 +12,7 @@ mod inline;
 pub mod params;
 pub mod queue;
 mod reply;
+mod sizes;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use inline::{RunClock, Shards};
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Queue, Task};
 use reply::{Gather, GatherState, Reply};
+use sizes::RunSizes;
 
 use crate::metrics::QueueMetrics;
 use crate::runtime::RuntimeError;
@@ -96,6 +98,8 @@ struct QueueContext {
     metrics: QueueMetrics,
     params: BatchParams,
     clock: Arc<RunClock>,
+    /// Run times per allowed batch size, when sizes are allowed.
+    sizes: Option<Arc<RunSizes>>,
 }
 
 #[derive(Default)]
@@ -224,12 +228,15 @@ impl Batcher {
             true => Shards::none(),
             false => Shards::new(&params, merge),
         };
+        let sizes = (merge && !params.allowed_batch_sizes.is_empty())
+            .then(|| Arc::new(RunSizes::new(&params.allowed_batch_sizes)));
         let context = Arc::new(QueueContext {
             name: name.as_str().into(),
             runner,
             metrics,
             params,
             clock: Arc::new(RunClock::default()),
+            sizes,
         });
         let mut state = self.shared.lock();
         state.next_id += 1;
@@ -237,7 +244,10 @@ impl Batcher {
         state.queues.insert(
             id,
             Entry {
-                queue: Queue::new(context.params.clone(), merge),
+                queue: match &context.sizes {
+                    Some(sizes) => Queue::new(context.params.clone(), merge).with_run_sizes(sizes.clone()),
+                    None => Queue::new(context.params.clone(), merge),
+                },
                 context: context.clone(),
                 closing: false,
             },

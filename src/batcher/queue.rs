@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::params::BatchParams;
+use super::sizes::RunSizes;
 use crate::tensor::Tensor;
 
 /// A request (or a piece of a split one) waiting to run.
@@ -68,6 +69,9 @@ pub struct Queue<R> {
     merge: bool,
     batches: VecDeque<Batch<R>>,
     tasks: usize,
+    /// With `allowed_batch_sizes`: the measured run times that decide whether
+    /// a batch between two sizes is padded or run at the smaller one.
+    sizes: Option<Arc<RunSizes>>,
 }
 
 impl<R> Queue<R> {
@@ -77,7 +81,15 @@ impl<R> Queue<R> {
             merge,
             batches: VecDeque::new(),
             tasks: 0,
+            sizes: None,
         }
+    }
+
+    /// Lets [`Queue::pop_ready`] run a batch at a smaller allowed size when
+    /// `sizes` measures that faster than padding it (see [`RunSizes`]).
+    pub fn with_run_sizes(mut self, sizes: Arc<RunSizes>) -> Self {
+        self.sizes = Some(sizes);
+        self
     }
 
     pub fn params(&self) -> &BatchParams {
@@ -223,9 +235,45 @@ impl<R> Queue<R> {
         if !ready {
             return None;
         }
-        let batch = self.batches.pop_front()?;
+        let batch = match self.smaller_run() {
+            Some(batch) => batch,
+            None => self.batches.pop_front()?,
+        };
         self.tasks -= batch.tasks.len();
         Some(batch)
+    }
+
+    /// The front batch's first requests, when running them at an allowed size
+    /// beats padding the whole batch: they make a batch of their own and the
+    /// rest stays at the front, first in line.
+    fn smaller_run(&mut self) -> Option<Batch<R>> {
+        let sizes = self.sizes.as_ref().filter(|_| self.merge)?;
+        let front = self.batches.front_mut().filter(|b| !b.alone)?;
+        let take = sizes.rows_to_run(front.rows);
+        if take >= front.rows {
+            return None;
+        }
+        let mut rows = 0;
+        let count = front.tasks.iter().take_while(|t| {
+            rows += t.rows;
+            rows <= take
+        });
+        let count = count.count();
+        let taken: usize = front.tasks[..count].iter().map(|t| t.rows).sum();
+        // Requests of several rows may not add up to the size: then padding it is.
+        if taken != take {
+            return None;
+        }
+        let tasks: Vec<Task<R>> = front.tasks.drain(..count).collect();
+        let opened = front.opened;
+        front.rows -= taken;
+        front.opened = front.tasks.first().map_or(opened, |t| t.enqueued);
+        Some(Batch {
+            tasks,
+            rows: taken,
+            opened,
+            alone: false,
+        })
     }
 
     /// When the front batch times out, if it is waiting on its timeout.
@@ -314,6 +362,55 @@ mod tests {
         assert!(queue.pop_ready(now).is_none(), "the open batch waits for its timeout");
         let second = queue.pop_ready(now + Duration::from_secs(1)).expect("timed out");
         assert_eq!(second.rows, 3);
+    }
+
+    #[test]
+    fn a_batch_between_allowed_sizes_runs_the_smaller_when_that_measures_faster() {
+        let now = Instant::now();
+        let allowed = BatchParams {
+            allowed_batch_sizes: vec![1, 2, 4, 8, 16, 32],
+            ..params(32, 0, 10)
+        };
+        let image_model = Arc::new(RunSizes::new(&allowed.allowed_batch_sizes));
+        image_model.record(16, Duration::from_millis(800));
+        image_model.record(32, Duration::from_millis(1600));
+        let mut queue = Queue::new(allowed.clone(), true).with_run_sizes(image_model);
+        let later = now + Duration::from_millis(3);
+        for i in 0..17 {
+            let at = if i == 16 { later } else { now };
+            queue.enqueue(vec![task(1, 2, at)]).map_err(|e| e.0).unwrap();
+        }
+        let first = queue.pop_ready(later).expect("ready");
+        assert_eq!((first.rows, first.tasks.len(), first.opened), (16, 16, now));
+        assert_eq!(queue.depth(), 1, "the 17th stays queued");
+        queue.enqueue(vec![task(1, 2, later)]).map_err(|e| e.0).unwrap();
+        let second = queue.pop_ready(later).expect("ready");
+        assert_eq!(
+            (second.rows, second.opened),
+            (2, later),
+            "the one left leads the next batch"
+        );
+
+        let small_model = Arc::new(RunSizes::new(&allowed.allowed_batch_sizes));
+        small_model.record(16, Duration::from_micros(100));
+        // 32 rows take 4% longer than 16: 17 padded beat 16 (and 1 more run).
+        small_model.record(32, Duration::from_micros(104));
+        let mut queue = Queue::new(allowed.clone(), true).with_run_sizes(small_model);
+        for _ in 0..17 {
+            queue.enqueue(vec![task(1, 2, now)]).map_err(|e| e.0).unwrap();
+        }
+        assert_eq!(queue.pop_ready(now).unwrap().rows, 17, "padded to 32: one run, not two");
+
+        let unmeasured = Arc::new(RunSizes::new(&allowed.allowed_batch_sizes));
+        let mut queue = Queue::new(allowed, true).with_run_sizes(unmeasured);
+        for _ in 0..17 {
+            queue.enqueue(vec![task(1, 2, now)]).map_err(|e| e.0).unwrap();
+        }
+        assert_eq!(
+            queue.pop_ready(now).unwrap().rows,
+            17,
+            "as before until both sizes have run"
+        );
     }
 
     #[test]

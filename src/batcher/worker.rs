@@ -67,6 +67,7 @@ fn process(work: Work) {
         metrics,
         params,
         clock,
+        sizes,
     } = context.as_ref();
     let started = Instant::now();
     let (mut live, gone): (Vec<Task<Reply>>, Vec<Task<Reply>>) =
@@ -103,6 +104,9 @@ fn process(work: Work) {
     let run_time = run_started.elapsed();
     metrics.run.observe(run_time.as_secs_f64());
     clock.record(run_time);
+    if let Some(sizes) = sizes.as_ref().filter(|_| merge && result.is_ok()) {
+        sizes.record(run_rows, run_time);
+    }
     match result {
         Ok(outputs) => {
             log::debug!(
@@ -220,10 +224,13 @@ fn assemble_inputs(tasks: &mut [Task<Reply>], params: &BatchParams, run_rows: us
                 .map(|p| assemble::pad_inner(p, &target))
                 .collect::<Result<_, _>>()?;
         }
-        let mut tensor = if parts.len() == 1 {
+        let rows: usize = parts.iter().map(|p| p.shape.first().copied().unwrap_or(1)).sum();
+        // A lone request's buffer is run as it is; otherwise one buffer of the
+        // run's size takes every part and then the padding, with no second move.
+        let mut tensor = if parts.len() == 1 && rows >= run_rows {
             parts.pop().expect("one part")
         } else {
-            assemble::concat(&parts)?
+            assemble::concat_padded(&parts, run_rows)?
         };
         if tensor.shape.first().is_some_and(|&r| r < run_rows) {
             assemble::pad_rows(&mut tensor, run_rows);
