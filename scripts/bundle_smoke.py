@@ -80,11 +80,13 @@ def place(bundle, into):
     return target
 
 
-def readme_examples():
-    """(command, expected output) of each `console` block line, and the gRPC Python block."""
+def readme_examples(section=None):
+    """(command, expected output) of each `console` block line, in the whole
+    README or under one heading, and the TF Serving gRPC Python block."""
     readme = (ROOT / "README.md").read_text()
+    text = readme.split(f"\n{section}\n", 1)[1].split("\n## ", 1)[0] if section else readme
     examples = []
-    for block in re.findall(r"^```console\n(.*?)^```", readme, re.M | re.S):
+    for block in re.findall(r"^```console\n(.*?)^```", text, re.M | re.S):
         for line in block.splitlines():
             if line.startswith("$ "):
                 examples.append([line[2:], ""])
@@ -141,6 +143,7 @@ def client_python():
 
 
 def check_rest(examples, rest):
+    """Runs each example against `rest` (host:port); the failures, described."""
     failures = []
     for command, expected in examples:
         command = command.replace("localhost:8501", rest)

@@ -83,37 +83,13 @@ say "default command: README's curl examples"
 "${RUN[@]}" -d --name tfserve-test "$IMAGE" >/dev/null
 wait_for http://127.0.0.1:8501/v2/health/ready
 python3 - <<'EOF'
-import json, re, subprocess, sys
-examples, block = [], False
-for line in open("README.md").read().split("## Try it", 1)[1].splitlines():
-    if line.startswith("```"):
-        if block:
-            break
-        block = line == "```console"
-        continue
-    if block and line.startswith("$ "):
-        examples.append([line[2:], ""])
-    elif block and examples:
-        examples[-1][1] += line + "\n"
-
-def same(a, b):
-    if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= 1e-5 * max(abs(b), 1)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    return a == b
-
-for command, expected in examples:
-    got = subprocess.run(["sh", "-c", command], capture_output=True, text=True).stdout
-    try:
-        ok = same(json.loads(got), json.loads(expected))
-    except ValueError:
-        ok = got.strip() == expected.strip()
-    print(("ok   " if ok else "FAIL ") + command[:110])
-    if not ok:
-        sys.exit(f"got:  {got}\nwant: {expected}")
+import sys
+sys.path.insert(0, "scripts")
+import bundle_smoke
+examples, _ = bundle_smoke.readme_examples("## Try it")
+failures = bundle_smoke.check_rest(examples, "localhost:8501")
+if failures:
+    sys.exit("\n\n".join(failures))
 print(f"{len(examples)} README examples answered as README shows")
 EOF
 user=$("${PODMAN[@]}" exec tfserve-test id -u)
