@@ -247,6 +247,11 @@ def main():
     for library in sorted(tf_lib.glob("*.so*")):
         if not library.is_symlink():
             shutil.copy2(library, bundle / "lib" / library.name)
+    # The wheel's RUNPATHs name its own layout (../nvidia/*/lib). TensorFlow
+    # dlopens the CUDA libraries from libtensorflow_framework, whose RUNPATH
+    # then decides where they are found: lib/, beside it.
+    for name in ("libtensorflow_cc.so.2", "libtensorflow_framework.so.2"):
+        run([str(patchelf()), "--set-rpath", "$ORIGIN", str(bundle / "lib" / name)])
     licenses = bundle / "licenses"
     shutil.copy2(ROOT / "LICENSE", licenses / "tfserve-LICENSE")
     with zipfile.ZipFile(tf_wheel) as wheel:

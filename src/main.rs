@@ -41,6 +41,10 @@ fn main() -> std::process::ExitCode {
         }
     };
     tfserve::logging::use_json(settings.logging.log_format == LogFormat::Json);
+    if let Err(err) = settings.apply_gpu_compile_cache() {
+        eprintln!("tfserve: --gpu_compile_cache_dir: {err}");
+        return std::process::ExitCode::from(2);
+    }
     for line in start_up_output.lines().filter(|l| !l.trim().is_empty()) {
         log::debug!(target: "tensorflow", "{line}");
     }

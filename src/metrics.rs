@@ -140,6 +140,8 @@ pub struct Metrics {
     /// Capture records dropped, by sink (`queue` when the writer fell behind) and reason.
     pub capture_dropped: IntCounterVec,
     pub in_flight: IntGauge,
+    /// Session runs by the replica (GPU) that ran them, for models replicated on several GPUs.
+    pub replica_runs: IntCounterVec,
     gpu_memory_used: IntGaugeVec,
     gpu_memory_total: IntGaugeVec,
     gpu_utilization: GaugeVec,
@@ -178,6 +180,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "tfserve_capture_records_total",
             "Captured request/response records written, by sink.",
             &["sink"],
+        ),
+        replica_runs: counter(
+            &registry,
+            "tfserve_replica_runs_total",
+            "Session runs (batches) of a model replicated on several GPUs, by the replica's device.",
+            &["model", "version", "device"],
         ),
         capture_dropped: counter(
             &registry,

@@ -146,6 +146,8 @@ pub struct SessionOverrides {
     pub gpu_allow_growth: Option<bool>,
     pub allow_soft_placement: Option<bool>,
     pub log_device_placement: Option<bool>,
+    /// One replica on each of these GPUs (tfserve's own key).
+    pub gpu_ids: Option<Vec<u32>>,
 }
 
 impl SessionOverrides {
@@ -163,6 +165,9 @@ impl SessionOverrides {
                 .map(|soft| !soft)
                 .unwrap_or(base.strict_placement),
             cpu_only: base.cpu_only,
+            gpu_ids: self.gpu_ids.clone().unwrap_or_else(|| base.gpu_ids.clone()),
+            device: base.device.clone(),
+            virtual_gpu_memory_mb: base.virtual_gpu_memory_mb.clone(),
         }
     }
 
@@ -178,6 +183,7 @@ impl SessionOverrides {
             "allow_growth",
             "allow_soft_placement",
             "log_device_placement",
+            "gpu_ids",
         ];
         if let Some(unknown) = object.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(format!(
@@ -218,6 +224,20 @@ impl SessionOverrides {
             gpu_allow_growth: flag("allow_growth")?,
             allow_soft_placement: flag("allow_soft_placement")?,
             log_device_placement: flag("log_device_placement")?,
+            gpu_ids: object
+                .get("gpu_ids")
+                .map(|v| {
+                    v.as_array()
+                        .and_then(|ids| {
+                            ids.iter()
+                                .map(|id| id.as_u64().and_then(|n| u32::try_from(n).ok()))
+                                .collect::<Option<Vec<u32>>>()
+                        })
+                        .ok_or(format!(
+                            "model '{model}': session_config.gpu_ids must be a list of GPU numbers (e.g. [0, 1]), got {v}"
+                        ))
+                })
+                .transpose()?,
         })
     }
 }

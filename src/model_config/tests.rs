@@ -50,6 +50,25 @@ fn json_forms() {
 }
 
 #[test]
+fn a_model_can_name_the_gpus_its_replicas_run_on() {
+    let config = r#"{"model_config_list": [{"name": "r", "base_path": "/r", "session_config": {"gpu_ids": [0, 2]}},
+                                           {"name": "s", "base_path": "/s"}]}"#;
+    let sources = parse(config).unwrap();
+    let server_wide = SessionConfig {
+        gpu_ids: vec![1],
+        ..Default::default()
+    };
+    assert_eq!(sources[0].session.apply(&server_wide).gpu_ids, vec![0, 2]);
+    assert_eq!(sources[1].session.apply(&server_wide).gpu_ids, vec![1]);
+    let bad = r#"{"model_config_list": [{"name": "r", "base_path": "/r", "session_config": {"gpu_ids": "0,1"}}]}"#;
+    let error = parse(bad).unwrap_err();
+    assert!(
+        error.contains("session_config.gpu_ids") && error.contains("\"0,1\""),
+        "{error}"
+    );
+}
+
+#[test]
 fn errors_name_the_model_and_field() {
     assert!(parse("model_config_list { config { name: 'a' } }")
         .unwrap_err()

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use crate::batcher::{BatchParams, Batcher, ParamsOverride, QueueHandle, Runner};
 use crate::imaging::ImagePolicy;
-use crate::metrics::QueueMetrics;
-use crate::runtime::{Loader, Model, RuntimeError, SessionConfig};
+use crate::metrics::{QueueMetrics, METRICS};
+use crate::runtime::{replicas, Loader, Model, RuntimeError, SessionConfig};
 use crate::signature::SignatureSpec;
 use crate::tensor::Tensor;
 
@@ -177,9 +177,10 @@ pub fn build(
     images: ImagePolicy,
     options: &LoadOptions,
 ) -> Result<Servable, RuntimeError> {
-    let runtime = options.loader.load(path, &options.tags, session)?;
+    let mut replicas = replicas::load(options.loader.as_ref(), path, &options.tags, session)?;
+    let on_gpu = replicas[0].model.on_gpu();
     let (mut params, merge) = options.batching.for_model(model);
-    if merge && runtime.on_gpu() && params.allowed_batch_sizes.is_empty() {
+    if merge && on_gpu && params.allowed_batch_sizes.is_empty() {
         params = params.for_gpu();
         log::info!(
             "model {model} version {version} runs on a GPU: batches pad to {:?} rows, each warmed up first \
@@ -188,7 +189,29 @@ pub fn build(
         );
     }
     let sizes = if merge { params.warmup_sizes() } else { vec![1] };
-    crate::warmup::warm_up(model, version, path, runtime.as_ref(), &sizes)?;
+    // Every replica warms up: each GPU autotunes its own kernels.
+    for replica in &replicas {
+        crate::warmup::warm_up(model, version, path, replica.model.as_ref(), &sizes)?;
+    }
+    let runtime: Arc<dyn Model> = if replicas.len() == 1 {
+        replicas.remove(0).model
+    } else {
+        log::info!(
+            "model {model} version {version}: {} replicas ({}), one queue; each batch runs on the least busy",
+            replicas.len(),
+            replicas
+                .iter()
+                .map(|r| r.device.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let label = version.to_string();
+        let runs = replicas
+            .iter()
+            .map(|r| METRICS.replica_runs.with_label_values(&[model, &label, &r.device]))
+            .collect();
+        Arc::new(replicas::Replicated::new(replicas, runs))
+    };
     let holds = Arc::new(Holds::default());
     let queues = runtime
         .signatures()

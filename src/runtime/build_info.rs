@@ -4,6 +4,8 @@
 
 use std::ffi::{c_int, c_void, CStr};
 
+use super::SessionConfig;
+
 /// A multi-line report for operators (and bug reports).
 pub fn report() -> String {
     let mut out = format!(
@@ -16,7 +18,7 @@ pub fn report() -> String {
     out += &format!("TensorFlow {tf_version} ({})\n", library_file());
     out += &cuda_line();
     out += "devices:\n";
-    match quietly(devices) {
+    match quietly(|| devices(&SessionConfig::default())) {
         Ok(devices) if !devices.is_empty() => {
             for device in devices {
                 out += &format!("  {device}\n");
@@ -49,9 +51,11 @@ fn quietly<T>(work: impl FnOnce() -> T) -> T {
     out
 }
 
-fn devices() -> Result<Vec<String>, tensorflow::Status> {
+fn devices(config: &SessionConfig) -> Result<Vec<String>, tensorflow::Status> {
     let graph = tensorflow::Graph::new();
-    let session = tensorflow::Session::new(&tensorflow::SessionOptions::new(), &graph)?;
+    let mut options = tensorflow::SessionOptions::new();
+    options.set_config(&config.to_config_proto())?;
+    let session = tensorflow::Session::new(&options, &graph)?;
     Ok(session
         .device_list()?
         .into_iter()
@@ -69,8 +73,8 @@ fn devices() -> Result<Vec<String>, tensorflow::Status> {
 
 /// The GPUs a TensorFlow session sees, or why there are none: what the CUDA
 /// libraries and driver lookup found.
-pub fn gpus() -> Result<Vec<String>, String> {
-    let devices = quietly(devices).map_err(|e| format!("cannot list devices: {e}"))?;
+pub fn gpus(config: &SessionConfig) -> Result<Vec<String>, String> {
+    let devices = quietly(|| devices(config)).map_err(|e| format!("cannot list devices: {e}"))?;
     let gpus: Vec<String> = devices.into_iter().filter(|d| d.contains("(GPU")).collect();
     if gpus.is_empty() {
         let tf_version = tensorflow::version().unwrap_or_default();

@@ -10,6 +10,8 @@ mod bytes;
 mod graph_trace;
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
+mod placement;
+pub mod replicas;
 mod session_config;
 #[cfg(feature = "tensorflow")]
 mod tf;
@@ -18,6 +20,7 @@ pub mod tf_log;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use placement::PinnedCopy;
 pub use session_config::SessionConfig;
 #[cfg(feature = "tensorflow")]
 pub use tf::{load_op_library, LoadedModel, TensorFlowLoader};

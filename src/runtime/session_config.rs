@@ -20,6 +20,16 @@ pub struct SessionConfig {
     pub strict_placement: bool,
     /// Hide every GPU from the session (a CUDA build serving on the CPU).
     pub cpu_only: bool,
+    /// The TensorFlow GPUs a model gets one replica on (`--gpu_ids`, or the
+    /// model's `gpu_ids`); empty: one replica, placed by TensorFlow.
+    pub gpu_ids: Vec<u32>,
+    /// The device this session's graph is pinned to (one replica's GPU); set
+    /// by the loader of replicas, not by users.
+    pub device: Option<String>,
+    /// Splits the first GPU into logical GPUs of these sizes (MiB), which
+    /// replicas can be placed on like physical ones. TensorFlow makes its GPU
+    /// devices once per process, so this is the same for every session.
+    pub virtual_gpu_memory_mb: Vec<f32>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -44,13 +54,40 @@ struct GpuOptions {
     per_process_gpu_memory_fraction: f64,
     #[prost(bool, tag = "4")]
     allow_growth: bool,
+    #[prost(string, tag = "5")]
+    visible_device_list: String,
+    #[prost(message, optional, tag = "9")]
+    experimental: Option<GpuExperimental>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct GpuExperimental {
+    /// One entry per visible physical GPU.
+    #[prost(message, repeated, tag = "1")]
+    virtual_devices: Vec<VirtualDevices>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct VirtualDevices {
+    #[prost(float, repeated, tag = "1")]
+    memory_limit_mb: Vec<f32>,
 }
 
 impl SessionConfig {
     pub fn to_config_proto(&self) -> Vec<u8> {
+        let split = !self.virtual_gpu_memory_mb.is_empty();
         let gpu = GpuOptions {
             per_process_gpu_memory_fraction: self.per_process_gpu_memory_fraction,
-            allow_growth: self.gpu_allow_growth,
+            // Each logical GPU takes its fixed share up front; growth has nothing to add.
+            allow_growth: self.gpu_allow_growth && !split,
+            // TensorFlow wants one virtual-device entry per visible GPU: the split
+            // applies to the first GPU, so only that one is made visible.
+            visible_device_list: if split { "0".into() } else { String::new() },
+            experimental: split.then(|| GpuExperimental {
+                virtual_devices: vec![VirtualDevices {
+                    memory_limit_mb: self.virtual_gpu_memory_mb.clone(),
+                }],
+            }),
         };
         ConfigProto {
             device_count: if self.cpu_only {
@@ -95,6 +132,24 @@ mod tests {
         assert!(decoded.gpu_options.unwrap().allow_growth);
         let decoded = ConfigProto::decode(SessionConfig::default().to_config_proto().as_slice()).unwrap();
         assert!(decoded.device_count.is_empty());
+    }
+
+    #[test]
+    fn a_virtual_split_shows_the_first_gpu_as_several() {
+        let config = SessionConfig {
+            gpu_allow_growth: true,
+            virtual_gpu_memory_mb: vec![1024.0, 2048.0],
+            ..Default::default()
+        };
+        let gpu = ConfigProto::decode(config.to_config_proto().as_slice())
+            .unwrap()
+            .gpu_options
+            .unwrap();
+        assert_eq!(gpu.visible_device_list, "0");
+        assert!(!gpu.allow_growth);
+        let devices = gpu.experimental.unwrap().virtual_devices;
+        assert_eq!(devices.len(), 1);
+        assert_eq!(devices[0].memory_limit_mb, vec![1024.0, 2048.0]);
     }
 
     #[test]

@@ -78,9 +78,23 @@ impl LoadedModel {
         options
             .set_config(&config.to_config_proto())
             .map_err(|s| load_error(format!("invalid session config: {s}")))?;
+        let pinned = match &config.device {
+            Some(device) => Some(
+                super::PinnedCopy::new(dir, device)
+                    .map_err(|e| load_error(format!("cannot place it on {device}: {e}")))?,
+            ),
+            None => None,
+        };
+        let load_dir = pinned.as_ref().map_or(dir, |p| p.path());
         let mut graph = Graph::new();
-        let bundle =
-            SavedModelBundle::load(&options, tags, &mut graph, dir).map_err(|s| load_error(status_message(&s)))?;
+        let bundle = SavedModelBundle::load(&options, tags, &mut graph, load_dir).map_err(|s| {
+            // TensorFlow names the pinned copy; the user knows the export.
+            let message = status_message(&s);
+            load_error(match &pinned {
+                Some(p) => message.replace(&p.path().display().to_string(), &dir.display().to_string()),
+                None => message,
+            })
+        })?;
         let mut signatures = BTreeMap::new();
         // Serialized only when a signature has a string input to trace.
         let mut graph_def = None;
@@ -124,6 +138,12 @@ impl LoadedModel {
             );
         }
         let on_gpu = runs_on_gpu(&bundle.session, dir);
+        if let Some(device) = &config.device {
+            log::info!("{}: a replica pinned to {device}", dir.display());
+        }
+        // The copy goes now: its init op has read the assets, and the process
+        // may end without dropping models.
+        drop(pinned);
         let specs = signatures.values().map(|s| s.spec.clone()).collect();
         Ok(LoadedModel {
             session: bundle.session,

@@ -199,8 +199,14 @@ fn load_options(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(LoadOpt
 /// `--gpu` fails when TensorFlow sees no GPU; `--custom_op_paths` load.
 #[cfg(feature = "tensorflow")]
 pub fn tensorflow_loader(settings: &Settings) -> Result<Arc<dyn Loader>, StartError> {
+    if let Ok(dir) = std::env::var("CUDA_CACHE_PATH") {
+        log::info!("CUDA keeps the kernels it compiles in {dir} (CUDA_CACHE_PATH)");
+    }
     if settings.tensorflow.gpu {
-        let gpus = runtime::build_info::gpus().map_err(StartError::NoGpu)?;
+        // The server's own GPU options: TensorFlow makes its GPU devices (and
+        // their memory pools) once, with the options of the first session.
+        let session = settings.session(1)?;
+        let gpus = runtime::build_info::gpus(&session).map_err(StartError::NoGpu)?;
         log::info!("GPUs: {}", gpus.join(", "));
     }
     if let Some(paths) = &settings.tensorflow.custom_op_paths {

@@ -301,6 +301,34 @@ pub struct TensorFlowSettings {
     #[arg(long = "gpu", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = ArgAction::Set, value_parser = boolean(), global = true)]
     pub gpu: bool,
 
+    /// One replica of every model on each of these TensorFlow GPUs (e.g.
+    /// `0,1,2,3`), all behind the model's one queue: each batch runs on
+    /// whichever replica has the fewest runs in flight. A model's own
+    /// `session_config.gpu_ids` overrides it. Default: one replica, where
+    /// TensorFlow places it (the first GPU).
+    #[arg(long = "gpu_ids", alias = "gpu-ids", value_delimiter = ',', global = true)]
+    pub gpu_ids: Vec<u32>,
+
+    /// Splits the first GPU into logical GPUs of these sizes in MiB (e.g.
+    /// `20000,20000`), numbered from 0 like physical ones: several replicas
+    /// of a small model on one large GPU, each with its own CUDA stream.
+    /// Hides the other GPUs.
+    #[arg(
+        long = "virtual_gpu_memory_mb",
+        alias = "virtual-gpu-memory-mb",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub virtual_gpu_memory_mb: Vec<f32>,
+
+    /// Where CUDA keeps the kernels it compiles for this GPU from PTX (those
+    /// libtensorflow ships no machine code for): kept across restarts, so
+    /// only the first start on a new GPU model pays for compiling them. Sets
+    /// CUDA_CACHE_PATH and a 4 GiB CUDA_CACHE_MAXSIZE before CUDA starts.
+    /// Default: CUDA's own (~/.nv/ComputeCache, 256 MiB at most).
+    #[arg(long = "gpu_compile_cache_dir", alias = "gpu-compile-cache-dir", global = true)]
+    pub gpu_compile_cache_dir: Option<PathBuf>,
+
     /// Custom op libraries loaded before any model: a comma-separated list of
     /// `.so` files or directories (every `*.so` in them).
     #[arg(long = "custom_op_paths", alias = "custom-op-paths", global = true)]

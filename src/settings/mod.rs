@@ -217,6 +217,32 @@ impl Settings {
                 reason: "contradicts cpu_only=true: choose one",
             });
         }
+        if self.tensorflow.cpu_only && !self.tensorflow.gpu_ids.is_empty() {
+            return Err(SettingsError::Invalid {
+                name: "gpu_ids",
+                value: ids(&self.tensorflow.gpu_ids),
+                reason: "contradicts cpu_only=true: choose one",
+            });
+        }
+        if let Some(size) = self
+            .tensorflow
+            .virtual_gpu_memory_mb
+            .iter()
+            .find(|mb| !(mb.is_finite() && **mb >= 1.0))
+        {
+            return Err(SettingsError::Invalid {
+                name: "virtual_gpu_memory_mb",
+                value: size.to_string(),
+                reason: "each logical GPU needs at least 1 MiB",
+            });
+        }
+        if let Some(dir) = self.tensorflow.gpu_compile_cache_dir.as_ref().filter(|d| d.is_file()) {
+            return Err(SettingsError::Invalid {
+                name: "gpu_compile_cache_dir",
+                value: dir.display().to_string(),
+                reason: "is a file, not a directory",
+            });
+        }
         if self.models.saved_model_tags.split(',').all(|t| t.trim().is_empty()) {
             return Err(SettingsError::Invalid {
                 name: "saved_model_tags",
@@ -225,6 +251,22 @@ impl Settings {
             });
         }
         self.security.validate()
+    }
+
+    /// Points CUDA's cache of compiled kernels at `--gpu_compile_cache_dir`.
+    /// Must run before anything starts CUDA, and before other threads exist
+    /// (the environment is process-wide and not synchronised).
+    pub fn apply_gpu_compile_cache(&self) -> std::io::Result<()> {
+        let Some(dir) = &self.tensorflow.gpu_compile_cache_dir else {
+            return Ok(());
+        };
+        std::fs::create_dir_all(dir)?;
+        std::env::set_var("CUDA_CACHE_PATH", dir);
+        // CUDA's ceiling for the cache; its default (256 MiB) holds few of
+        // TensorFlow's kernels.
+        std::env::set_var("CUDA_CACHE_MAXSIZE", "4294967296");
+        std::env::remove_var("CUDA_CACHE_DISABLE");
+        Ok(())
     }
 
     /// The extra metrics path `--monitoring_config_file` asks for (TF Serving's
@@ -293,6 +335,8 @@ impl Settings {
             // rather than reserving nearly all of it at load.
             gpu_allow_growth: true,
             cpu_only: self.tensorflow.cpu_only,
+            gpu_ids: self.tensorflow.gpu_ids.clone(),
+            virtual_gpu_memory_mb: self.tensorflow.virtual_gpu_memory_mb.clone(),
             ..SessionConfig::default()
         };
         let Some(text) = &self.tensorflow.session_config else {
@@ -439,3 +483,7 @@ fn known_keys() -> Result<BTreeSet<String>, SettingsError> {
 
 #[cfg(test)]
 mod tests;
+
+fn ids(ids: &[u32]) -> String {
+    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
