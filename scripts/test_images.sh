@@ -17,7 +17,7 @@
 # binfmt handler (registered here from Debian's /usr/lib/binfmt.d when the
 # kernel lacks it).
 # Needs root (or a rootless podman set-up) and ~3 GB of disk. Usage:
-#   scripts/test_images.sh [--arm64] [--gpu-build]   (--gpu-build also builds Dockerfile.gpu)
+#   scripts/test_images.sh [--arm64] [--gpu-build]   (--gpu-build also builds Dockerfile.gpu and runs the examples against it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ARCH=amd64
@@ -79,10 +79,11 @@ wait_for() {  # URL: until it answers 200 (60 s)
   say "no answer from $1"; return 1
 }
 
-say "default command: README's curl examples"
-"${RUN[@]}" -d --name tfserve-test "$IMAGE" >/dev/null
-wait_for http://127.0.0.1:8501/v2/health/ready
-python3 - <<'EOF'
+readme_examples() {  # IMAGE: its default command answers README's curl examples, as uid 1000, and stops with 0
+  say "$1, default command: README's curl examples"
+  "${RUN[@]}" -d --name tfserve-test "$1" >/dev/null
+  wait_for http://127.0.0.1:8501/v2/health/ready
+  python3 - <<'EOF'
 import sys
 sys.path.insert(0, "scripts")
 import bundle_smoke
@@ -92,14 +93,18 @@ if failures:
     sys.exit("\n\n".join(failures))
 print(f"{len(examples)} README examples answered as README shows")
 EOF
-user=$("${PODMAN[@]}" exec tfserve-test id -u)
-[ "$user" = 1000 ] || { say "runs as uid $user, not 1000"; exit 1; }
-"${PODMAN[@]}" healthcheck run tfserve-test && say "HEALTHCHECK: healthy; user: uid $user"
-stop_started=$(date +%s%N)
-"${PODMAN[@]}" stop -t 30 tfserve-test >/dev/null
-code=$("${PODMAN[@]}" inspect tfserve-test --format '{{.State.ExitCode}}')
-say "podman stop (SIGTERM to tini, PID 1): exit $code after $(( ($(date +%s%N) - stop_started) / 1000000 )) ms"
-[ "$code" = 0 ]
+  user=$("${PODMAN[@]}" exec tfserve-test id -u)
+  [ "$user" = 1000 ] || { say "runs as uid $user, not 1000"; exit 1; }
+  "${PODMAN[@]}" healthcheck run tfserve-test && say "HEALTHCHECK: healthy; user: uid $user"
+  stop_started=$(date +%s%N)
+  "${PODMAN[@]}" stop -t 30 tfserve-test >/dev/null
+  code=$("${PODMAN[@]}" inspect tfserve-test --format '{{.State.ExitCode}}')
+  say "podman stop (SIGTERM to tini, PID 1): exit $code after $(( ($(date +%s%N) - stop_started) / 1000000 )) ms"
+  [ "$code" = 0 ]
+  "${PODMAN[@]}" rm -f tfserve-test >/dev/null
+}
+
+readme_examples "$IMAGE"
 
 say "SageMaker: podman run IMAGE serve"
 "${RUN[@]}" -d --name tfserve-sagemaker -v "$PWD/models/half_plus_three:/opt/ml/model:ro" "$IMAGE" serve >/dev/null
@@ -130,5 +135,10 @@ if [ "$GPU_BUILD" = 1 ]; then
     --build-arg "BUNDLE=dist/tfserve-$VERSION-linux-x86_64-gpu" -t tfserve:gpu .
   size=$("${PODMAN[@]}" image inspect tfserve:gpu --format '{{.Size}}')
   echo "image tfserve:gpu: $((size / 1000000)) MB"
+  # On a host without a GPU, TensorFlow's CUDA build serves on the CPU: the
+  # image, its libraries and its entrypoint are what this checks. With the
+  # NVIDIA container toolkit, add `--device nvidia.com/gpu=all` to RUN.
+  "${RUN[@]}" --rm tfserve:gpu --version
+  readme_examples tfserve:gpu
 fi
 say "passed in $(( $(date +%s) - started )) s"

@@ -85,6 +85,7 @@ impl QueueHandle {
         match work {
             Some(work) => {
                 worker::run_contained(work);
+                self.shared.finished(&self.context);
                 true
             }
             None => false,

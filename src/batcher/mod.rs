@@ -16,7 +16,7 @@ mod sizes;
 mod worker;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -100,6 +100,19 @@ struct QueueContext {
     clock: Arc<RunClock>,
     /// Run times per allowed batch size, when sizes are allowed.
     sizes: Option<Arc<RunSizes>>,
+    /// At most this many of the queue's batches run at once (a model on a
+    /// GPU: more at once only makes each batch smaller); None: no bound.
+    running_limit: Option<usize>,
+    /// Batches of the queue running now, counted only under a limit.
+    running: AtomicUsize,
+}
+
+impl QueueContext {
+    /// Whether the queue's running batches are at its limit: its ready batch waits.
+    fn at_running_limit(&self) -> bool {
+        self.running_limit
+            .is_some_and(|limit| self.running.load(Ordering::Relaxed) >= limit)
+    }
 }
 
 #[derive(Default)]
@@ -141,7 +154,14 @@ impl State {
     /// One queue's ready batch, if it has one.
     fn take_from(&mut self, id: u64, now: Instant) -> Option<Work> {
         let entry = self.queues.get_mut(&id)?;
+        if entry.context.at_running_limit() {
+            return None;
+        }
         let batch = entry.queue.pop_ready(now)?;
+        if entry.context.running_limit.is_some() {
+            // Under the state lock, as every check of the limit is.
+            entry.context.running.fetch_add(1, Ordering::Relaxed);
+        }
         let merge = entry.queue.merges() && !batch.runs_alone();
         entry.context.metrics.depth.set(entry.queue.depth() as i64);
         Some(Work {
@@ -151,8 +171,14 @@ impl State {
         })
     }
 
+    /// The next batch timeout worth waking for: a queue at its running limit
+    /// is woken by the end of one of its runs instead.
     fn next_deadline(&self) -> Option<Instant> {
-        self.queues.values().filter_map(|e| e.queue.deadline()).min()
+        self.queues
+            .values()
+            .filter(|e| !e.context.at_running_limit())
+            .filter_map(|e| e.queue.deadline())
+            .min()
     }
 }
 
@@ -167,6 +193,16 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One of `context`'s batches has run: under a running limit, the next
+    /// may start now, so the waiting threads look again.
+    fn finished(&self, context: &QueueContext) {
+        if context.running_limit.is_some() {
+            let _state = self.lock();
+            context.running.fetch_sub(1, Ordering::Relaxed);
+            self.wake.notify_all();
+        }
     }
 }
 
@@ -217,9 +253,24 @@ impl Batcher {
         runner: Arc<dyn Runner>,
         metrics: QueueMetrics,
     ) -> QueueHandle {
+        self.add_limited_queue(name, params, merge, runner, metrics, None)
+    }
+
+    /// `add_queue`, with at most `running_limit` of its batches running at
+    /// once (None: as many as there are batch threads). Such a queue's
+    /// batches always run on the batch threads.
+    pub fn add_limited_queue(
+        &self,
+        name: String,
+        params: BatchParams,
+        merge: bool,
+        runner: Arc<dyn Runner>,
+        metrics: QueueMetrics,
+        running_limit: Option<usize>,
+    ) -> QueueHandle {
         // A batch that waits for its timeout needs a thread to watch the clock.
         let inline_limit = match params.batch_timeout_micros {
-            0 => self.inline_limit,
+            0 if running_limit.is_none() => self.inline_limit,
             _ => Duration::ZERO,
         };
         // Without merging, every request is a batch of its own: callers may
@@ -237,6 +288,8 @@ impl Batcher {
             params,
             clock: Arc::new(RunClock::default()),
             sizes,
+            running_limit: running_limit.map(|limit| limit.max(1)),
+            running: AtomicUsize::new(0),
         });
         let mut state = self.shared.lock();
         state.next_id += 1;

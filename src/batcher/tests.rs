@@ -533,3 +533,50 @@ fn shards_hold_at_most_max_enqueued_batches_and_the_rest_take_the_shared_queue()
         "the shards' batch was given back"
     );
 }
+
+/// Counts the runs in progress and the most seen at once.
+#[derive(Default)]
+struct Overlap {
+    now: Mutex<(usize, usize)>,
+}
+
+impl Runner for Overlap {
+    fn run(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
+        {
+            let mut now = self.now.lock().unwrap();
+            now.0 += 1;
+            now.1 = now.1.max(now.0);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        self.now.lock().unwrap().0 -= 1;
+        Ok(inputs)
+    }
+}
+
+#[test]
+fn a_queue_with_a_running_limit_never_runs_more_batches_at_once() {
+    for (limit, timeout) in [(1, Duration::ZERO), (2, Duration::from_millis(1))] {
+        let batcher = Batcher::new(4).unwrap();
+        let runner = Arc::new(Overlap::default());
+        let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
+        let handle = batcher.add_limited_queue(
+            "limited".into(),
+            params(2, timeout),
+            true,
+            runner.clone(),
+            metrics,
+            Some(limit),
+        );
+        let pending: Vec<Pending> = (0..12)
+            .map(|i| handle.submit(vec![rows(&[i as f32])], &["x"], None).unwrap())
+            .collect();
+        for (i, pending) in pending.into_iter().enumerate() {
+            assert_eq!(floats(&answer(pending)), vec![i as f32]);
+        }
+        let most = runner.now.lock().unwrap().1;
+        assert!(
+            (1..=limit).contains(&most),
+            "{most} batches ran at once under a limit of {limit}"
+        );
+    }
+}

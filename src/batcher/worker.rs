@@ -39,7 +39,13 @@ pub(super) fn worker(shared: &Shared) {
             }
         };
         match work {
-            Some(work) => run_contained(work),
+            Some(work) => {
+                let limited = work.context.running_limit.is_some().then(|| work.context.clone());
+                run_contained(work);
+                if let Some(context) = limited {
+                    shared.finished(&context);
+                }
+            }
             None => {
                 // Let the other threads see the shutdown too.
                 shared.wake.notify_all();
@@ -68,6 +74,7 @@ fn process(work: Work) {
         params,
         clock,
         sizes,
+        ..
     } = context.as_ref();
     let started = Instant::now();
     let (mut live, gone): (Vec<Task<Reply>>, Vec<Task<Reply>>) =

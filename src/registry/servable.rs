@@ -123,6 +123,8 @@ pub struct BatchingPolicy {
     pub overrides: BTreeMap<String, ParamsOverride>,
     /// Requests waiting for a batch thread when batching is off.
     pub unbatched_queue: usize,
+    /// Batches of a model on a GPU that run at once, per replica (0: no bound).
+    pub gpu_batches_in_flight: usize,
 }
 
 impl BatchingPolicy {
@@ -193,6 +195,8 @@ pub fn build(
     for replica in &replicas {
         crate::warmup::warm_up(model, version, path, replica.model.as_ref(), &sizes)?;
     }
+    let running_limit = (merge && on_gpu && options.batching.gpu_batches_in_flight > 0)
+        .then(|| options.batching.gpu_batches_in_flight * replicas.len());
     let runtime: Arc<dyn Model> = if replicas.len() == 1 {
         replicas.remove(0).model
     } else {
@@ -225,7 +229,9 @@ pub fn build(
             });
             let label = format!("model {model} version {version} signature {name}");
             let metrics = QueueMetrics::new(model, version, &name);
-            let queue = options.batcher.add_queue(label, params.clone(), merge, runner, metrics);
+            let queue = options
+                .batcher
+                .add_limited_queue(label, params.clone(), merge, runner, metrics, running_limit);
             (name, queue)
         })
         .collect();

@@ -39,6 +39,7 @@ impl Fixture {
                 params: params.unwrap_or_default(),
                 overrides: Default::default(),
                 unbatched_queue: 16,
+                gpu_batches_in_flight: 2,
             },
             swap,
             load_timeout: Some(std::time::Duration::from_millis(500)),

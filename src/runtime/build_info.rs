@@ -4,6 +4,7 @@
 
 use std::ffi::{c_int, c_void, CStr};
 
+use super::tf_log::quietly;
 use super::SessionConfig;
 
 /// A multi-line report for operators (and bug reports).
@@ -26,27 +27,6 @@ pub fn report() -> String {
         }
         Ok(_) => out += "  none\n",
         Err(e) => out += &format!("  cannot list them: {e}\n"),
-    }
-    out
-}
-
-/// Runs `work` with stderr pointed at /dev/null: the report is the output,
-/// not the notices TensorFlow logs while it makes its first session.
-fn quietly<T>(work: impl FnOnce() -> T) -> T {
-    use std::os::fd::AsRawFd;
-    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
-        return work();
-    };
-    // SAFETY: plain descriptor duplication; `saved` is restored and closed below.
-    let saved = unsafe { libc::dup(2) };
-    if saved < 0 || unsafe { libc::dup2(null.as_raw_fd(), 2) } < 0 {
-        return work();
-    }
-    let out = work();
-    // SAFETY: `saved` is the original stderr, duplicated above.
-    unsafe {
-        libc::dup2(saved, 2);
-        libc::close(saved);
     }
     out
 }

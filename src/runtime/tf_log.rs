@@ -8,12 +8,78 @@
 //! `.preinit_array`, which the dynamic loader runs before any shared library's
 //! initialisers: it points stderr at a pipe, and [`restore_stderr`] undoes
 //! that first thing in `main`.
+//!
+//! [`quietly`] holds back what TensorFlow prints while `--version` and
+//! `--gpu` make their first session, unless it aborts (a `LOG(FATAL)`, a
+//! CUDA library it cannot use): then what it printed is written out before
+//! the process dies, so the reason is never lost.
 
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 static SAVED_STDERR: AtomicI32 = AtomicI32::new(-1);
 static CAPTURE_READ: AtomicI32 = AtomicI32::new(-1);
+/// While [`quietly`] runs: the real stderr, and the file holding what was written instead.
+static QUIET_STDERR: AtomicI32 = AtomicI32::new(-1);
+static QUIET_HELD: AtomicI32 = AtomicI32::new(-1);
+
+/// Runs `work` with stderr held in an anonymous file and dropped afterwards:
+/// a report is its own output, not the notices TensorFlow logs while it makes
+/// its first session. Should `work` abort, the held text goes to the real
+/// stderr first.
+pub fn quietly<T>(work: impl FnOnce() -> T) -> T {
+    // SAFETY: plain descriptor calls; every descriptor opened here is closed
+    // below, and the handler installed is the previous one again afterwards.
+    unsafe {
+        let held = libc::memfd_create(c"tfserve-quiet".as_ptr(), libc::MFD_CLOEXEC);
+        let saved = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3);
+        if held < 0 || saved < 0 || libc::dup2(held, 2) < 0 {
+            for fd in [held, saved] {
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+            }
+            return work();
+        }
+        QUIET_STDERR.store(saved, Ordering::SeqCst);
+        QUIET_HELD.store(held, Ordering::SeqCst);
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = replay_held_stderr as *const () as libc::sighandler_t;
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGABRT, &action, &mut previous);
+        let out = work();
+        libc::sigaction(libc::SIGABRT, &previous, std::ptr::null_mut());
+        QUIET_STDERR.store(-1, Ordering::SeqCst);
+        QUIET_HELD.store(-1, Ordering::SeqCst);
+        libc::dup2(saved, 2);
+        libc::close(saved);
+        libc::close(held);
+        out
+    }
+}
+
+/// SIGABRT inside [`quietly`]: the real stderr back, what was held written to
+/// it, then the default action. Only async-signal-safe calls.
+extern "C" fn replay_held_stderr(signal: c_int) {
+    let saved = QUIET_STDERR.load(Ordering::SeqCst);
+    let held = QUIET_HELD.load(Ordering::SeqCst);
+    // SAFETY: descriptors owned by `quietly`, which cannot return while this runs.
+    unsafe {
+        if saved >= 0 && held >= 0 {
+            libc::dup2(saved, 2);
+            libc::lseek(held, 0, libc::SEEK_SET);
+            let mut buffer = [0u8; 4096];
+            loop {
+                let n = libc::read(held, buffer.as_mut_ptr().cast(), buffer.len());
+                if n <= 0 || libc::write(2, buffer.as_ptr().cast(), n as usize) <= 0 {
+                    break;
+                }
+            }
+        }
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+}
 
 /// `TF_CPP_MIN_LOG_LEVEL` for a server log filter (env_logger's syntax): a
 /// `tensorflow=LEVEL` directive, else the filter's global level, else (only
@@ -127,6 +193,34 @@ pub fn restore_stderr() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Set in the child process of `an_abort_inside_quietly_still_says_why`.
+    const ABORT_CHILD: &str = "TFSERVE_TEST_ABORT_INSIDE_QUIETLY";
+
+    #[test]
+    fn an_abort_inside_quietly_still_says_why() {
+        if std::env::var_os(ABORT_CHILD).is_some() {
+            quietly(|| {
+                eprintln!("held back unless the process dies");
+                std::process::abort();
+            });
+            return;
+        }
+        // What a successful run prints is dropped.
+        assert_eq!(quietly(|| 7), 7);
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "runtime::tf_log::tests::an_abort_inside_quietly_still_says_why",
+                "--nocapture",
+            ])
+            .env(ABORT_CHILD, "1")
+            .output()
+            .unwrap();
+        assert!(!child.status.success());
+        let stderr = String::from_utf8_lossy(&child.stderr);
+        assert!(stderr.contains("held back unless the process dies"), "{stderr}");
+    }
 
     #[test]
     fn tensorflow_follows_the_server_level() {

@@ -185,6 +185,7 @@ fn load_options(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(LoadOpt
             params,
             overrides: settings.batching.model_batching.clone(),
             unbatched_queue: settings.batching.max_queued_runs,
+            gpu_batches_in_flight: settings.batching.gpu_batches_in_flight,
         },
         swap: settings.models.swap_policy,
         load_timeout: match settings.models.model_load_timeout_seconds {

@@ -46,6 +46,7 @@ fn service_with(name: &str, batching: bool, timeout: Duration, files: &[(&str, &
             },
             overrides: Default::default(),
             unbatched_queue: 16,
+            gpu_batches_in_flight: 2,
         },
         swap: SwapPolicy::AvailabilityPreserving,
         load_timeout: None,

@@ -189,6 +189,18 @@ pub struct BatchingSettings {
     )]
     pub max_queued_runs: usize,
 
+    /// Batches of one model that run at once on each GPU replica (a model on
+    /// a GPU, batching on): more at once only makes every batch smaller, and
+    /// a GPU is slower per image at small batches. 0: as many as there are
+    /// batch threads.
+    #[arg(
+        long = "gpu_batches_in_flight",
+        alias = "gpu-batches-in-flight",
+        global = true,
+        default_value_t = 2
+    )]
+    pub gpu_batches_in_flight: usize,
+
     /// A queue whose session runs average at most this many microseconds is
     /// run by its requests on their own threads, not handed to a batch thread
     /// (the hand-off costs more than such a run). Only for queues with no
