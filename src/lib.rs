@@ -16,7 +16,9 @@
 //! Beside them: [`codec`] (JSON, CSV, protobuf ⇄ typed tensors), [`tensor`] and
 //! [`signature`] (TensorFlow-free types), [`status`] (the one code enum and
 //! its HTTP and gRPC table), [`error`] (the request-level error), [`settings`], [`metrics`] and [`gpu_metrics`], [`warmup`],
-//! [`model_config`] and [`textproto`], [`tls`], [`imaging`], [`proto`], [`logging`]; and the
+//! [`model_config`] and [`textproto`], [`tls`], [`imaging`], [`proto`], [`logging`], [`capture`]
+//! (request/response capture: SageMaker's JSON Lines, TF Serving's PredictionLog records, KServe's
+//! CloudEvents, on a bounded writer thread); and the
 //! subcommands [`inspect`] and [`transform`] (batch transform).
 
 pub mod batcher;

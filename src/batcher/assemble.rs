@@ -11,7 +11,7 @@ pub fn concat(parts: &[Tensor]) -> Result<Tensor, String> {
     concat_padded(parts, 0)
 }
 
-/// [`concat`] into a buffer with room for `rows` rows, so that padding it to
+/// [`concat`](fn@concat) into a buffer with room for `rows` rows, so that padding it to
 /// an allowed batch size afterwards ([`pad_rows`]) does not move it again.
 pub fn concat_padded(parts: &[Tensor], rows: usize) -> Result<Tensor, String> {
     let first = parts.first().ok_or("nothing to concatenate")?;

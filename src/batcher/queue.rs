@@ -86,7 +86,7 @@ impl<R> Queue<R> {
     }
 
     /// Lets [`Queue::pop_ready`] run a batch at a smaller allowed size when
-    /// `sizes` measures that faster than padding it (see [`RunSizes`]).
+    /// `sizes` measures that faster than padding it (see `RunSizes`).
     pub fn with_run_sizes(mut self, sizes: Arc<RunSizes>) -> Self {
         self.sizes = Some(sizes);
         self
