@@ -17,7 +17,11 @@
 Both paths are warmed, then measured in alternating rounds (REST, gRPC, REST,
 ...) on the same server; each protocol's row is its median round by
 throughput, with the range of all rounds beside it, so that neither is the one
-measured while the machine was slower.
+measured while the machine was slower. A round counts what the server answered
+in a window of steady load (the load runs before and after it), from the first
+batch run to end in it to the last when there are three or more, and says how
+much of the window the model's runs filled and how many rows they did per
+second of run: the figure the raw C API's samples/s compare with.
 
 Prints a Markdown table and writes target/bench/grpc.json. Uses benches/bench.py's
 build, models, batching parameters and wrk.
@@ -33,6 +37,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -41,6 +46,10 @@ import bench  # noqa: E402
 
 CASES = [("half_plus_three", 64), ("image_head", 32), ("resnet50", 32)]
 RAW_BATCHES = "1,2,4,8,16,32"
+# The sizes the server forms at c=32, measured again beside every round: this
+# machine's speed drifts by a quarter over minutes, so a server round is
+# compared with the raw runs next to it, not with a sweep from the start.
+ROUND_RAW_BATCHES = "8,16,32"
 
 
 def cpu_seconds(pid):
@@ -67,16 +76,67 @@ def wait_idle(port, timeout=120):
         time.sleep(0.1)
 
 
-def measured(proc, port, work):
-    """Runs `work` on an idle server, adding the server's CPU per request and the mean batch formed."""
+SERVER_TOTALS = {
+    "answered": "tfserve_requests_total{",
+    "rows": "tfserve_batch_size_sum{",
+    "batches": "tfserve_batch_size_count{",
+    "padding": "tfserve_batch_padding_rows_total{",
+    "run_s": "tfserve_run_seconds_sum{",
+    "runs": "tfserve_run_seconds_count{",
+}
+# How often a round reads the server's counters to time its batch runs' ends.
+POLL_SECONDS = 0.025
+
+
+def server_totals(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    totals = dict.fromkeys(SERVER_TOTALS, 0.0)
+    for line in text.splitlines():
+        for key, prefix in SERVER_TOTALS.items():
+            if line.startswith(prefix):
+                totals[key] += float(line.rsplit(" ", 1)[1])
+    return totals
+
+
+def measured(proc, port, work, duration, warm):
+    """Runs `work` under steady load: the load starts `warm` seconds before a
+    window of `duration` seconds and ends after it, and throughput, CPU and
+    batches are what the server counted inside the window. A round that
+    counted from the load's start would charge the server for the pipeline
+    filling (no answer for the first batch's whole run) and end on whatever
+    batch was running."""
     wait_idle(port)
-    before_cpu, before_batches = cpu_seconds(proc.pid), bench.batch_totals(port)
-    result = work()
-    after_cpu, after_batches = cpu_seconds(proc.pid), bench.batch_totals(port)
-    requests = result["rps"] * result["seconds"]
-    result["server_cpu_ms"] = (after_cpu - before_cpu) * 1000 / requests if requests else 0.0
-    count = after_batches["count"] - before_batches["count"]
-    result["mean_batch"] = (after_batches["sum"] - before_batches["sum"]) / count if count else 0.0
+    result = {}
+    load = threading.Thread(target=lambda: result.update(work(warm + duration + warm)))
+    load.start()
+    time.sleep(warm)
+    start, start_cpu, before = time.monotonic(), cpu_seconds(proc.pid), server_totals(port)
+    # When each batch run ended (to POLL_SECONDS): images per second between
+    # the window's first and last run end do not depend on where the window
+    # cut a second-long run, as a count of answers in the window does.
+    ends = []
+    while time.monotonic() < start + duration:
+        time.sleep(POLL_SECONDS)
+        now, runs = time.monotonic(), server_totals(port)["runs"]
+        if runs > before["runs"] and (not ends or runs > ends[-1][1]):
+            ends.append((now, runs))
+    end, end_cpu, after = time.monotonic(), cpu_seconds(proc.pid), server_totals(port)
+    load.join()
+    window = end - start
+    delta = {key: after[key] - before[key] for key in SERVER_TOTALS}
+    result["seconds"] = window
+    result["client_rps"] = result["rps"]
+    result["rps"] = delta["answered"] / window
+    if len(ends) >= 3 and delta["batches"]:
+        (first, first_runs), (last, last_runs) = ends[0], ends[-1]
+        result["rps"] = (last_runs - first_runs) * delta["rows"] / delta["batches"] / (last - first)
+    result["server_cpu_ms"] = (end_cpu - start_cpu) * 1000 / delta["answered"] if delta["answered"] else 0.0
+    result["mean_batch"] = delta["rows"] / delta["batches"] if delta["batches"] else 0.0
+    # What the session's runs did with their time, comparable with the raw
+    # figures (session time only), and how much of the window they filled.
+    result["rows_per_run_s"] = delta["rows"] / delta["run_s"] if delta["run_s"] else 0.0
+    result["run_share"] = delta["run_s"] / window
+    result["padding_share"] = delta["padding"] / (delta["rows"] + delta["padding"]) if delta["rows"] else 0.0
     return result
 
 
@@ -106,54 +166,69 @@ def serve(name, model_dir, work_dir, rest_port, grpc_port):
 def median_round(rounds):
     """The round of median throughput, with every round's throughput beside it."""
     ordered = sorted(rounds, key=lambda r: r["rps"])
-    return dict(ordered[len(ordered) // 2], rounds_rps=[r["rps"] for r in rounds])
+    middle = dict(ordered[len(ordered) // 2], rounds_rps=[r["rps"] for r in rounds])
+    if all("of_raw_best" in r for r in rounds):
+        ratios = sorted(r["of_raw_best"] for r in rounds)
+        middle["rounds_of_raw_best"] = [r["of_raw_best"] for r in rounds]
+        middle["median_of_raw_best"] = ratios[len(ratios) // 2]
+    return middle
 
 
-def run_case(name, concurrency, model_dir, work_dir, script, duration, rounds):
+def run_case(name, concurrency, model_dir, work_dir, script, duration, warm, rounds):
     rest_port, grpc_port = 18801, 18800
     body = work_dir / f"{name}.json"
     bench.body_for(name, body)
     decode = tool("decode", "--model-dir", model_dir, "--rest-body", body)[0]
-    raw = tool("raw", "--model-dir", model_dir, "--batches", RAW_BATCHES, "--seconds", 3) if name == "resnet50" else []
+    raw = tool("raw", "--model-dir", model_dir, "--batches", RAW_BATCHES, "--seconds", 5) if name == "resnet50" else []
     proc = serve(name, model_dir, work_dir, rest_port, grpc_port)
     try:
         url = f"http://127.0.0.1:{rest_port}/v1/models/{name}:predict"
 
-        def rest():
-            return dict(bench.wrk(url, body, concurrency, duration, script), seconds=duration)
+        def rest(seconds):
+            return bench.wrk(url, body, concurrency, round(seconds), script)
 
-        def grpc():
-            answer = tool("grpc", "--model-dir", model_dir, "--model", name, "--target",
-                          f"http://127.0.0.1:{grpc_port}", "--concurrency", concurrency, "--seconds", duration)[0]
-            return dict(answer, seconds=duration)
+        def grpc(seconds):
+            return tool("grpc", "--model-dir", model_dir, "--model", name, "--target",
+                        f"http://127.0.0.1:{grpc_port}", "--concurrency", concurrency, "--seconds", round(seconds))[0]
 
         # Warm both paths (the batch sizes' first runs are slow).
         tool("grpc", "--model-dir", model_dir, "--model", name, "--target", f"http://127.0.0.1:{grpc_port}",
              "--concurrency", concurrency, "--seconds", 2)
         bench.wrk(url, body, concurrency, 2, script)
         measured_rounds = {"rest": [], "grpc": []}
+        raw_rounds = []
         for _ in range(rounds):
-            measured_rounds["rest"].append(measured(proc, rest_port, rest))
-            measured_rounds["grpc"].append(measured(proc, rest_port, grpc))
+            if name == "resnet50":
+                wait_idle(rest_port)
+                raw_rounds.append(max(x["samples_per_s"] for x in tool(
+                    "raw", "--model-dir", model_dir, "--batches", ROUND_RAW_BATCHES, "--seconds", 3)))
+            for protocol, work in (("rest", rest), ("grpc", grpc)):
+                result = measured(proc, rest_port, work, duration, warm)
+                if raw_rounds:
+                    result["raw_best"] = raw_rounds[-1]
+                    result["of_raw_best"] = result["rps"] / raw_rounds[-1]
+                measured_rounds[protocol].append(result)
         results = {protocol: median_round(r) for protocol, r in measured_rounds.items()}
     finally:
         bench.stop(proc)
     results["rest"]["decode_us"] = decode["rest_decode_us"]
     results["grpc"]["decode_us"] = decode["grpc_decode_us"]
-    return {"concurrency": concurrency, "raw": raw, **results}
+    return {"concurrency": concurrency, "raw": raw, "raw_rounds": raw_rounds, **results}
 
 
 def report(results):
     lines = ["| model | protocol | c | req/s (median round) | every round | p50 ms | p99 ms | errors | mean batch | "
+             "padded rows | rows per run-second | runs' share of the window | "
              "server CPU ms/request | decode µs/request | decode share of server CPU |",
-             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, case in results.items():
         for protocol in ("rest", "grpc"):
             x = case[protocol]
             share = x["decode_us"] / (x["server_cpu_ms"] * 1000) if x["server_cpu_ms"] else 0.0
             every = " / ".join(f"{r:,.1f}" for r in x["rounds_rps"])
             lines.append(f"| {name} | {protocol} | {case['concurrency']} | {x['rps']:,.1f} | {every} | {x['p50_ms']:.2f} | "
-                         f"{x['p99_ms']:.2f} | {x['errors']} | {x['mean_batch']:.1f} | {x['server_cpu_ms']:.3f} | "
+                         f"{x['p99_ms']:.2f} | {x['errors']} | {x['mean_batch']:.1f} | {x['padding_share']:.1%} | "
+                         f"{x['rows_per_run_s']:,.1f} | {x['run_share']:.0%} | {x['server_cpu_ms']:.3f} | "
                          f"{x['decode_us']:,.1f} | {share:.2%} |")
     lines += ["", "Ratios (one run):"]
     if "half_plus_three" in results:
@@ -175,7 +250,13 @@ def report(results):
             lines.append(f"- resnet50 c={r['concurrency']} {protocol}: {x['rps']:.1f} images/s at mean batch "
                          f"{x['mean_batch']:.1f} = {x['rps'] / nearest['samples_per_s']:.0%} of raw at batch "
                          f"{nearest['batch']} ({nearest['samples_per_s']:.1f}), {x['rps'] / best['samples_per_s']:.0%} "
-                         f"of the raw best (b{best['batch']} {best['samples_per_s']:.1f})")
+                         f"of the raw best (b{best['batch']} {best['samples_per_s']:.1f}); its runs did "
+                         f"{x['rows_per_run_s']:.1f} images per run-second "
+                         f"({x['rows_per_run_s'] / nearest['samples_per_s']:.0%} of raw at batch {nearest['batch']}) "
+                         f"and filled {x['run_share']:.0%} of the window")
+            lines.append(f"  against the raw best beside each round ({', '.join(f'{v:.1f}' for v in r['raw_rounds'])}): "
+                         f"{', '.join(f'{v:.0%}' for v in x['rounds_of_raw_best'])}; median "
+                         f"{x['median_of_raw_best']:.0%}")
         lines.append("  raw at every size: " + ", ".join(f"b{x['batch']} {x['samples_per_s']:.1f}" for x in r["raw"]))
     return "\n".join(lines)
 
@@ -205,7 +286,9 @@ def main():
             # complete together, so a short round's count moves by a whole
             # batch: its rounds are three times as long.
             duration = args.duration * 3 if name == "resnet50" else args.duration
-            results[name] = run_case(name, concurrency, dirs[name], work_dir, script, duration, args.rounds)
+            # Long enough for the pipeline to fill: two batch runs.
+            warm = 3 if name == "resnet50" else 1
+            results[name] = run_case(name, concurrency, dirs[name], work_dir, script, duration, warm, args.rounds)
             time.sleep(1)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2))

@@ -350,13 +350,32 @@ impl RequestBody for [u8] {
     }
 }
 
-/// Runs CPU-heavy request work off the HTTP workers.
+/// Runs CPU-heavy request work off the HTTP workers, at most one piece per
+/// core at a time. Each worker runtime's blocking pool would otherwise start
+/// a thread per waiting body: 32 clients of megabyte images made 16 threads
+/// decode at once beside the model's own, descheduling its intra-op threads
+/// in the middle of their ops. Waiting for a slot costs no thread, and what
+/// waits is bounded by the requests admitted.
 pub(crate) async fn off_worker<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
+    static SLOTS: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> = std::sync::LazyLock::new(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        std::sync::Arc::new(tokio::sync::Semaphore::new(cores))
+    });
+    // Held by the work itself: a request that goes away while its body
+    // decodes does not free the slot before the thread does.
+    let slot = SLOTS
+        .clone()
+        .acquire_owned()
         .await
-        .map_err(|e| ApiError::Internal(format!("a decoding task failed: {e}")))?
+        .map_err(|e| ApiError::Internal(format!("the decoding slots are closed: {e}")))?;
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("a decoding task failed: {e}")))?
 }
 
 /// How often a waiting request checks that its client is still connected.
