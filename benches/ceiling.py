@@ -23,8 +23,8 @@ session run (`tfserve-bench raw`) and checks the targets:
     python3 benches/ceiling.py                    # 3 rounds of 10 s cells
     python3 benches/ceiling.py --rounds 1 --duration 5 --binary /tmp/tfserve-old
     python3 benches/ceiling.py --cells on,capture
-    python3 benches/ceiling.py --baseline /tmp/tfserve-old --cells ceiling,on,on-base,grpc,grpc-base
-        # a cell named CELL-base runs --baseline's binary: before and after, interleaved, in one run
+    python3 benches/ceiling.py --baseline /tmp/tfserve-old --cells ceiling,on,on-base,grpc,grpc-base,capture,capture-base
+        # a cell named CELL-base runs --baseline's binary, with CELL's flags: before and after, interleaved, in one run
 """
 import argparse
 import json
@@ -190,15 +190,13 @@ def main():
         for cell in cells:
             if cell == "ceiling":
                 row[cell] = ceiling_cell(RELEASE, work, script, args)
-            elif cell == "capture":
-                capture = ["--capture_jsonl_dir", str(work / f"capture-{n}")]
-                row[cell] = tfserve_cell(args.binary, RELEASE, work, script, args, True, False, capture)
             else:
                 kind, base = cell.removesuffix("-base"), cell.endswith("-base")
                 if base and args.baseline is None:
                     parser.error(f"cell {cell} needs --baseline")
                 binary = args.baseline if base else args.binary
-                row[cell] = tfserve_cell(binary, RELEASE, work, script, args, kind != "off", kind == "grpc")
+                capture = ["--capture_jsonl_dir", str(work / f"{cell}-{n}")] if kind == "capture" else []
+                row[cell] = tfserve_cell(binary, RELEASE, work, script, args, kind != "off", kind == "grpc", capture)
             log(f"round {n + 1} {cell}: " + json.dumps({k: round(v, 2) for k, v in row[cell].items()}))
         rounds.append(row)
     print(report(rounds, raw_us, args))

@@ -7,9 +7,11 @@ in every thread, for a window of sequential keep-alive requests:
   - the HTTP ceiling (`tfserve-bench ceiling`: actix-web answering a fixed body),
   - tfserve with default flags and `--enable_batching=true`, serving
     models/half_plus_three's REST :predict (one instance per request),
-  - and the same server's gRPC Predict, one call at a time on one connection,
+  - the same server's gRPC Predict, one call at a time on one connection,
+  - and the REST :predict of a server capturing every request into JSON
+    Lines (`--capture_jsonl_dir`), the capture writer's thread included,
 
-and compares the ratios tfserve / ceiling (REST and gRPC) with the committed
+and compares the ratios tfserve / ceiling (REST, gRPC and captured REST) with the committed
 baseline (benches/cost_baseline.json). The model's own session runs (everything under
 `Model::run`) are left out of tfserve's count: the check guards what the
 server adds around the model, which a sequential client's batches of one
@@ -19,7 +21,7 @@ runs from the requests' threads (where default flags put this model on real
 hardware) to the batch threads. Instruction counts do not depend on the
 machine's load, so the check cannot fail because CI shares its cores; the
 median of several windows smooths what thread scheduling still moves.
-Exits 1, printing the figures, when either ratio is more than 25% over the
+Exits 1, printing the figures, when any ratio is more than 25% over the
 baseline.
 
     python3 benches/cost_check.py                 # check (builds its own release binaries, ~8 minutes the first time)
@@ -193,9 +195,16 @@ def measure(server_args=()):
              "--model_name", "half_plus_three", "--model_base_path", str(MODEL), "--enable_batching=true",
              "--inline_run_max_micros=1000000", *server_args],
             port, "/v1/models/half_plus_three:predict", work, "tfserve", env, exclude=MODEL_RUN, grpc_port=grpc)
+        port, grpc = free_port(), free_port()
+        captured, _, _ = per_request(
+            [str(RELEASE / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(port), "--port", str(grpc),
+             "--model_name", "half_plus_three", "--model_base_path", str(MODEL), "--enable_batching=true",
+             "--inline_run_max_micros=1000000", "--capture_jsonl_dir", str(work / "capture"), *server_args],
+            port, "/v1/models/half_plus_three:predict", work, "capture", env, exclude=MODEL_RUN)
         return {"ceiling_instructions": round(ceiling), "tfserve_instructions": round(server),
-                "grpc_instructions": round(grpc_server),
-                "ratio": server / ceiling, "grpc_ratio": grpc_server / ceiling, "windows": {"ceiling": ceiling_windows, "tfserve": server_windows}}
+                "grpc_instructions": round(grpc_server), "capture_instructions": round(captured),
+                "ratio": server / ceiling, "grpc_ratio": grpc_server / ceiling, "capture_ratio": captured / ceiling,
+                "windows": {"ceiling": ceiling_windows, "tfserve": server_windows}}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -220,11 +229,14 @@ def main():
                 f"ceiling {result['ceiling_instructions']:,}, ratio {result['ratio']:.3f} "
                 f"(windows: tfserve {min(result['windows']['tfserve']):,.0f}-{max(result['windows']['tfserve']):,.0f}, "
                 f"ceiling {min(result['windows']['ceiling']):,.0f}-{max(result['windows']['ceiling']):,.0f}); "
-                f"gRPC Predict {result['grpc_instructions']:,} per call")
+                f"gRPC Predict {result['grpc_instructions']:,} per call; captured REST "
+                f"{result['capture_instructions']:,} ({result['capture_instructions'] / result['tfserve_instructions']:.2f}x "
+                f"uncaptured)")
         if args.update:
             BASELINE.write_text(json.dumps({k: result[k] for k in
                                             ("ceiling_instructions", "tfserve_instructions", "ratio",
-                                             "grpc_instructions", "grpc_ratio")}, indent=2) + "\n")
+                                             "grpc_instructions", "grpc_ratio", "capture_instructions",
+                                             "capture_ratio")}, indent=2) + "\n")
             print(f"{line}; written to {BASELINE.relative_to(ROOT)}")
             continue
         if baseline is None:
@@ -237,6 +249,12 @@ def main():
             grpc_check = (f"; gRPC ratio {result['grpc_ratio']:.3f} against baseline {baseline['grpc_ratio']:.3f} "
                           f"({baseline['grpc_instructions']:,}), bound {grpc_bound:.3f}")
             if result["grpc_ratio"] > grpc_bound:
+                verdict = "FAILED"
+        if "capture_ratio" in baseline:
+            capture_bound = baseline["capture_ratio"] * TOLERANCE
+            grpc_check += (f"; captured ratio {result['capture_ratio']:.3f} against baseline "
+                           f"{baseline['capture_ratio']:.3f}, bound {capture_bound:.3f}")
+            if result["capture_ratio"] > capture_bound:
                 verdict = "FAILED"
         print(f"[{n + 1}/{args.repeat}] {line}; baseline ratio {baseline['ratio']:.3f} "
               f"(tfserve {baseline['tfserve_instructions']:,}), bound {bound:.3f}{grpc_check}: {verdict}",

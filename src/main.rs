@@ -41,6 +41,11 @@ fn main() -> std::process::ExitCode {
         }
     };
     tfserve::logging::use_json(settings.logging.log_format == LogFormat::Json);
+    if settings.logging.log_format == LogFormat::Json {
+        if let Err(error) = tfserve::logging::forward_stderr() {
+            log::warn!("stderr stays as it is (TensorFlow's lines are not JSON): {error}");
+        }
+    }
     if let Err(err) = settings.apply_gpu_compile_cache() {
         eprintln!("tfserve: --gpu_compile_cache_dir: {err}");
         return std::process::ExitCode::from(2);

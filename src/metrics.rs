@@ -137,6 +137,8 @@ pub struct Metrics {
     pub config_reloads: IntCounterVec,
     /// Capture records written, by sink (`jsonl`, `tfrecord`, `cloudevents`).
     pub capture_records: IntCounterVec,
+    /// Capture files removed by retention, by sink.
+    pub capture_files_removed: IntCounterVec,
     /// Capture records dropped, by sink (`queue` when the writer fell behind) and reason.
     pub capture_dropped: IntCounterVec,
     pub in_flight: IntGauge,
@@ -186,6 +188,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "tfserve_replica_runs_total",
             "Session runs (batches) of a model replicated on several GPUs, by the replica's device.",
             &["model", "version", "device"],
+        ),
+        capture_files_removed: counter(
+            &registry,
+            "tfserve_capture_files_removed_total",
+            "Capture files removed, oldest first, to keep a sink's directory within its retention limits, by sink.",
+            &["sink"],
         ),
         capture_dropped: counter(
             &registry,

@@ -312,7 +312,25 @@ pub fn parse(text: &str) -> Result<Vec<ModelSource>, String> {
             return Err(format!("model name '{}' is configured twice", source.name));
         }
     }
+    for prefix in shared_log_prefixes(&sources) {
+        // TF Serving's warning: the models' logs interleave in one set of
+        // files, which a reader can still tell apart by their model spec.
+        log::warn!("Duplicate LogCollectorConfig::filename_prefix(): {prefix}. Possibly a misconfiguration.");
+    }
     Ok(sources)
+}
+
+/// `logging_config` filename prefixes that more than one model names.
+fn shared_log_prefixes(sources: &[ModelSource]) -> Vec<&str> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut shared: Vec<&str> = Vec::new();
+    for logging in sources.iter().filter_map(|s| s.logging.as_deref()) {
+        let prefix = logging.filename_prefix.as_str();
+        if !seen.insert(prefix) && !shared.contains(&prefix) {
+            shared.push(prefix);
+        }
+    }
+    shared
 }
 
 fn check_platform(name: &str, platform: Option<&str>) -> Result<(), String> {

@@ -84,10 +84,6 @@ pub fn start_with(settings: &Settings, loader: Arc<dyn Loader>) -> Result<Runnin
     })
 }
 
-/// How long shutdown waits for queued capture records.
-#[cfg(feature = "tensorflow")]
-const CAPTURE_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// Serves until SIGTERM or SIGINT, then shuts down in order: the drain
 /// (readiness fails, connections close after their answer) for
 /// `--drain_timeout`, HTTP stops accepting and refuses new connections,
@@ -130,10 +126,14 @@ pub fn run(settings: &Settings) -> Result<(), StartError> {
     if let Some(batcher) = batcher {
         batcher.shutdown();
     }
-    // Then every captured record still queued is written out.
+    // Then every captured record still queued is written out, for at most
+    // --capture_flush_seconds; what is left is counted and logged.
     if let Some(capture) = capture {
-        if !capture.flush(CAPTURE_FLUSH_LIMIT) {
-            log::warn!("capture: records still queued after {CAPTURE_FLUSH_LIMIT:?} were not written");
+        let limit = std::time::Duration::from_secs_f64(settings.capture.capture_flush_seconds);
+        if !capture.flush(limit) {
+            log::warn!(
+                "capture: the capture writer did not finish within {limit:?}; records still queued were not written"
+            );
         }
     }
     result

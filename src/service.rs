@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::batcher::{BatchError, BatchOutput, Pending};
-use crate::capture::{Capture, Record};
+use crate::capture::{Capture, LogKind, Record};
 use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
@@ -60,6 +60,8 @@ pub struct Trace {
     /// The request was sampled for capture: the record so far, for its
     /// transport to finish with the bodies it saw.
     pub capture: Option<Box<Record>>,
+    /// The API a capture records the call as (TF Serving's log kinds).
+    pub log_kind: LogKind,
 }
 
 impl Trace {
@@ -159,6 +161,9 @@ impl Service {
             // A handler calling the model again: the first run is the record.
             Some(_) => None,
         };
+        if let Some(draft) = capture.as_mut() {
+            draft.kind = trace.log_kind;
+        }
         // Tensors are copied only for a sink that writes tensors, or when the
         // transport has no body of its own to capture (gRPC).
         let keep_tensors = capture

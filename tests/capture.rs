@@ -184,7 +184,10 @@ fn every_sink_is_read_by_its_consumer_and_sigterm_writes_out_the_queue() {
             (log["model"].as_str(), log["version"].as_i64()),
             (Some("half"), Some(1))
         );
-        assert_eq!(log["signature"], "serving_default");
+        assert_eq!(
+            (log["kind"].as_str(), log["signature"].as_str()),
+            (Some("predict_log"), Some("serving_default"))
+        );
         assert_eq!(log["sampling_rate"], 1.0);
         let (x, y) = (common::floats(&log["x"]), common::floats(&log["y"]));
         assert!(x.iter().zip(&y).all(|(x, y)| (x / 2.0 + 3.0 - y).abs() < 1e-6), "{log}");
@@ -246,6 +249,228 @@ fn every_sink_is_read_by_its_consumer_and_sigterm_writes_out_the_queue() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A MultiInference call classifying and regressing one example, x = 2.
+fn grpc_multi_inference(grpc: &str) {
+    use std::collections::BTreeMap;
+    use tfserve::proto::tensorflow::serving::{
+        input::Kind, ExampleList, InferenceTask, Input, ModelSpec, MultiInferenceRequest,
+    };
+    use tfserve::proto::tensorflow::{feature, Example, Feature, Features, FloatList};
+    let feature = Feature {
+        kind: Some(feature::Kind::FloatList(FloatList { value: vec![2.0] })),
+    };
+    let example = Example {
+        features: Some(Features {
+            feature: BTreeMap::from([("x".to_string(), feature)]),
+        }),
+    };
+    let task = |signature: &str, method: &str| InferenceTask {
+        model_spec: Some(ModelSpec {
+            name: "half".into(),
+            signature_name: signature.into(),
+            version_choice: None,
+        }),
+        method_name: method.into(),
+    };
+    let request = MultiInferenceRequest {
+        tasks: vec![
+            task("classify_x_to_y", "tensorflow/serving/classify"),
+            task("regress_x_to_y", "tensorflow/serving/regress"),
+        ],
+        input: Some(Input {
+            kind: Some(Kind::ExampleList(ExampleList {
+                examples: vec![example],
+            })),
+        }),
+    };
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut client = PredictionServiceClient::connect(format!("http://{grpc}"))
+            .await
+            .unwrap();
+        let response = client.multi_inference(request).await.unwrap().into_inner();
+        assert_eq!(response.results.len(), 2);
+    });
+}
+
+#[test]
+fn each_api_is_logged_as_its_own_prediction_log_and_the_file_warms_a_model_up() {
+    let dir = temp_dir("capture-log-kinds");
+    let prefix = dir.join("logs/two");
+    // A TF1 model with predict, classify and regress signatures: y = x / 2 + 2.
+    let config = dir.join("models.config");
+    std::fs::write(
+        &config,
+        format!(
+            "model_config_list {{ config {{ name: 'half' base_path: '{}' model_platform: 'tensorflow'\n\
+             logging_config {{ log_collector_config {{ type: '' filename_prefix: '{}' }}\n\
+             sampling_config {{ sampling_rate: 1.0 }} }} }} }}",
+            repo_path("models/tf1_half_plus_two").display(),
+            prefix.display()
+        ),
+    )
+    .unwrap();
+    let mut server = start(&[
+        "--rest_api_port=0",
+        "--port=0",
+        "--host=127.0.0.1",
+        &format!("--model_config_file={}", config.display()),
+    ]);
+    post(
+        &server,
+        "/v1/models/half:predict",
+        "application/json",
+        "p",
+        r#"{"instances": [1.0]}"#,
+    );
+    let examples =
+        |signature: &str, x: f32| format!(r#"{{"signature_name": "{signature}", "examples": [{{"x": {x:.1}}}]}}"#);
+    post(
+        &server,
+        "/v1/models/half:classify",
+        "application/json",
+        "c",
+        &examples("classify_x_to_y", 4.0),
+    );
+    post(
+        &server,
+        "/v1/models/half:regress",
+        "application/json",
+        "r",
+        &examples("regress_x_to_y", 6.0),
+    );
+    grpc_multi_inference(&server.grpc);
+    sigterm_and_wait(&mut server);
+
+    let output = Command::new(client_python())
+        .arg(repo_path(CONSUMERS))
+        .args(["logs", &prefix.display().to_string()])
+        .env("TF_CPP_MIN_LOG_LEVEL", "3")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let logs = read["logs"].as_array().unwrap();
+    let kinds: Vec<&str> = logs.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["predict_log", "classify_log", "regress_log", "multi_inference_log"],
+        "{logs:?}"
+    );
+    // y = x / 2 + 2, whichever API asked.
+    for log in &logs[..3] {
+        let (x, y) = (common::floats(&log["x"]), common::floats(&log["y"]));
+        assert_eq!(x.len(), 1, "{log}");
+        assert!((x[0] / 2.0 + 2.0 - y[0]).abs() < 1e-6, "{log}");
+    }
+    assert_eq!(logs[1]["signature"], "classify_x_to_y");
+    assert_eq!(logs[2]["signature"], "regress_x_to_y");
+    let multi = &logs[3];
+    assert_eq!(multi["tasks"], json!(["classify_x_to_y", "regress_x_to_y"]));
+    assert_eq!(multi["results"], json!(["classification_result", "regression_result"]));
+    assert_eq!(common::floats(&multi["x"]), [2.0]);
+
+    // Every kind replays as warm-up: one run per predict, classify and
+    // regress log, and one per MultiInference task.
+    let model = dir.join("warm/half");
+    common::copy_dir(&repo_path("models/tf1_half_plus_two"), &model);
+    let assets = model.join("1/assets.extra");
+    std::fs::create_dir_all(&assets).unwrap();
+    let captured = read["files"][0].as_str().unwrap();
+    std::fs::copy(captured, assets.join("tf_serving_warmup_requests")).unwrap();
+    let warm = start(&[
+        "--rest_api_port=0",
+        "--port=0",
+        "--host=127.0.0.1",
+        "--model_name=half",
+        &format!("--model_base_path={}", model.display()),
+    ]);
+    let log = warm.log.lock().unwrap().join("\n");
+    assert!(log.contains("5 warm-up run(s)"), "{log}");
+    drop(warm);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn events_carry_every_header_kserves_logger_sets_and_keep_an_incoming_ce_id() {
+    let dir = temp_dir("capture-kserve-headers");
+    let events = dir.join("events.jsonl");
+    let sink = sink(&events, 0.0);
+    let mut server = start(&[
+        "--rest_api_port=0",
+        "--port=0",
+        "--host=127.0.0.1",
+        "--model_name=half",
+        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
+        &format!("--capture_cloudevents_url={}", sink.url),
+        "--capture_cloudevents_source=http://flowers-predictor.ml/",
+        "--capture_endpoint=canary",
+        "--capture_metadata_headers=X-Team,x-tenant",
+    ]);
+    let v2 = r#"{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [4.0]}]}"#;
+    let sent = |path: &str, ce_id: Option<&str>| {
+        let mut request = common::client()
+            .post(format!("{}{path}", server.url))
+            .header("content-type", "application/json")
+            .header("x-request-id", "req-1")
+            .header("x-team", "vision")
+            .header("x-tenant", "a")
+            .body(v2.to_string());
+        if let Some(id) = ce_id {
+            request = request.header("ce-id", id);
+        }
+        assert_eq!(request.send().unwrap().status(), 200);
+    };
+    sent("/v2/models/half/infer", Some("ce-77"));
+    sent("/v2/models/half/infer", None);
+    sigterm_and_wait(&mut server);
+    let output = Command::new(client_python())
+        .arg(repo_path(CONSUMERS))
+        .args(["events", &events.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let read: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let read = read.as_array().unwrap();
+    assert_eq!(read.len(), 4, "{read:?}");
+    // KServe's logger keeps an incoming Ce-Id; without one the request's id names both events.
+    let ids: Vec<&str> = read.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.iter().filter(|id| **id == "ce-77").count(), 2, "{ids:?}");
+    assert_eq!(ids.iter().filter(|id| **id == "req-1").count(), 2, "{ids:?}");
+    for event in read {
+        // Every attribute KServe's logger (pkg/logger) sets, header by header.
+        assert_eq!(
+            event["ce_headers"],
+            json!([
+                "ce-component",
+                "ce-endpoint",
+                "ce-id",
+                "ce-inferenceservicename",
+                "ce-metadata",
+                "ce-namespace",
+                "ce-source",
+                "ce-specversion",
+                "ce-time",
+                "ce-type"
+            ]),
+            "{event}"
+        );
+        assert_eq!(event["source"], "http://flowers-predictor.ml/");
+        assert_eq!(event["endpoint"], "canary");
+        assert_eq!(event["inferenceservicename"], "half");
+        assert_eq!(event["component"], "predictor");
+        let metadata: Value = serde_json::from_str(event["metadata"].as_str().unwrap()).unwrap();
+        assert_eq!(metadata, json!({"X-Team": ["vision"], "X-Tenant": ["a"]}));
+    }
+    drop(sink);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_slow_sink_loses_records_and_counts_them_but_never_a_request() {
     let dir = temp_dir("capture-slow");
@@ -288,5 +513,104 @@ fn a_slow_sink_loses_records_and_counts_them_but_never_a_request() {
     assert!(dropped >= 35.0, "{metrics}");
     drop(server);
     drop(sink);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_dead_sink_and_a_failing_disk_are_told_in_a_few_lines_and_shutdown_is_bounded() {
+    let dir = temp_dir("capture-dead");
+    // Nothing listens on the port of a dropped listener: every post is refused.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}/", dead.local_addr().unwrap());
+    drop(dead);
+    // A directory under a regular file can never be made: every line fails.
+    std::fs::write(dir.join("file"), b"").unwrap();
+    let mut server = start(&[
+        "--rest_api_port=0",
+        "--port=0",
+        "--host=127.0.0.1",
+        "--model_name=half",
+        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
+        &format!("--capture_cloudevents_url={dead_url}"),
+        &format!("--capture_jsonl_dir={}", dir.join("file/jsonl").display()),
+        "--capture_flush_seconds=1",
+        "--drain_timeout=0",
+    ]);
+    let client = common::client();
+    for i in 0..60 {
+        let answer = client
+            .post(format!("{}/v1/models/half:predict", server.url))
+            .body(format!(r#"{{"instances": [{i}.0]}}"#))
+            .send()
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+    }
+    // Every line failed, each counted (the writer takes what queued every few ms).
+    let failed_lines = || -> f64 {
+        let metrics = client
+            .get(format!("{}/metrics", server.url))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("tfserve_capture_dropped_total{")
+                    && l.contains(r#"reason="write_failed""#)
+                    && l.contains(r#"sink="jsonl""#)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while failed_lines() < 60.0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} lines counted as failed, not 60",
+            failed_lines()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopping = Instant::now();
+    sigterm_and_wait(&mut server);
+    // 120 events at half a second each (three refused tries) would take a
+    // minute: shutdown gives up on them a second after it starts waiting.
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(12), "shutdown took {took:?}");
+    // The log's last lines reach the reader a moment after the process ends.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("shut down cleanly"))
+    {
+        assert!(Instant::now() < deadline, "no clean shutdown line");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = server.log.lock().unwrap().join("\n");
+    let lines = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
+    assert!((1..=2).contains(&lines("cannot write to the jsonl sink")), "{log}");
+    assert!((1..=2).contains(&lines("not delivered")), "{log}");
+    // Every event is accounted for: tried and lost, or given up on unsent.
+    let number_before = |line: &str, words: &str| -> u64 {
+        line.split(words)
+            .next()
+            .and_then(|l| l.split(' ').next_back()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let undelivered: u64 = log
+        .lines()
+        .filter(|l| l.contains("not delivered"))
+        .map(|l| number_before(l, " record"))
+        .sum();
+    let given_up: u64 = log
+        .lines()
+        .filter_map(|l| l.split("gave up on ").nth(1)?.split(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(undelivered + given_up, 120, "{log}");
+    assert!(lines("gave up on") <= 1, "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }

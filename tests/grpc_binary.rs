@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::grpc::predict_x;
-use common::process::{start, try_start};
+use common::process::{start, start_with_env, try_start};
 use common::repo_path;
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
 
@@ -230,7 +230,8 @@ fn json_logs_and_an_access_line_per_rest_and_grpc_request() {
     assert_eq!(rest["model"], "half");
     assert_eq!(rest["version"], 1);
     assert_eq!(rest["signature"], "serving_default");
-    assert_eq!(rest["status"], "200");
+    assert_eq!(rest["status"], 200);
+    assert_eq!(rest["grpc_code"], serde_json::Value::Null);
     assert_eq!(rest["bytes_in"], body.len());
     assert_eq!(rest["bytes_out"], answer.len());
     assert_eq!(rest["level"], "INFO");
@@ -244,7 +245,8 @@ fn json_logs_and_an_access_line_per_rest_and_grpc_request() {
 
     let grpc: Vec<&serde_json::Value> = lines.iter().filter(|l| l["protocol"] == "grpc").collect();
     assert_eq!(grpc.len(), 2, "{lines:?}");
-    let ok = grpc.iter().find(|l| l["status"] == "OK").expect("a gRPC OK line");
+    let ok = grpc.iter().find(|l| l["grpc_code"] == "OK").expect("a gRPC OK line");
+    assert_eq!(ok["status"], 0);
     assert_eq!(
         (&ok["method"], &ok["path"], &ok["model"]),
         (&"gRPC".into(), &"predict".into(), &"half".into())
@@ -253,22 +255,105 @@ fn json_logs_and_an_access_line_per_rest_and_grpc_request() {
     assert!(ok["bytes_in"].as_u64().is_some_and(|n| n > 0) && ok["bytes_out"].as_u64().is_some_and(|n| n > 0));
     let refused = grpc
         .iter()
-        .find(|l| l["status"] == "NOT_FOUND")
+        .find(|l| l["grpc_code"] == "NOT_FOUND")
         .expect("a gRPC NOT_FOUND line");
-    assert_eq!(refused["model"], serde_json::Value::Null, "{refused}");
+    assert_eq!(refused["status"], 5);
+    // Refused before it resolved a model, the line still names the one asked for.
+    assert_eq!(refused["model"], "nope", "{refused}");
 
-    // Every line the server's logger wrote is JSON (TensorFlow's own C++
-    // lines, written by libtensorflow straight to stderr, are not its).
+    // Every line on stderr is JSON, TensorFlow's own C++ lines included.
     let log = server.log.lock().unwrap().clone();
-    let ours: Vec<&String> = log
-        .iter()
-        .filter(|l| l.starts_with('[') || l.starts_with('{'))
-        .collect();
-    assert!(!ours.is_empty());
-    for line in ours {
+    assert!(!log.is_empty());
+    for line in &log {
         let parsed: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         for key in ["time", "level", "target", "message"] {
             assert!(parsed.get(key).is_some(), "no {key}: {line}");
         }
     }
+}
+
+#[test]
+fn every_line_of_a_json_log_parses_from_start_through_errors_to_sigterm() {
+    // A TF1 model with classify and regress signatures: TensorFlow logs
+    // while it loads, and its graph's signatures take serialized Examples.
+    // TensorFlow's own level left at its default, whatever the test run set.
+    let mut server = start_with_env(
+        &[
+            "--rest_api_port=0",
+            "--port=0",
+            "--host=127.0.0.1",
+            "--model_name=two",
+            &format!("--model_base_path={}", repo_path("models/tf1_half_plus_two").display()),
+            "--log_format=json",
+            "--access_log_sampling_rate=1",
+        ],
+        &[("TF_CPP_MIN_LOG_LEVEL", "0")],
+    );
+    let client = reqwest::blocking::Client::new();
+    for i in 0..30 {
+        let (path, body) = match i % 3 {
+            0 => ("/v1/models/two:predict", r#"{"instances": [1.0]}"#),
+            1 => ("/v1/models/two:predict", r#"{"instances": ["#),
+            _ => ("/v1/models/nope:predict", r#"{"instances": [1.0]}"#),
+        };
+        let status = client
+            .post(format!("{}{path}", server.url))
+            .body(body)
+            .send()
+            .unwrap()
+            .status();
+        assert_eq!(status.is_success(), i % 3 == 0, "{path} {body}");
+    }
+    // An example without the feature the graph parses: TensorFlow logs its
+    // own OP_REQUIRES line on stderr.
+    let classify = r#"{"signature_name": "classify_x_to_y", "examples": [{"y": 1.0}]}"#;
+    let answer = client
+        .post(format!("{}/v1/models/two:classify", server.url))
+        .body(classify)
+        .send()
+        .unwrap();
+    assert!(answer.status().is_client_error(), "{:?}", answer.text());
+    let pid = server.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert!(server.child.wait().unwrap().success());
+    // The stderr reader sees the pipe close with the process.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("shut down cleanly"))
+    {
+        assert!(Instant::now() < deadline, "no clean shutdown line");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = server.log.lock().unwrap().clone();
+    let parsed: Vec<serde_json::Value> = log
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}\n{}", log.join("\n"))))
+        .collect();
+    let targets: std::collections::BTreeSet<&str> = parsed.iter().filter_map(|l| l["target"].as_str()).collect();
+    assert!(targets.contains("tensorflow"), "{targets:?}");
+    assert!(targets.contains("access"), "{targets:?}");
+    // The access lines' statuses are numbers, and a request for a model not
+    // served names the model it asked for.
+    let access: Vec<&serde_json::Value> = parsed.iter().filter(|l| l["target"] == "access").collect();
+    assert!(access.iter().all(|l| l["status"].is_u64()), "{access:?}");
+    let refused = access
+        .iter()
+        .find(|l| l["path"] == "/v1/models/nope:predict")
+        .expect("an access line for the unknown model");
+    assert_eq!(
+        (refused["status"].as_u64(), refused["model"].as_str()),
+        (Some(404), Some("nope"))
+    );
+    let op_requires = parsed
+        .iter()
+        .find(|l| l["target"] == "tensorflow" && l["message"].as_str().is_some_and(|m| m.contains("OP_REQUIRES")));
+    assert!(op_requires.is_some_and(|l| l["source"].as_str().is_some()), "{log:?}");
 }

@@ -130,6 +130,7 @@ impl<'a> Call<'a> {
             status
         });
         let trace = &self.trace;
+        let requested = model;
         let mut digits = itoa::Buffer::new();
         let (model, version) = match trace.version {
             Some(v) => (trace.model.as_deref().unwrap_or(model), digits.format(v)),
@@ -157,7 +158,9 @@ impl<'a> Call<'a> {
                 request_id: &id,
                 method: "gRPC",
                 path: self.api,
-                status: code_name(code),
+                status: code as u16,
+                grpc_code: Some(code_name(code)),
+                named_model: Some(requested).filter(|m| !m.is_empty()),
                 bytes_in: Some(bytes_in as u64),
                 bytes_out,
                 client,

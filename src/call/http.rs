@@ -210,6 +210,8 @@ pub enum Exchange<'a> {
         state: &'a ServerState,
         /// The request's `Content-Type`, as sent.
         content_type: Option<&'a str>,
+        /// KServe's `Ce-Id`, as sent.
+        ce_id: Option<&'a str>,
     },
 }
 
@@ -227,6 +229,32 @@ impl Exchange<'_> {
             Exchange::Front { content_type, .. } => *content_type,
         }
     }
+
+    /// An incoming CloudEvent id, which KServe's logger keeps for its events.
+    fn ce_id(&self) -> Option<&str> {
+        match self {
+            Exchange::Actix(req) => req.headers().get("ce-id").and_then(|v| v.to_str().ok()),
+            Exchange::Front { ce_id, .. } => *ce_id,
+        }
+        .filter(|id| !id.is_empty())
+    }
+
+    /// The request headers `names` (lower case) lists, as (canonical name, value).
+    /// The front never serves a capture that keeps headers (`http::server`).
+    fn kept_headers(&self, names: &[String]) -> Vec<(String, String)> {
+        let Exchange::Actix(req) = self else {
+            return Vec::new();
+        };
+        names
+            .iter()
+            .flat_map(|name| {
+                req.headers()
+                    .get_all(name.as_str())
+                    .filter_map(|v| v.to_str().ok())
+                    .map(|value| (crate::capture::canonical_header(name), value.to_string()))
+            })
+            .collect()
+    }
 }
 
 /// Completes a capture record with what crossed the wire, and queues it.
@@ -241,6 +269,13 @@ fn capture(
         return;
     };
     let text = |value: Option<&str>| crate::capture::content_type(value.unwrap_or_default());
+    if let Some(id) = exchange.ce_id() {
+        record.event_id = id.into();
+    }
+    let kept = state.service.capture.metadata_headers();
+    if !kept.is_empty() {
+        record.metadata = exchange.kept_headers(kept);
+    }
     record.request = body.map(|body| Payload {
         content_type: text(exchange.content_type()),
         body,
@@ -338,6 +373,7 @@ pub fn conclude<'a>(
         }
     };
     // Unresolved names are user input: keep them out of metric labels.
+    let requested = model;
     let mut digits = itoa::Buffer::new();
     let (model, version) = match trace.version {
         Some(v) => (trace.model.as_deref().unwrap_or(model), digits.format(v)),
@@ -368,7 +404,15 @@ pub fn conclude<'a>(
         queue_time: trace.queue_time,
         run_time: trace.run_time,
         batch_rows: trace.batch_rows,
-        served: trace.access_logged.then(|| Served::of(api, trace)),
+        served: trace.access_logged.then(|| {
+            let mut served = Served::of(api, trace);
+            // Refused before it resolved one, the line names the model asked
+            // for (the metrics do not: their labels stay bounded).
+            if served.model.is_none() && !requested.is_empty() {
+                served.model = Some(requested.to_string());
+            }
+            served
+        }),
     }
 }
 

@@ -5,8 +5,10 @@
 //! a bounded number of retries.
 
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use super::losses::Losses;
 use super::Payload;
 use crate::metrics::METRICS;
 
@@ -17,7 +19,7 @@ pub const RESPONSE_TYPE: &str = "org.kubeflow.serving.inference.response";
 const ATTEMPTS: u32 = 3;
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// One post may take this long before it counts as failed.
-const POST_TIMEOUT: Duration = Duration::from_secs(5);
+pub const POST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One event to post.
 pub struct Event {
@@ -25,8 +27,40 @@ pub struct Event {
     pub id: String,
     pub kind: &'static str,
     pub time: String,
-    pub model: String,
+    pub source: Arc<str>,
+    /// `ce-inferenceservicename`.
+    pub service: Arc<str>,
+    pub endpoint: Arc<str>,
+    /// `ce-metadata`: the kept request headers as a JSON object of lists.
+    pub metadata: String,
     pub payload: Payload,
+}
+
+/// The headers KServe's logger sets from its request's headers: each name
+/// with its values, as a JSON object (`{"X-Team": ["a"]}`; `{}` for none).
+pub fn metadata_json(headers: &[(String, String)]) -> String {
+    let mut by_name: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for (name, value) in headers {
+        by_name.entry(name).or_default().push(value);
+    }
+    serde_json::to_string(&by_name).unwrap_or_else(|_| "{}".into())
+}
+
+/// A header name as Go's `http.CanonicalHeaderKey` writes it (the keys of
+/// KServe's `ce-metadata`): `x-team-id` becomes `X-Team-Id`.
+pub fn canonical_header(name: &str) -> String {
+    let mut upper = true;
+    name.chars()
+        .map(|c| {
+            let out = if upper {
+                c.to_ascii_uppercase()
+            } else {
+                c.to_ascii_lowercase()
+            };
+            upper = c == '-';
+            out
+        })
+        .collect()
 }
 
 enum Message {
@@ -37,15 +71,19 @@ enum Message {
 /// The posting thread's queue.
 pub struct Poster {
     queue: SyncSender<Message>,
+    /// Set at shutdown: events not posted by then are given up on.
+    give_up_at: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Poster {
     pub fn start(capacity: usize) -> std::io::Result<Poster> {
         let (queue, receiver) = std::sync::mpsc::sync_channel(capacity.max(1));
+        let give_up_at = Arc::new(Mutex::new(None));
+        let deadline = give_up_at.clone();
         std::thread::Builder::new()
             .name("tfserve-cloudevents".into())
-            .spawn(move || post_all(receiver))?;
-        Ok(Poster { queue })
+            .spawn(move || post_all(receiver, &deadline))?;
+        Ok(Poster { queue, give_up_at })
     }
 
     /// Queues an event, or drops and counts it when the sink has fallen behind.
@@ -57,11 +95,17 @@ impl Poster {
         }
     }
 
-    /// Waits, at most `limit`, until every event queued before now is posted or given up on.
-    pub fn flush(&self, limit: Duration) {
+    /// Posts what is queued until `deadline`, then gives up on the rest
+    /// (counted, and logged once with its count); returns when every event
+    /// queued before now is posted or given up on. A post under way when the
+    /// deadline passes may finish first (at most [`POST_TIMEOUT`]).
+    pub fn finish(&self, deadline: Instant) {
+        if let Ok(mut give_up_at) = self.give_up_at.lock() {
+            *give_up_at = Some(deadline);
+        }
         let (done, wait) = std::sync::mpsc::channel();
         if self.queue.send(Message::Flush(done)).is_ok() {
-            let _ = wait.recv_timeout(limit);
+            let _ = wait.recv_timeout(deadline.saturating_duration_since(Instant::now()) + POST_TIMEOUT);
         }
     }
 }
@@ -73,27 +117,50 @@ fn dropped(reason: &str) {
         .inc();
 }
 
-fn post_all(receiver: Receiver<Message>) {
+fn post_all(receiver: Receiver<Message>, give_up_at: &Mutex<Option<Instant>>) {
     let config = ureq::Agent::config_builder()
         .timeout_global(Some(POST_TIMEOUT))
         .http_status_as_error(false)
         .build();
     let agent = ureq::Agent::new_with_config(config);
     let namespace = std::env::var("POD_NAMESPACE").unwrap_or_default();
+    let mut losses = Losses::new();
+    let mut given_up = 0u64;
     while let Ok(message) = receiver.recv() {
         match message {
-            Message::Event(event) => match post(&agent, &event, &namespace) {
-                Ok(()) => METRICS.capture_records.with_label_values(&["cloudevents"]).inc(),
-                Err(reason) => {
-                    log::warn!(
-                        "capture: CloudEvent {} to {} not delivered: {reason}",
-                        event.id,
-                        redacted(&event.url)
-                    );
-                    dropped("undelivered");
+            Message::Event(event) => {
+                let deadline = give_up_at.lock().ok().and_then(|at| *at);
+                if deadline.is_some_and(|at| Instant::now() >= at) {
+                    dropped("shutdown");
+                    given_up += 1;
+                    continue;
                 }
-            },
+                match post(&agent, &event, &namespace, deadline) {
+                    Ok(()) => METRICS.capture_records.with_label_values(&["cloudevents"]).inc(),
+                    Err(reason) => {
+                        dropped("undelivered");
+                        let why = format!(
+                            "CloudEvent {} to {} not delivered: {reason}",
+                            event.id,
+                            redacted(&event.url)
+                        );
+                        if let Some(line) = losses.lost(Instant::now(), why) {
+                            log::warn!("capture: {line}");
+                        }
+                    }
+                }
+            }
             Message::Flush(done) => {
+                if let Some(line) = losses.take() {
+                    log::warn!("capture: {line}");
+                }
+                if given_up > 0 {
+                    log::warn!(
+                        "capture: gave up on {given_up} CloudEvent{} still queued at shutdown: the sink did not take them in time",
+                        if given_up == 1 { "" } else { "s" }
+                    );
+                    given_up = 0;
+                }
                 let _ = done.send(());
             }
         }
@@ -101,23 +168,23 @@ fn post_all(receiver: Receiver<Message>) {
 }
 
 /// Posts one event, retrying connection failures, 429 and 5xx answers.
-fn post(agent: &ureq::Agent, event: &Event, namespace: &str) -> Result<(), String> {
+fn post(agent: &ureq::Agent, event: &Event, namespace: &str, deadline: Option<Instant>) -> Result<(), String> {
     let mut backoff = FIRST_BACKOFF;
     let mut last = String::new();
     for attempt in 1..=ATTEMPTS {
-        let mut request = agent
+        let request = agent
             .post(&event.url)
             .header("ce-specversion", "1.0")
             .header("ce-id", &event.id)
             .header("ce-type", event.kind)
-            .header("ce-source", "tfserve")
+            .header("ce-source", event.source.as_ref())
             .header("ce-time", &event.time)
-            .header("ce-inferenceservicename", &event.model)
+            .header("ce-inferenceservicename", event.service.as_ref())
+            .header("ce-namespace", namespace)
             .header("ce-component", "predictor")
+            .header("ce-endpoint", event.endpoint.as_ref())
+            .header("ce-metadata", &event.metadata)
             .header("content-type", event.payload.content_type.as_ref());
-        if !namespace.is_empty() {
-            request = request.header("ce-namespace", namespace);
-        }
         match request.send(&event.payload.body[..]) {
             Ok(response) if response.status().is_success() => return Ok(()),
             Ok(response) => {
@@ -130,6 +197,10 @@ fn post(agent: &ureq::Agent, event: &Event, namespace: &str) -> Result<(), Strin
             Err(error) => last = error.to_string(),
         }
         if attempt < ATTEMPTS {
+            // Past shutdown's deadline the queue is what matters: no retry.
+            if deadline.is_some_and(|at| Instant::now() + backoff >= at) {
+                return Err(format!("{last} (no retry past shutdown's deadline)"));
+            }
             std::thread::sleep(backoff);
             backoff *= 4;
         }
@@ -152,6 +223,18 @@ pub fn redacted(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metadata_is_keyed_as_kserve_keys_it() {
+        assert_eq!(canonical_header("x-team-ID"), "X-Team-Id");
+        let headers = [
+            ("X-Team".to_string(), "a".to_string()),
+            ("X-Team".to_string(), "b".to_string()),
+            ("Ce-Trace".to_string(), "t".to_string()),
+        ];
+        assert_eq!(metadata_json(&headers), r#"{"Ce-Trace":["t"],"X-Team":["a","b"]}"#);
+        assert_eq!(metadata_json(&[]), "{}");
+    }
 
     #[test]
     fn credentials_stay_out_of_logged_urls() {

@@ -6,7 +6,9 @@
 
 mod cloudevents;
 mod jsonl;
+mod losses;
 mod policy;
+mod retention;
 mod tfrecord;
 mod time;
 mod writer;
@@ -20,9 +22,10 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 
 use crate::metrics::METRICS;
 use crate::model_config::LoggingConfig;
+use crate::proto::tensorflow::serving::MultiInferenceLog;
 use crate::tensor::Tensor;
 
-pub use cloudevents::redacted as redacted_url;
+pub use cloudevents::{canonical_header, redacted as redacted_url};
 pub use policy::{CaptureMode, CaptureSettings, ModelCapture, Policies, Policy};
 
 /// A sampled request's record as the core leaves it on the request's trace;
@@ -41,6 +44,20 @@ pub struct Draft {
     /// tensors (TFRecords, or a transport that has no raw bodies: gRPC).
     pub inputs: Vec<(String, Tensor)>,
     pub outputs: Vec<(String, Tensor)>,
+    /// The API called, which names its TF Serving log.
+    pub kind: LogKind,
+    /// A MultiInference call's whole log: its dialect sets it once every
+    /// task has run (the record is the first task's run).
+    pub multi_inference: Option<Box<MultiInferenceLog>>,
+}
+
+/// The TF Serving API a captured call used: which `PredictionLog` it becomes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogKind {
+    #[default]
+    Predict,
+    Classify,
+    Regress,
 }
 
 impl Record {
@@ -51,6 +68,7 @@ impl Record {
             protocol: "rest",
             request: None,
             response: None,
+            metadata: Vec::new(),
         })
     }
 }
@@ -59,7 +77,12 @@ impl Draft {
     /// Whether the run's tensors must be kept: a TFRecord sink writes them,
     /// and a transport without raw bodies (gRPC) is captured through them.
     pub fn needs_tensors(&self, raw_bodies: bool) -> bool {
-        !raw_bodies || self.logging.is_some() || self.policy.as_ref().is_some_and(|p| p.tfrecord_prefix.is_some())
+        !raw_bodies || self.writes_tfrecords()
+    }
+
+    /// Whether a sink writes this record as a TF Serving `PredictionLog`.
+    pub fn writes_tfrecords(&self) -> bool {
+        self.logging.is_some() || self.policy.as_ref().is_some_and(|p| p.tfrecord_prefix.is_some())
     }
 }
 
@@ -99,17 +122,26 @@ pub struct Record {
     pub protocol: &'static str,
     pub request: Option<Payload>,
     pub response: Option<Payload>,
+    /// The request headers named by `--capture_metadata_headers`, as
+    /// (canonical name, value): KServe's `ce-metadata`.
+    pub metadata: Vec<(String, String)>,
 }
 
 enum Message {
     Record(Box<Record>),
-    /// Write out what is queued, then answer.
-    Flush(std::sync::mpsc::Sender<()>),
+    /// Write out what is queued, giving up on what is not out by the
+    /// deadline, then answer.
+    Flush {
+        done: std::sync::mpsc::Sender<()>,
+        deadline: std::time::Instant,
+    },
 }
 
 /// The capture policies and the queue to the writer thread.
 pub struct Capture {
     policies: Policies,
+    /// Request headers a record keeps (lower case).
+    metadata_headers: Vec<String>,
     queue: Option<SyncSender<Message>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -119,6 +151,7 @@ impl Capture {
     pub fn disabled() -> Capture {
         Capture {
             policies: Policies::default(),
+            metadata_headers: Vec::new(),
             queue: None,
             writer: Mutex::new(None),
         }
@@ -138,9 +171,20 @@ impl Capture {
             .spawn(move || files.run(receiver))?;
         Ok(Capture {
             policies: settings.policies(),
+            metadata_headers: settings
+                .capture_metadata_headers
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect(),
             queue: Some(sender),
             writer: Mutex::new(Some(thread)),
         })
+    }
+
+    /// The request headers each record keeps for CloudEvents' `ce-metadata`.
+    pub fn metadata_headers(&self) -> &[String] {
+        &self.metadata_headers
     }
 
     /// Whether any model may capture: REST handlers keep bodies only then.
@@ -172,6 +216,8 @@ impl Capture {
             time: SystemTime::now(),
             inputs: Vec::new(),
             outputs: Vec::new(),
+            kind: LogKind::Predict,
+            multi_inference: None,
         })
     }
 
@@ -190,19 +236,23 @@ impl Capture {
         }
     }
 
-    /// Writes out everything queued (files flushed, CloudEvents posted or
-    /// given up on), waiting at most `limit`: what SIGTERM calls last.
+    /// Writes out everything queued (files flushed, CloudEvents posted),
+    /// giving up after `limit` on what is still queued, which is counted and
+    /// logged: what SIGTERM calls last. False when the writer itself did not
+    /// answer in time (a post still running past its own timeout).
     pub fn flush(&self, limit: Duration) -> bool {
         let Some(queue) = &self.queue else {
             return true;
         };
         let (done, wait) = std::sync::mpsc::channel();
+        let deadline = std::time::Instant::now() + limit;
         // Blocking: the flush queues behind the records already waiting,
         // which the writer is draining.
-        if queue.send(Message::Flush(done)).is_err() {
+        if queue.send(Message::Flush { done, deadline }).is_err() {
             return false;
         }
-        wait.recv_timeout(limit).is_ok()
+        wait.recv_timeout(limit + cloudevents::POST_TIMEOUT + Duration::from_secs(1))
+            .is_ok()
     }
 }
 

@@ -105,6 +105,75 @@ pub struct CaptureSettings {
     )]
     pub capture_rotate_seconds: u64,
 
+    /// Each capture directory (a JSON Lines tree, or a TFRecord prefix's
+    /// files) is kept under this many MiB by removing its oldest closed
+    /// files; 0 keeps everything.
+    #[arg(
+        long = "capture_retention_mb",
+        alias = "capture-retention-mb",
+        global = true,
+        default_value_t = 0
+    )]
+    pub capture_retention_mb: u64,
+
+    /// ... and its files older than this many hours are removed; 0 keeps them.
+    #[arg(
+        long = "capture_retention_hours",
+        alias = "capture-retention-hours",
+        global = true,
+        default_value_t = 0.0
+    )]
+    pub capture_retention_hours: f64,
+
+    /// At shutdown, how long queued records may take to be written and
+    /// posted; what is left then is counted in tfserve_capture_dropped_total
+    /// (reason `shutdown`) and logged once with its count.
+    #[arg(
+        long = "capture_flush_seconds",
+        alias = "capture-flush-seconds",
+        global = true,
+        default_value_t = 10.0
+    )]
+    pub capture_flush_seconds: f64,
+
+    /// `ce-source` of every CloudEvent (KServe's logger: its `--source-uri`).
+    #[arg(
+        long = "capture_cloudevents_source",
+        alias = "capture-cloudevents-source",
+        global = true,
+        default_value = "tfserve"
+    )]
+    pub capture_cloudevents_source: String,
+
+    /// `ce-inferenceservicename` of every CloudEvent. Default: the
+    /// InferenceService KServe runs this predictor for (Knative's `K_SERVICE`
+    /// without its `-predictor` suffix), else the model's name.
+    #[arg(
+        long = "capture_inference_service",
+        alias = "capture-inference-service",
+        global = true
+    )]
+    pub capture_inference_service: Option<String>,
+
+    /// `ce-endpoint` of every CloudEvent (KServe: `default`, or `canary`).
+    #[arg(
+        long = "capture_endpoint",
+        alias = "capture-endpoint",
+        global = true,
+        default_value = ""
+    )]
+    pub capture_endpoint: String,
+
+    /// Request headers copied into each CloudEvent's `ce-metadata`
+    /// (KServe's `--log-metadata-headers`), comma-separated.
+    #[arg(
+        long = "capture_metadata_headers",
+        alias = "capture-metadata-headers",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub capture_metadata_headers: Vec<String>,
+
     /// Per-model capture (settings file only), keyed by model name.
     #[arg(skip)]
     pub model_capture: BTreeMap<String, ModelCapture>,
@@ -154,6 +223,13 @@ impl Policies {
 }
 
 impl CaptureSettings {
+    /// The `ce-inferenceservicename` set or found in KServe's environment.
+    pub fn inference_service(&self) -> Option<String> {
+        self.capture_inference_service
+            .clone()
+            .or_else(|| inference_service_of(std::env::var("K_SERVICE").ok()?.as_str()))
+    }
+
     /// Whether any sink is set, for every model or for one.
     pub fn any_sink(&self) -> bool {
         self.flags_policy().enabled() || self.model_capture.keys().any(|m| self.model_policy(m).enabled())
@@ -235,6 +311,20 @@ impl CaptureSettings {
                 "must be an http:// or https:// URL",
             ));
         }
+        if !(self.capture_retention_hours >= 0.0 && self.capture_retention_hours.is_finite()) {
+            return Some((
+                "capture_retention_hours".into(),
+                self.capture_retention_hours.to_string(),
+                "must be 0 or more",
+            ));
+        }
+        if !(self.capture_flush_seconds >= 0.0 && self.capture_flush_seconds <= 3600.0) {
+            return Some((
+                "capture_flush_seconds".into(),
+                self.capture_flush_seconds.to_string(),
+                "must be between 0 and 3600",
+            ));
+        }
         if self.capture_queue_size == 0 {
             return Some(("capture_queue_size".into(), "0".into(), "must be at least 1"));
         }
@@ -249,6 +339,31 @@ impl CaptureSettings {
     }
 }
 
+/// The InferenceService a Knative service (`K_SERVICE`) serves a predictor for.
+fn inference_service_of(knative_service: &str) -> Option<String> {
+    let name = ["-predictor-default", "-predictor"]
+        .iter()
+        .find_map(|suffix| knative_service.strip_suffix(suffix))
+        .unwrap_or(knative_service);
+    (!name.is_empty()).then(|| name.to_string())
+}
+
 fn is_http_url(url: &str) -> bool {
     url.starts_with("http://") || url.starts_with("https://")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kserve_names_its_predictor_service_after_the_inference_service() {
+        assert_eq!(inference_service_of("flowers-predictor").as_deref(), Some("flowers"));
+        assert_eq!(
+            inference_service_of("flowers-predictor-default").as_deref(),
+            Some("flowers")
+        );
+        assert_eq!(inference_service_of("plain").as_deref(), Some("plain"));
+        assert_eq!(inference_service_of(""), None);
+    }
 }

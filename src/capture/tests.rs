@@ -169,6 +169,7 @@ fn a_full_queue_drops_records_and_counts_them() {
     let (sender, _stalled) = std::sync::mpsc::sync_channel(1);
     let capture = Capture {
         policies: settings(std::path::Path::new("/unused")).policies(),
+        metadata_headers: Vec::new(),
         queue: Some(sender),
         writer: Mutex::new(None),
     };

@@ -14,6 +14,8 @@ use bytes::Bytes;
 use prometheus::IntCounter;
 
 use super::cloudevents::{self, Poster};
+use super::losses::Losses;
+use super::retention::{self, Limits};
 use super::time::Utc;
 use super::{jsonl, tfrecord, CaptureSettings, Message, Payload, Record};
 use crate::codec::encode::{predict_response, NamedOutput};
@@ -21,15 +23,20 @@ use crate::codec::RequestFormat;
 use crate::metrics::METRICS;
 use crate::tensor::Tensor;
 
+/// How often retention looks at the capture directories at most.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
 /// How often a busy writer takes what has queued.
 const DRAIN_TICK: Duration = Duration::from_millis(10);
 
-/// How long a flush waits for the CloudEvents still queued.
-const EVENTS_FLUSH_LIMIT: Duration = Duration::from_secs(10);
+/// How long the writer's end (its queue closed without a flush: the
+/// server's state dropped) waits for the CloudEvents still queued.
+const EVENTS_FLUSH_LIMIT: Duration = Duration::from_secs(2);
 
 /// An open capture file and when it must give way to a new one.
 struct OpenFile {
     file: std::io::BufWriter<std::fs::File>,
+    path: PathBuf,
     opened: Instant,
     written: u64,
     /// JSON Lines files hold one hour each (hours since the epoch).
@@ -56,6 +63,14 @@ pub struct Writer {
     /// Started with the first CloudEvent.
     events: Option<Poster>,
     files_made: u64,
+    /// The size and age each sink's directory is kept within.
+    retention: Limits,
+    /// When retention last looked; a new file makes it look again.
+    swept_at: Option<Instant>,
+    /// What every CloudEvent says of where it comes from.
+    source: Arc<str>,
+    service: Option<Arc<str>>,
+    endpoint: Arc<str>,
 }
 
 impl Writer {
@@ -72,6 +87,16 @@ impl Writer {
             tfrecord: HashMap::new(),
             events: None,
             files_made: 0,
+            retention: Limits {
+                max_bytes: (settings.capture_retention_mb > 0)
+                    .then(|| settings.capture_retention_mb.saturating_mul(1 << 20)),
+                max_age: (settings.capture_retention_hours > 0.0)
+                    .then(|| Duration::from_secs_f64(settings.capture_retention_hours * 3600.0)),
+            },
+            swept_at: None,
+            source: settings.capture_cloudevents_source.as_str().into(),
+            service: settings.inference_service().map(Into::into),
+            endpoint: settings.capture_endpoint.as_str().into(),
         }
     }
 
@@ -94,6 +119,7 @@ impl Writer {
                     }
                 }
                 self.flush_files();
+                self.sweep_when_due();
                 if drained == 0 {
                     continue 'idle;
                 }
@@ -101,18 +127,20 @@ impl Writer {
             }
         }
         self.flush_files();
+        tell_losses();
         if let Some(events) = &self.events {
-            events.flush(EVENTS_FLUSH_LIMIT);
+            events.finish(Instant::now() + EVENTS_FLUSH_LIMIT);
         }
     }
 
     fn handle(&mut self, message: Message) {
         match message {
             Message::Record(record) => self.write(&record),
-            Message::Flush(done) => {
+            Message::Flush { done, deadline } => {
                 self.flush_files();
+                tell_losses();
                 if let Some(events) = &self.events {
-                    events.flush(EVENTS_FLUSH_LIMIT);
+                    events.finish(deadline);
                 }
                 let _ = done.send(());
             }
@@ -186,7 +214,10 @@ impl Writer {
                         id: record.event_id.to_string(),
                         kind,
                         time: time.rfc3339(),
-                        model: draft.model.to_string(),
+                        source: self.source.clone(),
+                        service: self.service.clone().unwrap_or_else(|| draft.model.clone()),
+                        endpoint: self.endpoint.clone(),
+                        metadata: cloudevents::metadata_json(&record.metadata),
                         payload,
                     });
                 }
@@ -208,6 +239,8 @@ impl Writer {
                 sampling_rate,
                 inputs: mode.request().then_some(&draft.inputs[..]),
                 outputs: mode.response().then_some(&draft.outputs[..]),
+                kind: draft.kind,
+                multi_inference: draft.multi_inference.as_deref(),
             });
             match self.append_tfrecord(prefix, time, &framed) {
                 Ok(()) => self.tfrecord_written.inc(),
@@ -248,6 +281,7 @@ impl Writer {
             Some(at) => at,
             None => {
                 self.files_made += 1;
+                self.swept_at = None;
                 let path = jsonl::file_name(dir, model, time, &unique(self.files_made));
                 models.push((model.clone(), open(&path, hour)?));
                 models.len() - 1
@@ -271,6 +305,7 @@ impl Writer {
         }
         if !self.tfrecord.contains_key(prefix) {
             self.files_made += 1;
+            self.swept_at = None;
             let path = format!("{prefix}-{}-{}.tfrecord", time.compact(), unique(self.files_made));
             self.tfrecord.insert(prefix.to_string(), open(Path::new(&path), 0)?);
         }
@@ -280,6 +315,27 @@ impl Writer {
         open.file.write_all(framed)?;
         open.written += framed.len() as u64;
         Ok(())
+    }
+
+    /// Applies retention once a minute, and after a new file was opened.
+    fn sweep_when_due(&mut self) {
+        if !self.retention.any() || self.swept_at.is_some_and(|at| at.elapsed() < SWEEP_INTERVAL) {
+            return;
+        }
+        self.swept_at = Some(Instant::now());
+        let now = std::time::SystemTime::now();
+        for (dir, models) in &self.jsonl {
+            let open: Vec<&Path> = models.iter().map(|(_, f)| f.path.as_path()).collect();
+            retention::enforce(&retention::Files::Jsonl(dir), self.retention, &open, now);
+        }
+        for (prefix, file) in &self.tfrecord {
+            retention::enforce(
+                &retention::Files::TfRecord(prefix),
+                self.retention,
+                &[file.path.as_path()],
+                now,
+            );
+        }
     }
 
     fn flush_files(&mut self) {
@@ -305,6 +361,7 @@ fn open(path: &Path, hour: u64) -> std::io::Result<OpenFile> {
     let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
     Ok(OpenFile {
         file: std::io::BufWriter::with_capacity(64 * 1024, file),
+        path: path.to_path_buf(),
         opened: Instant::now(),
         written: 0,
         hour,
@@ -317,10 +374,28 @@ fn unique(count: u64) -> String {
     format!("{:x}-{count}", std::process::id())
 }
 
+/// Counts a record a sink could not take; logs it as [`Losses`] allows.
 fn failed(sink: &str, target: &str, error: &dyn std::fmt::Display) {
-    log::warn!("capture: cannot write to the {sink} sink ({target}): {error}");
     METRICS.capture_dropped.with_label_values(&[sink, "write_failed"]).inc();
+    let reason = format!("cannot write to the {sink} sink ({target}): {error}");
+    let line = LOSSES
+        .lock()
+        .ok()
+        .and_then(|mut losses| losses.lost(Instant::now(), reason));
+    if let Some(line) = line {
+        log::warn!("capture: {line}");
+    }
 }
+
+/// The losses not yet logged, logged (the writer's last act).
+fn tell_losses() {
+    if let Some(line) = LOSSES.lock().ok().and_then(|mut losses| losses.take()) {
+        log::warn!("capture: {line}");
+    }
+}
+
+/// Only the writer thread writes files; a lock nobody contends with.
+static LOSSES: std::sync::Mutex<Losses> = std::sync::Mutex::new(Losses::new());
 
 /// The request as the client sent it, or (gRPC) its tensors as TF Serving's
 /// columnar JSON, `{"inputs": ...}`.

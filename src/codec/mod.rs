@@ -1,12 +1,13 @@
 //! Conversions between request payloads and typed tensors: TF Serving's JSON
 //! request layouts in, JSON responses out, `tf.Example` building for
-//! classify/regress, and `TensorProto`s both ways.
+//! classify/regress and their results as protos, and `TensorProto`s both ways.
 
 pub mod decode;
 pub mod encode;
 pub mod example;
 pub mod nonfinite;
 pub mod payload;
+pub mod results;
 #[cfg(test)]
 mod roundtrip_tests;
 mod shape;

@@ -159,6 +159,8 @@ struct Head {
     path: Range<usize>,
     request_id: Option<Range<usize>>,
     content_type: Option<Range<usize>>,
+    /// KServe's `Ce-Id`, which a capture's events keep as their id.
+    ce_id: Option<Range<usize>>,
     /// The client asked to close the connection after this answer.
     close: bool,
     model: String,
@@ -210,6 +212,7 @@ fn parse(buf: &[u8], body_limit: usize) -> Parsed {
         path: at(path.as_bytes()),
         request_id: None,
         content_type: None,
+        ce_id: None,
         close: false,
         model,
         selector,
@@ -237,6 +240,8 @@ fn parse(buf: &[u8], body_limit: usize) -> Parsed {
             head.request_id.get_or_insert_with(|| at(header.value));
         } else if is("content-type") {
             head.content_type.get_or_insert_with(|| at(header.value));
+        } else if is("ce-id") {
+            head.ce_id.get_or_insert_with(|| at(header.value));
         } else if is("host") {
             if std::mem::replace(&mut seen_host, true) {
                 return Parsed::HandOff;
@@ -584,7 +589,9 @@ impl Front {
                 request_id: &id.0,
                 method: "POST",
                 path: path(),
-                status: status.as_str(),
+                status: status.as_u16(),
+                grpc_code: None,
+                named_model: None,
                 bytes_in: Some(head.body as u64),
                 bytes_out,
                 client,
@@ -638,7 +645,12 @@ impl Front {
             Err(error) => Err(error),
         };
         let content_type = head.content_type.clone().and_then(|r| header_text(&request[r]));
-        let exchange = Exchange::Front { state, content_type };
+        let ce_id = head.ce_id.clone().and_then(|r| header_text(&request[r]));
+        let exchange = Exchange::Front {
+            state,
+            content_type,
+            ce_id,
+        };
         let api = head.verb.api();
         Reply::Answered(conclude(exchange, result, None, &head.model, api, &mut trace, started))
     }

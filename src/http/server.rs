@@ -50,9 +50,13 @@ pub fn serve(
         .map_err(bind_error(&addr))?;
     let tls = settings.tls_files().map(|files| files.rest()).transpose()?;
     // The front answers inference calls past the middleware, so only where
-    // the middleware would let them through untouched.
-    let front =
-        tls.is_none() && !settings.http.enable_cors && state.auth.is_none() && settings.http.keep_alive_seconds > 0;
+    // the middleware would let them through untouched, and reads no headers
+    // but its own, so not where a capture keeps some.
+    let front = tls.is_none()
+        && !settings.http.enable_cors
+        && state.auth.is_none()
+        && settings.http.keep_alive_seconds > 0
+        && settings.capture.capture_metadata_headers.is_empty();
     if front {
         let server = serve_front(settings, state, listeners).map_err(bind_error(&addr))?;
         if let Some(rest) = server.1.last() {

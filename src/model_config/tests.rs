@@ -118,3 +118,20 @@ fn tf_serving_logging_config() {
         .unwrap_err()
         .contains("needs log_collector_config.filename_prefix"));
 }
+
+#[test]
+fn models_sharing_a_log_prefix_are_accepted_and_named() {
+    // TF Serving accepts them with a warning; their logs share the files.
+    let config = |name: &str, prefix: &str| {
+        format!("config {{ name: '{name}' base_path: '/{name}' logging_config {{ log_collector_config {{ filename_prefix: '{prefix}' }} sampling_config {{ sampling_rate: 1 }} }} }}")
+    };
+    let text = format!(
+        "model_config_list {{ {} {} {} {} }}",
+        config("a", "/logs/ab"),
+        config("b", "/logs/ab"),
+        config("c", "/logs/c"),
+        config("d", "/logs/ab")
+    );
+    let sources = parse(&text).unwrap();
+    assert_eq!(shared_log_prefixes(&sources), ["/logs/ab"]);
+}

@@ -75,8 +75,12 @@ pub struct Line<'a> {
     pub method: &'a str,
     /// The HTTP path, or the gRPC method's route name.
     pub path: &'a str,
-    /// The HTTP status, or the gRPC code's name.
-    pub status: &'a str,
+    /// The HTTP status, or the gRPC status code.
+    pub status: u16,
+    /// The gRPC status code's name (`OK`, `NOT_FOUND`, ...); `None` over REST.
+    pub grpc_code: Option<&'a str>,
+    /// The model the request named, for a request refused before it resolved one.
+    pub named_model: Option<&'a str>,
     pub bytes_in: Option<u64>,
     pub bytes_out: Option<u64>,
     pub client: Option<SocketAddr>,
@@ -95,18 +99,31 @@ pub fn write(line: &Line<'_>) {
         method = line.method,
         path = line.path,
         route = served.map(|s| s.route.as_str()),
-        model = served.and_then(|s| s.model.as_deref()),
+        model = served.and_then(|s| s.model.as_deref()).or(line.named_model),
         version = served.and_then(|s| s.version),
         signature = served.and_then(|s| s.signature.as_deref()),
         status = line.status,
+        grpc_code = line.grpc_code,
         bytes_in = line.bytes_in,
         bytes_out = line.bytes_out,
         queue_ms = millis(served.and_then(|s| s.queue)),
         run_ms = millis(served.and_then(|s| s.run)),
         total_ms = line.total.as_secs_f64() * 1000.0,
         client = client.as_deref();
-        "{} {} {}", line.method, line.path, line.status
+        "{} {} {}", line.method, line.path, Status(line)
     );
+}
+
+/// A line's status as its message shows it: the gRPC code's name, or the HTTP status.
+struct Status<'a>(&'a Line<'a>);
+
+impl std::fmt::Display for Status<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.grpc_code {
+            Some(name) => f.write_str(name),
+            None => write!(f, "{}", self.0.status),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use crate::capture::LogKind;
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
 use crate::codec::{PredictEnvelope, RequestFormat};
 use crate::error::ApiError;
@@ -61,6 +62,11 @@ pub async fn classify_or_regress(
     })?;
     trace.resolved(&servable, &signature);
     check_examples_signature(&signature, method, service.checks_method_names())?;
+    trace.log_kind = if method == CLASSIFY_METHOD {
+        LogKind::Classify
+    } else {
+        LogKind::Regress
+    };
     let examples = request.serialized_examples()?;
     let outputs = service.run(&servable, &signature, vec![examples], trace).await?;
     let find = |key: &str| signature.outputs.iter().position(|s| s.key == key).map(|i| &outputs[i]);

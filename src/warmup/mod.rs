@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::runtime::{Model, RuntimeError};
-use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
+use crate::signature::{SignatureSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
 use crate::tensor::{Tensor, TensorData};
 
 /// Zero-valued inputs with `rows` rows; unknown inner dimensions become 1.
@@ -120,6 +120,17 @@ fn replay(file: &Path, runtime: &dyn Model) -> Result<usize, RuntimeError> {
 fn synthetic(model: &str, version: i64, runtime: &dyn Model, sizes: &[usize]) -> usize {
     let mut runs = 0;
     for signature in runtime.signatures() {
+        // A classify or regress signature parses serialized tf.Examples,
+        // whose features no signature names: an empty one only fails, and
+        // TensorFlow logs each failure.
+        if [CLASSIFY_METHOD, REGRESS_METHOD].contains(&signature.method_name.as_str()) {
+            log::debug!(
+                "model {model} version {version}: no synthetic examples for {} signature {}",
+                signature.method_name,
+                signature.name
+            );
+            continue;
+        }
         for &rows in sizes {
             let Some(inputs) = synthetic_inputs(signature, rows) else {
                 log::debug!(

@@ -1,6 +1,7 @@
 //! TF Serving's warm-up file, `assets.extra/tf_serving_warmup_requests`: a
 //! TFRecord file of `PredictionLog` protos. Predict logs become signature
-//! inputs; classify and regress logs become serialized `tf.Example` inputs.
+//! inputs; classify and regress logs, and each task of a MultiInference log,
+//! become serialized `tf.Example` inputs.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +9,7 @@ use prost::Message;
 
 use crate::proto::tensorflow::serving::input::Kind;
 use crate::proto::tensorflow::serving::prediction_log::LogType;
-use crate::proto::tensorflow::serving::{ModelSpec, PredictionLog};
+use crate::proto::tensorflow::serving::{Input, ModelSpec, PredictionLog};
 use crate::proto::tensorflow::TensorProto;
 use crate::tensor::{Tensor, TensorData};
 
@@ -58,16 +59,18 @@ pub fn parse(data: &[u8]) -> Result<Vec<WarmupRequest>, String> {
         .enumerate()
         .map(|(i, record)| {
             let log = PredictionLog::decode(record).map_err(|e| format!("record {i}: not a PredictionLog: {e}"))?;
-            request_of(log).map_err(|e| format!("record {i}: {e}"))
+            requests_of(log).map_err(|e| format!("record {i}: {e}"))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .map(|requests| requests.into_iter().flatten().collect())
 }
 
 fn signature_of(spec: Option<&ModelSpec>) -> Option<String> {
     spec.map(|s| s.signature_name.clone()).filter(|s| !s.is_empty())
 }
 
-fn request_of(log: PredictionLog) -> Result<WarmupRequest, String> {
+/// The runs a log replays: one, or one per task of a MultiInference call.
+fn requests_of(log: PredictionLog) -> Result<Vec<WarmupRequest>, String> {
     let (spec, input) = match log.log_type {
         Some(LogType::PredictLog(predict)) => {
             let predict = predict.request.unwrap_or_default();
@@ -81,10 +84,22 @@ fn request_of(log: PredictionLog) -> Result<WarmupRequest, String> {
                     ))
                 })
                 .collect::<Result<_, String>>()?;
-            return Ok(WarmupRequest {
+            return Ok(vec![WarmupRequest {
                 signature: signature_of(predict.model_spec.as_ref()),
                 inputs,
-            });
+            }]);
+        }
+        Some(LogType::MultiInferenceLog(log)) => {
+            let request = log.request.unwrap_or_default();
+            let examples = examples_tensor(request.input)?;
+            return Ok(request
+                .tasks
+                .iter()
+                .map(|task| WarmupRequest {
+                    signature: signature_of(task.model_spec.as_ref()),
+                    inputs: BTreeMap::from([("inputs".to_string(), examples.clone())]),
+                })
+                .collect());
         }
         Some(LogType::ClassifyLog(log)) => {
             let request = log.request.unwrap_or_default();
@@ -94,8 +109,16 @@ fn request_of(log: PredictionLog) -> Result<WarmupRequest, String> {
             let request = log.request.unwrap_or_default();
             (request.model_spec, request.input)
         }
-        _ => return Err("only predict, classify and regress logs can be replayed".into()),
+        _ => return Err("only predict, classify, regress and multi-inference logs can be replayed".into()),
     };
+    Ok(vec![WarmupRequest {
+        signature: signature_of(spec.as_ref()),
+        inputs: BTreeMap::from([("inputs".to_string(), examples_tensor(input)?)]),
+    }])
+}
+
+/// A classify/regress call's examples as the string tensor its signature takes.
+fn examples_tensor(input: Option<Input>) -> Result<Tensor, String> {
     let examples: Vec<Vec<u8>> = match input.and_then(|i| i.kind) {
         Some(Kind::ExampleList(list)) => list.examples.iter().map(Message::encode_to_vec).collect(),
         Some(Kind::ExampleListWithContext(list)) => {
@@ -107,11 +130,7 @@ fn request_of(log: PredictionLog) -> Result<WarmupRequest, String> {
         }
         None => return Err("classify/regress log without examples".into()),
     };
-    let tensor = Tensor::new(vec![examples.len()], TensorData::String(examples));
-    Ok(WarmupRequest {
-        signature: signature_of(spec.as_ref()),
-        inputs: BTreeMap::from([("inputs".to_string(), tensor)]),
-    })
+    Ok(Tensor::new(vec![examples.len()], TensorData::String(examples)))
 }
 
 /// A `TensorProto` as a host tensor, as TensorFlow reads one.

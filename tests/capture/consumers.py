@@ -39,6 +39,10 @@ def sink(events_file, delay):
                 "datacontenttype": event.get("datacontenttype"),
                 "inferenceservicename": event.get("inferenceservicename"),
                 "component": event.get("component"),
+                "namespace": event.get("namespace"),
+                "endpoint": event.get("endpoint"),
+                "metadata": event.get("metadata"),
+                "ce_headers": sorted(k.lower() for k in self.headers.keys() if k.lower().startswith("ce-")),
                 "data": base64.b64encode(body).decode(),
             }
             time.sleep(delay)
@@ -100,16 +104,33 @@ def read_tfrecords(prefix):
     logs = []
     for raw in tf.data.TFRecordDataset(files):
         log = prediction_log_pb2.PredictionLog.FromString(raw.numpy())
-        assert log.WhichOneof("log_type") == "predict_log", log
-        request, response = log.predict_log.request, log.predict_log.response
-        logs.append({
+        kind = log.WhichOneof("log_type")
+        read = {
+            "kind": kind,
             "model": log.log_metadata.model_spec.name,
             "version": log.log_metadata.model_spec.version.value,
             "sampling_rate": log.log_metadata.sampling_config.sampling_rate,
-            "signature": request.model_spec.signature_name,
-            "x": tf.make_ndarray(request.inputs["x"]).flatten().tolist(),
-            "y": tf.make_ndarray(response.outputs["y"]).flatten().tolist(),
-        })
+            "signature": log.log_metadata.model_spec.signature_name,
+        }
+        if kind == "predict_log":
+            request, response = log.predict_log.request, log.predict_log.response
+            read["x"] = tf.make_ndarray(request.inputs["x"]).flatten().tolist()
+            read["y"] = tf.make_ndarray(response.outputs["y"]).flatten().tolist()
+        elif kind in ("classify_log", "regress_log"):
+            call = getattr(log, kind)
+            read["x"] = [e.features.feature["x"].float_list.value[0] for e in call.request.input.example_list.examples]
+            if kind == "classify_log":
+                read["y"] = [c.classes[0].score for c in call.response.result.classifications]
+            else:
+                read["y"] = [r.value for r in call.response.result.regressions]
+        elif kind == "multi_inference_log":
+            call = log.multi_inference_log
+            read["x"] = [e.features.feature["x"].float_list.value[0] for e in call.request.input.example_list.examples]
+            read["tasks"] = [t.model_spec.signature_name for t in call.request.tasks]
+            read["results"] = [r.WhichOneof("result") for r in call.response.results]
+        else:
+            raise AssertionError(f"unexpected log kind {kind}")
+        logs.append(read)
     return {"files": files, "logs": logs}
 
 
@@ -124,6 +145,12 @@ def read_events(events_file):
 def main():
     if sys.argv[1] == "sink":
         sink(sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
+        return
+    if sys.argv[1] == "logs":
+        print(json.dumps(read_tfrecords(sys.argv[2])))
+        return
+    if sys.argv[1] == "events":
+        print(json.dumps(read_events(sys.argv[2])))
         return
     jsonl_dir, prefix, events_file = sys.argv[2:5]
     summary = {

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use prost::Message;
 
 use super::{answered_spec, resolve};
+use crate::capture::LogKind;
+use crate::codec::results::{classification_result, regression_result};
 use crate::error::ApiError;
 use crate::proto::tensorflow::serving::inference_result::Result as TaskResult;
 use crate::proto::tensorflow::serving::input::Kind;
 use crate::proto::tensorflow::serving::{
-    Class, ClassificationRequest, ClassificationResponse, ClassificationResult, Classifications, InferenceResult,
-    Input, ModelSpec, MultiInferenceRequest, MultiInferenceResponse, Regression, RegressionRequest, RegressionResponse,
+    ClassificationRequest, ClassificationResponse, ClassificationResult, InferenceResult, Input, ModelSpec,
+    MultiInferenceLog, MultiInferenceRequest, MultiInferenceResponse, RegressionRequest, RegressionResponse,
     RegressionResult,
 };
 use crate::service::tfs_json::check_examples_signature;
@@ -107,7 +109,15 @@ pub async fn multi_inference(
             result: Some(result),
         });
     }
-    Ok(MultiInferenceResponse { results })
+    let response = MultiInferenceResponse { results };
+    // TF Serving logs the call as one MultiInferenceLog, not as its tasks' runs.
+    if let Some(record) = trace.capture.as_mut().filter(|r| r.draft.writes_tfrecords()) {
+        record.draft.multi_inference = Some(Box::new(MultiInferenceLog {
+            request: Some(request),
+            response: Some(response.clone()),
+        }));
+    }
+    Ok(response)
 }
 
 fn signature_name(spec: Option<&ModelSpec>) -> &str {
@@ -152,6 +162,11 @@ async fn run_examples(
 ) -> Result<Vec<Tensor>, ApiError> {
     trace.resolved(servable, signature);
     check_examples_signature(signature, method, service.checks_method_names())?;
+    trace.log_kind = if method == CLASSIFY_METHOD {
+        LogKind::Classify
+    } else {
+        LogKind::Regress
+    };
     service.run(servable, signature, vec![examples], trace).await
 }
 
@@ -188,23 +203,12 @@ async fn run_classify(
         Some(other) => return Err(TfsError::ScoresDtype(other.dtype().proto_name()).into()),
     };
     let per_row = scores.or(classes).map(|t| t.row_len()).unwrap_or(0);
-    let classifications = (0..rows)
-        .map(|row| Classifications {
-            classes: (0..per_row)
-                .map(|k| {
-                    let i = row * per_row + k;
-                    Class {
-                        label: labels
-                            .and_then(|l| l.get(i))
-                            .map(|l| String::from_utf8_lossy(l).into_owned())
-                            .unwrap_or_default(),
-                        score: values.and_then(|v| v.get(i)).copied().unwrap_or(0.0),
-                    }
-                })
-                .collect(),
-        })
-        .collect();
-    Ok(ClassificationResult { classifications })
+    Ok(classification_result(
+        rows,
+        per_row,
+        labels.map(Vec::as_slice),
+        values.map(Vec::as_slice),
+    ))
 }
 
 async fn run_regress(
@@ -232,7 +236,5 @@ async fn run_regress(
     if !matches!(values.shape.as_slice(), [_] | [_, 1]) {
         return Err(TfsError::RegressShape(values.shape.clone()).into());
     }
-    Ok(RegressionResult {
-        regressions: numbers.iter().map(|&value| Regression { value }).collect(),
-    })
+    Ok(regression_result(numbers))
 }

@@ -6,9 +6,13 @@
 //! sockets as errors; those lines are expected then, and go out at DEBUG, so
 //! a clean shutdown logs no ERROR.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+mod forward;
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use std::io::Write;
+
+pub use forward::forward_stderr;
 
 use log::kv::{self, Key, VisitSource};
 use log::{Level, Log, Metadata, Record};
@@ -16,6 +20,31 @@ use serde_json::Map;
 
 static LISTENERS_SHUT: AtomicBool = AtomicBool::new(false);
 static JSON: AtomicBool = AtomicBool::new(false);
+/// Where log lines are written: stderr, or a copy of it once stderr itself
+/// is forwarded into the log ([`forward_stderr`]).
+static OUTPUT: AtomicI32 = AtomicI32::new(2);
+
+fn write_to(fd: i32) {
+    OUTPUT.store(fd, Ordering::SeqCst);
+}
+
+/// The logger's output: one `write` per line to [`OUTPUT`].
+struct Output;
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // SAFETY: writing a borrowed buffer to a descriptor that stays open.
+        let written = unsafe { libc::write(OUTPUT.load(Ordering::Relaxed), buf.as_ptr().cast(), buf.len()) };
+        if written < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(written as usize)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Every line from now on as JSON (`true`) or text. The logger starts
 /// before the settings are read, so they switch it once read.
@@ -30,10 +59,14 @@ pub fn listeners_shut() {
 
 /// Installs the logger with an env_logger filter (`info,tfserve=debug`).
 pub fn init(filter: &str) -> Result<(), log::SetLoggerError> {
-    let text = env_logger::Builder::new().parse_filters(filter).build();
+    let text = env_logger::Builder::new()
+        .parse_filters(filter)
+        .target(env_logger::Target::Pipe(Box::new(Output)))
+        .build();
     let json = env_logger::Builder::new()
         .parse_filters(filter)
         .format(json_line)
+        .target(env_logger::Target::Pipe(Box::new(Output)))
         .build();
     let max = text.filter();
     log::set_boxed_logger(Box::new(ServerLogger { text, json }))?;
@@ -256,7 +289,7 @@ mod tests {
     #[test]
     fn a_json_line_has_the_stable_keys_and_the_fields_in_their_types() {
         let fields: [(&str, kv::Value); 4] = [
-            ("status", kv::Value::from("200")),
+            ("status", kv::Value::from(200u16)),
             ("bytes_out", kv::Value::from(31u64)),
             ("total_ms", kv::Value::from(1.5f64)),
             ("version", kv::Value::null()),
@@ -277,7 +310,7 @@ mod tests {
                 "level": "INFO",
                 "target": "access",
                 "message": "POST /v1/models/m:predict 200",
-                "status": "200",
+                "status": 200,
                 "bytes_out": 31,
                 "total_ms": 1.5,
                 "version": null,
