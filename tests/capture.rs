@@ -158,7 +158,11 @@ fn every_sink_is_read_by_its_consumer_and_sigterm_writes_out_the_queue() {
             .unwrap_or_else(|| panic!("{id}: {records:?}"))
     };
     assert_eq!(records.len(), 4, "{records:?}");
-    assert!(read["jsonl"]["files"][0].as_str().unwrap().starts_with("half/"));
+    // SageMaker's layout: the endpoint (here the model), then the variant.
+    assert!(read["jsonl"]["files"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("half/AllTraffic/"));
     let tfs_record = by_id("tfs-1");
     assert_eq!(tfs_record["endpointInput"]["encoding"], "JSON");
     assert_eq!(tfs_record["endpointInput"]["data"], r#"{"instances": [1.0, 2.0]}"#);
@@ -396,6 +400,58 @@ fn each_api_is_logged_as_its_own_prediction_log_and_the_file_warms_a_model_up() 
 }
 
 #[test]
+fn data_capture_files_lie_under_endpoint_and_variant_with_the_inference_id() {
+    let dir = temp_dir("capture-sagemaker-layout");
+    let jsonl = dir.join("capture");
+    let mut server = start(&[
+        "--rest_api_port=0",
+        "--port=0",
+        "--host=127.0.0.1",
+        "--model_name=half",
+        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
+        &format!("--capture_jsonl_dir={}", jsonl.display()),
+        "--capture_endpoint_name=flowers-prod",
+        "--capture_variant_name=blue",
+    ]);
+    let invoke = |inference_id: Option<&str>| {
+        let mut request = common::client()
+            .post(format!("{}/invocations", server.url))
+            .header("content-type", "text/csv")
+            .body("1.0");
+        if let Some(id) = inference_id {
+            request = request.header("X-Amzn-SageMaker-Inference-Id", id);
+        }
+        assert_eq!(request.send().unwrap().status(), 200);
+    };
+    invoke(Some("inf-42"));
+    invoke(None);
+    sigterm_and_wait(&mut server);
+    let output = Command::new(client_python())
+        .arg(repo_path(CONSUMERS))
+        .args(["jsonl", &jsonl.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let read: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let files = read["files"].as_array().unwrap();
+    assert!(
+        files
+            .iter()
+            .all(|f| f.as_str().unwrap().starts_with("flowers-prod/blue/")),
+        "{files:?}"
+    );
+    let ids: Vec<&Value> = read["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["inferenceId"])
+        .collect();
+    assert_eq!(ids, [&json!("inf-42"), &Value::Null]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn events_carry_every_header_kserves_logger_sets_and_keep_an_incoming_ce_id() {
     let dir = temp_dir("capture-kserve-headers");
     let events = dir.join("events.jsonl");
@@ -408,7 +464,7 @@ fn events_carry_every_header_kserves_logger_sets_and_keep_an_incoming_ce_id() {
         &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
         &format!("--capture_cloudevents_url={}", sink.url),
         "--capture_cloudevents_source=http://flowers-predictor.ml/",
-        "--capture_endpoint=canary",
+        "--capture_cloudevents_endpoint=canary",
         "--capture_metadata_headers=X-Team,x-tenant",
     ]);
     let v2 = r#"{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [4.0]}]}"#;

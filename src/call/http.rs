@@ -239,6 +239,19 @@ impl Exchange<'_> {
         .filter(|id| !id.is_empty())
     }
 
+    /// SageMaker's `X-Amzn-SageMaker-Inference-Id` (the front takes no
+    /// SageMaker route; its TF Serving requests carry none that count).
+    fn inference_id(&self) -> Option<&str> {
+        match self {
+            Exchange::Actix(req) => req
+                .headers()
+                .get("x-amzn-sagemaker-inference-id")
+                .and_then(|v| v.to_str().ok())
+                .filter(|id| !id.is_empty()),
+            Exchange::Front { .. } => None,
+        }
+    }
+
     /// The request headers `names` (lower case) lists, as (canonical name, value).
     /// The front never serves a capture that keeps headers (`http::server`).
     fn kept_headers(&self, names: &[String]) -> Vec<(String, String)> {
@@ -272,6 +285,7 @@ fn capture(
     if let Some(id) = exchange.ce_id() {
         record.event_id = id.into();
     }
+    record.inference_id = exchange.inference_id().map(Into::into);
     let kept = state.service.capture.metadata_headers();
     if !kept.is_empty() {
         record.metadata = exchange.kept_headers(kept);

@@ -1,7 +1,7 @@
 //! SageMaker Data Capture's JSON Lines: one line per exchange
 //! (`captureData.endpointInput`/`endpointOutput`, `eventMetadata`,
-//! `eventVersion`), in files under `DIR/MODEL/yyyy/mm/dd/hh/`, the layout
-//! Model Monitor jobs read.
+//! `eventVersion`), in files under `DIR/ENDPOINT/VARIANT/yyyy/mm/dd/hh/`, the
+//! layout Model Monitor jobs read.
 
 use base64::Engine;
 
@@ -64,6 +64,7 @@ fn side(out: &mut Vec<u8>, payload: &Payload, mode: &str) {
 pub fn write_line(
     out: &mut Vec<u8>,
     event_id: &str,
+    inference_id: Option<&str>,
     inference_time: &str,
     request: Option<&Payload>,
     response: Option<&Payload>,
@@ -82,6 +83,10 @@ pub fn write_line(
     }
     out.extend_from_slice(b"},\"eventMetadata\":{\"eventId\":");
     string(out, event_id);
+    if let Some(inference_id) = inference_id {
+        out.extend_from_slice(b",\"inferenceId\":");
+        string(out, inference_id);
+    }
     out.extend_from_slice(b",\"inferenceTime\":\"");
     out.extend_from_slice(inference_time.as_bytes());
     out.extend_from_slice(b"\"},\"eventVersion\":\"0\"}\n");
@@ -90,14 +95,14 @@ pub fn write_line(
 #[cfg(test)]
 fn line(event_id: &str, time: &Utc, request: Option<&Payload>, response: Option<&Payload>) -> Vec<u8> {
     let mut out = Vec::new();
-    write_line(&mut out, event_id, &time.rfc3339(), request, response);
+    write_line(&mut out, event_id, None, &time.rfc3339(), request, response);
     out
 }
 
-/// A new file's path: the hour's directory, then `mm-ss-mmm-<random>.jsonl`
-/// as Data Capture names them.
-pub fn file_name(dir: &std::path::Path, model: &str, time: &Utc, unique: &str) -> std::path::PathBuf {
-    dir.join(model).join(time.hour_path()).join(format!(
+/// A new file's path: the endpoint's and variant's directories, the hour's,
+/// then `mm-ss-mmm-<random>.jsonl` as Data Capture names them.
+pub fn file_name(dir: &std::path::Path, endpoint: &str, variant: &str, time: &Utc, unique: &str) -> std::path::PathBuf {
+    dir.join(endpoint).join(variant).join(time.hour_path()).join(format!(
         "{:02}-{:02}-{:03}-{unique}.jsonl",
         time.minute, time.second, time.millis
     ))
@@ -147,12 +152,24 @@ mod tests {
     }
 
     #[test]
-    fn files_lie_in_the_hour_directory_of_their_model() {
+    fn files_lie_in_the_hour_directory_of_their_endpoint_and_variant() {
         let time = Utc::of(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_795_515_330_042));
-        let path = file_name(std::path::Path::new("/cap"), "half", &time, "ab12");
+        let path = file_name(std::path::Path::new("/cap"), "half", "AllTraffic", &time, "ab12");
         assert_eq!(
             path,
-            std::path::Path::new("/cap/half/2026/11/24/10/15-30-042-ab12.jsonl")
+            std::path::Path::new("/cap/half/AllTraffic/2026/11/24/10/15-30-042-ab12.jsonl")
+        );
+    }
+
+    #[test]
+    fn an_inference_id_joins_the_event_metadata() {
+        let time = Utc::of(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_515_330));
+        let mut out = Vec::new();
+        write_line(&mut out, "e-1", Some("inf-\"7\""), &time.rfc3339(), None, None);
+        let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            value["eventMetadata"],
+            json!({"eventId": "e-1", "inferenceId": "inf-\"7\"", "inferenceTime": "2026-11-24T10:15:30Z"})
         );
     }
 }

@@ -69,6 +69,7 @@ impl Record {
             request: None,
             response: None,
             metadata: Vec::new(),
+            inference_id: None,
         })
     }
 }
@@ -125,6 +126,8 @@ pub struct Record {
     /// The request headers named by `--capture_metadata_headers`, as
     /// (canonical name, value): KServe's `ce-metadata`.
     pub metadata: Vec<(String, String)>,
+    /// SageMaker's `X-Amzn-SageMaker-Inference-Id`: Data Capture's `inferenceId`.
+    pub inference_id: Option<Arc<str>>,
 }
 
 enum Message {

@@ -49,7 +49,7 @@ pub struct ModelCapture {
 #[command(next_help_heading = "Capture")]
 pub struct CaptureSettings {
     /// Capture into SageMaker Data Capture's JSON Lines under this directory
-    /// (`DIR/MODEL/yyyy/mm/dd/hh/*.jsonl`, what Model Monitor reads), for every model.
+    /// (`DIR/ENDPOINT/VARIANT/yyyy/mm/dd/hh/*.jsonl`, what Model Monitor reads), for every model.
     #[arg(long = "capture_jsonl_dir", alias = "capture-jsonl-dir", global = true)]
     pub capture_jsonl_dir: Option<PathBuf>,
 
@@ -105,6 +105,20 @@ pub struct CaptureSettings {
     )]
     pub capture_rotate_seconds: u64,
 
+    /// The endpoint directory of JSON Lines files, as SageMaker names it
+    /// after the endpoint. Default: each model's name.
+    #[arg(long = "capture_endpoint_name", alias = "capture-endpoint-name", global = true)]
+    pub capture_endpoint_name: Option<String>,
+
+    /// The variant directory under the endpoint's (SageMaker's production variant).
+    #[arg(
+        long = "capture_variant_name",
+        alias = "capture-variant-name",
+        global = true,
+        default_value = "AllTraffic"
+    )]
+    pub capture_variant_name: String,
+
     /// Each capture directory (a JSON Lines tree, or a TFRecord prefix's
     /// files) is kept under this many MiB by removing its oldest closed
     /// files; 0 keeps everything.
@@ -157,12 +171,12 @@ pub struct CaptureSettings {
 
     /// `ce-endpoint` of every CloudEvent (KServe: `default`, or `canary`).
     #[arg(
-        long = "capture_endpoint",
-        alias = "capture-endpoint",
+        long = "capture_cloudevents_endpoint",
+        alias = "capture-cloudevents-endpoint",
         global = true,
         default_value = ""
     )]
-    pub capture_endpoint: String,
+    pub capture_cloudevents_endpoint: String,
 
     /// Request headers copied into each CloudEvent's `ce-metadata`
     /// (KServe's `--log-metadata-headers`), comma-separated.
@@ -325,6 +339,18 @@ impl CaptureSettings {
                 "must be between 0 and 3600",
             ));
         }
+        for (name, value) in [
+            ("capture_endpoint_name", self.capture_endpoint_name.as_deref()),
+            ("capture_variant_name", Some(self.capture_variant_name.as_str())),
+        ] {
+            if let Some(value) = value.filter(|v| !path_segment(v)) {
+                return Some((
+                    name.into(),
+                    value.to_string(),
+                    "must be one directory name (not empty, no '/', not '.' or '..')",
+                ));
+            }
+        }
         if self.capture_queue_size == 0 {
             return Some(("capture_queue_size".into(), "0".into(), "must be at least 1"));
         }
@@ -346,6 +372,10 @@ fn inference_service_of(knative_service: &str) -> Option<String> {
         .find_map(|suffix| knative_service.strip_suffix(suffix))
         .unwrap_or(knative_service);
     (!name.is_empty()).then(|| name.to_string())
+}
+
+fn path_segment(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['/', '\\', '\0']) && name != "." && name != ".."
 }
 
 fn is_http_url(url: &str) -> bool {

@@ -63,6 +63,10 @@ pub struct Writer {
     /// Started with the first CloudEvent.
     events: Option<Poster>,
     files_made: u64,
+    /// SageMaker's endpoint and variant directories of JSON Lines files (the
+    /// endpoint is the model's name unless set).
+    endpoint_name: Option<Arc<str>>,
+    variant_name: Arc<str>,
     /// The size and age each sink's directory is kept within.
     retention: Limits,
     /// When retention last looked; a new file makes it look again.
@@ -87,6 +91,8 @@ impl Writer {
             tfrecord: HashMap::new(),
             events: None,
             files_made: 0,
+            endpoint_name: settings.capture_endpoint_name.as_deref().map(Into::into),
+            variant_name: settings.capture_variant_name.as_str().into(),
             retention: Limits {
                 max_bytes: (settings.capture_retention_mb > 0)
                     .then(|| settings.capture_retention_mb.saturating_mul(1 << 20)),
@@ -96,7 +102,7 @@ impl Writer {
             swept_at: None,
             source: settings.capture_cloudevents_source.as_str().into(),
             service: settings.inference_service().map(Into::into),
-            endpoint: settings.capture_endpoint.as_str().into(),
+            endpoint: settings.capture_cloudevents_endpoint.as_str().into(),
         }
     }
 
@@ -182,6 +188,7 @@ impl Writer {
             jsonl::write_line(
                 &mut line,
                 &record.event_id,
+                record.inference_id.as_deref(),
                 inference_time,
                 request.as_deref(),
                 response.as_deref(),
@@ -282,7 +289,8 @@ impl Writer {
             None => {
                 self.files_made += 1;
                 self.swept_at = None;
-                let path = jsonl::file_name(dir, model, time, &unique(self.files_made));
+                let endpoint = self.endpoint_name.as_deref().unwrap_or(model);
+                let path = jsonl::file_name(dir, endpoint, &self.variant_name, time, &unique(self.files_made));
                 models.push((model.clone(), open(&path, hour)?));
                 models.len() - 1
             }
