@@ -151,18 +151,7 @@ fn environment_settings_and_sigterm_shutdown() {
         assert!(Instant::now() < deadline, "server did not exit after SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // The reader thread sees the last lines after the exit: wait for them.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !server
-        .log
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|l| l.contains("shut down cleanly"))
-    {
-        assert!(Instant::now() < deadline, "no 'shut down cleanly' line");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    server.wait_for_line("shut down cleanly");
     let log = server.log.lock().unwrap().join("\n");
     assert!(!log.contains(" ERROR "), "a clean SIGTERM logged errors:\n{log}");
     // Start-up printed the effective settings one group per line.

@@ -21,6 +21,23 @@ use common::{client_python, repo_path, temp_dir};
 
 const CONSUMERS: &str = "tests/capture/consumers.py";
 
+/// What `consumers.py MODE ARGS...` read, as the JSON it printed last.
+fn consumers(args: &[&str]) -> Value {
+    let output = Command::new(client_python())
+        .arg(repo_path(CONSUMERS))
+        .args(args)
+        .env("TF_CPP_MIN_LOG_LEVEL", "3")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
 /// The CloudEvents receiver, answering each event after `delay` seconds.
 struct Sink {
     child: Child,
@@ -130,24 +147,12 @@ fn every_sink_is_read_by_its_consumer_and_sigterm_writes_out_the_queue() {
     let log = server.log.lock().unwrap().join("\n");
     assert!(!log.contains("not written"), "{log}");
 
-    let output = Command::new(client_python())
-        .arg(repo_path(CONSUMERS))
-        .args([
-            "read",
-            &jsonl.display().to_string(),
-            &prefix.display().to_string(),
-            &events.display().to_string(),
-        ])
-        .env("TF_CPP_MIN_LOG_LEVEL", "3")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let read = consumers(&[
+        "read",
+        &jsonl.display().to_string(),
+        &prefix.display().to_string(),
+        &events.display().to_string(),
+    ]);
 
     // SageMaker Data Capture's JSON Lines, one per exchange, bodies as sent.
     let records = read["jsonl"]["records"].as_array().unwrap();
@@ -178,7 +183,10 @@ fn every_sink_is_read_by_its_consumer_and_sigterm_writes_out_the_queue() {
     let grpc = by_id("grpc-1");
     assert_eq!(grpc["endpointInput"]["data"], r#"{"inputs":[6.0]}"#);
     assert_eq!(grpc["endpointOutput"]["data"], r#"{"outputs":[6.0]}"#);
-    assert!(!stdout.contains("secret-token"), "a header reached the capture");
+    assert!(
+        !read.to_string().contains("secret-token"),
+        "a header reached the capture"
+    );
 
     // TF Serving's PredictionLog records, from the model's logging_config.
     let logs = read["tfrecord"]["logs"].as_array().unwrap();
@@ -345,19 +353,7 @@ fn each_api_is_logged_as_its_own_prediction_log_and_the_file_warms_a_model_up() 
     grpc_multi_inference(&server.grpc);
     sigterm_and_wait(&mut server);
 
-    let output = Command::new(client_python())
-        .arg(repo_path(CONSUMERS))
-        .args(["logs", &prefix.display().to_string()])
-        .env("TF_CPP_MIN_LOG_LEVEL", "3")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let read = consumers(&["logs", &prefix.display().to_string()]);
     let logs = read["logs"].as_array().unwrap();
     let kinds: Vec<&str> = logs.iter().map(|l| l["kind"].as_str().unwrap()).collect();
     assert_eq!(
@@ -426,14 +422,7 @@ fn data_capture_files_lie_under_endpoint_and_variant_with_the_inference_id() {
     invoke(Some("inf-42"));
     invoke(None);
     sigterm_and_wait(&mut server);
-    let output = Command::new(client_python())
-        .arg(repo_path(CONSUMERS))
-        .args(["jsonl", &jsonl.display().to_string()])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let read: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let read = consumers(&["jsonl", &jsonl.display().to_string()]);
     let files = read["files"].as_array().unwrap();
     assert!(
         files
@@ -484,14 +473,7 @@ fn events_carry_every_header_kserves_logger_sets_and_keep_an_incoming_ce_id() {
     sent("/v2/models/half/infer", Some("ce-77"));
     sent("/v2/models/half/infer", None);
     sigterm_and_wait(&mut server);
-    let output = Command::new(client_python())
-        .arg(repo_path(CONSUMERS))
-        .args(["events", &events.display().to_string()])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let read: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let read = consumers(&["events", &events.display().to_string()]);
     let read = read.as_array().unwrap();
     assert_eq!(read.len(), 4, "{read:?}");
     // KServe's logger keeps an incoming Ce-Id; without one the request's id names both events.
@@ -634,18 +616,7 @@ fn a_dead_sink_and_a_failing_disk_are_told_in_a_few_lines_and_shutdown_is_bounde
     // minute: shutdown gives up on them a second after it starts waiting.
     let took = stopping.elapsed();
     assert!(took < Duration::from_secs(12), "shutdown took {took:?}");
-    // The log's last lines reach the reader a moment after the process ends.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !server
-        .log
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|l| l.contains("shut down cleanly"))
-    {
-        assert!(Instant::now() < deadline, "no clean shutdown line");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    server.wait_for_line("shut down cleanly");
     let log = server.log.lock().unwrap().join("\n");
     let lines = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
     assert!((1..=2).contains(&lines("cannot write to the jsonl sink")), "{log}");

@@ -320,18 +320,7 @@ fn every_line_of_a_json_log_parses_from_start_through_errors_to_sigterm() {
         .unwrap()
         .success());
     assert!(server.child.wait().unwrap().success());
-    // The stderr reader sees the pipe close with the process.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !server
-        .log
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|l| l.contains("shut down cleanly"))
-    {
-        assert!(Instant::now() < deadline, "no clean shutdown line");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    server.wait_for_line("shut down cleanly");
     let log = server.log.lock().unwrap().clone();
     let parsed: Vec<serde_json::Value> = log
         .iter()

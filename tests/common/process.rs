@@ -12,6 +12,18 @@ pub struct Server {
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
+impl Server {
+    /// Waits until a logged line contains `needle`: the reader thread sees a
+    /// process's last lines a moment after it exits.
+    pub fn wait_for_line(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !self.log.lock().unwrap().iter().any(|l| l.contains(needle)) {
+            assert!(std::time::Instant::now() < deadline, "no line with '{needle}'");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
