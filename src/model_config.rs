@@ -148,6 +148,8 @@ pub struct SessionOverrides {
     pub log_device_placement: Option<bool>,
     /// One replica on each of these GPUs (tfserve's own key).
     pub gpu_ids: Option<Vec<u32>>,
+    /// XLA auto-clustering (tfserve's own key).
+    pub xla_jit: Option<bool>,
 }
 
 impl SessionOverrides {
@@ -168,6 +170,7 @@ impl SessionOverrides {
             gpu_ids: self.gpu_ids.clone().unwrap_or_else(|| base.gpu_ids.clone()),
             device: base.device.clone(),
             virtual_gpu_memory_mb: base.virtual_gpu_memory_mb.clone(),
+            xla_jit: self.xla_jit.unwrap_or(base.xla_jit),
         }
     }
 
@@ -184,6 +187,7 @@ impl SessionOverrides {
             "allow_soft_placement",
             "log_device_placement",
             "gpu_ids",
+            "xla_jit",
         ];
         if let Some(unknown) = object.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(format!(
@@ -224,6 +228,7 @@ impl SessionOverrides {
             gpu_allow_growth: flag("allow_growth")?,
             allow_soft_placement: flag("allow_soft_placement")?,
             log_device_placement: flag("log_device_placement")?,
+            xla_jit: flag("xla_jit")?,
             gpu_ids: object
                 .get("gpu_ids")
                 .map(|v| {

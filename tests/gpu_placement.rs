@@ -108,3 +108,51 @@ fn gpu_settings_that_cannot_work_are_refused_at_start() {
         "{error}"
     );
 }
+
+#[test]
+fn a_model_compiled_by_xla_answers_as_without_it_and_its_clusters_are_kept() {
+    let dir = temp_dir("xla-jit");
+    let mnist = repo_path("models/mnist_cnn");
+    let config = json!({"model_config_list": [
+        {"name": "plain", "base_path": mnist},
+        {"name": "fused", "base_path": mnist, "session_config": {"xla_jit": true}},
+    ]});
+    let config_path = dir.join("models.json");
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let cache = dir.join("compile-cache");
+    let server = common::process::start_with_env(
+        &[
+            "--rest_api_port=0",
+            "--host=127.0.0.1",
+            "--model_config_file",
+            config_path.to_str().unwrap(),
+            "--gpu_compile_cache_dir",
+            cache.to_str().unwrap(),
+        ],
+        &[("TF_CPP_MIN_LOG_LEVEL", "0")],
+    );
+    let image: Vec<Vec<Vec<f64>>> = (0..28)
+        .map(|row| (0..28).map(|col| vec![f64::from((row * 28 + col) % 17) / 16.0]).collect())
+        .collect();
+    let answer = |model: &str| -> Vec<f64> {
+        let answer = reqwest::blocking::Client::new()
+            .post(format!("{}/v1/models/{model}:predict", server.url))
+            .json(&json!({"instances": [image, image]}))
+            .send()
+            .expect("request is answered");
+        assert_eq!(answer.status().as_u16(), 200);
+        let body: Value = answer.json().expect("JSON answer");
+        common::floats(&body["predictions"])
+    };
+    let (plain, fused) = (answer("plain"), answer("fused"));
+    assert_eq!(plain.len(), 20);
+    for (a, b) in plain.iter().zip(&fused) {
+        assert!((a - b).abs() < 1e-4, "{plain:?} against {fused:?}");
+    }
+    server.wait_for_line("Compiled cluster using XLA");
+    // The compiled clusters were written to the cache for the next start.
+    let kept = std::fs::read_dir(cache.join("xla")).map_or(0, |files| files.count());
+    assert!(kept > 0, "nothing in {}", cache.join("xla").display());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,6 +30,10 @@ pub struct SessionConfig {
     /// replicas can be placed on like physical ones. TensorFlow makes its GPU
     /// devices once per process, so this is the same for every session.
     pub virtual_gpu_memory_mb: Vec<f32>,
+    /// Compile clusters of the graph with XLA (TensorFlow's auto-clustering,
+    /// on the GPU and the CPU): fused kernels instead of one launch per op,
+    /// paid for by a compile per batch shape, at warm-up.
+    pub xla_jit: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -46,6 +50,24 @@ struct ConfigProto {
     allow_soft_placement: bool,
     #[prost(bool, tag = "8")]
     log_device_placement: bool,
+    #[prost(message, optional, tag = "10")]
+    graph_options: Option<GraphOptions>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct GraphOptions {
+    #[prost(message, optional, tag = "3")]
+    optimizer_options: Option<OptimizerOptions>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct OptimizerOptions {
+    /// `GlobalJitLevel`: 1 is ON_1, auto-clustering on.
+    #[prost(int32, tag = "5")]
+    global_jit_level: i32,
+    /// Without it, ON_1 clusters only ops placed on a GPU.
+    #[prost(bool, tag = "7")]
+    cpu_global_jit: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -100,6 +122,12 @@ impl SessionConfig {
             gpu_options: (gpu != GpuOptions::default()).then_some(gpu),
             allow_soft_placement: !self.strict_placement,
             log_device_placement: self.log_device_placement,
+            graph_options: self.xla_jit.then_some(GraphOptions {
+                optimizer_options: Some(OptimizerOptions {
+                    global_jit_level: 1,
+                    cpu_global_jit: true,
+                }),
+            }),
         }
         .encode_to_vec()
     }
@@ -150,6 +178,24 @@ mod tests {
         let devices = gpu.experimental.unwrap().virtual_devices;
         assert_eq!(devices.len(), 1);
         assert_eq!(devices[0].memory_limit_mb, vec![1024.0, 2048.0]);
+    }
+
+    #[test]
+    fn xla_turns_on_auto_clustering_for_the_gpu_and_the_cpu() {
+        let config = SessionConfig {
+            xla_jit: true,
+            ..Default::default()
+        };
+        let optimizer = ConfigProto::decode(config.to_config_proto().as_slice())
+            .unwrap()
+            .graph_options
+            .unwrap()
+            .optimizer_options
+            .unwrap();
+        assert_eq!(optimizer.global_jit_level, 1);
+        assert!(optimizer.cpu_global_jit);
+        let plain = ConfigProto::decode(SessionConfig::default().to_config_proto().as_slice()).unwrap();
+        assert_eq!(plain.graph_options, None);
     }
 
     #[test]

@@ -337,7 +337,9 @@ pub struct TensorFlowSettings {
     /// libtensorflow ships no machine code for): kept across restarts, so
     /// only the first start on a new GPU model pays for compiling them. Sets
     /// CUDA_CACHE_PATH and a 4 GiB CUDA_CACHE_MAXSIZE before CUDA starts.
-    /// Default: CUDA's own (~/.nv/ComputeCache, 256 MiB at most).
+    /// XLA's compiled clusters (session_config's `xla_jit`) are kept in its
+    /// `xla` folder. Default: CUDA's own (~/.nv/ComputeCache, 256 MiB at
+    /// most), and no XLA cache.
     #[arg(long = "gpu_compile_cache_dir", alias = "gpu-compile-cache-dir", global = true)]
     pub gpu_compile_cache_dir: Option<PathBuf>,
 

@@ -253,7 +253,8 @@ impl Settings {
         self.security.validate()
     }
 
-    /// Points CUDA's cache of compiled kernels at `--gpu_compile_cache_dir`.
+    /// Points CUDA's cache of compiled kernels at `--gpu_compile_cache_dir`,
+    /// and XLA's at its `xla` folder (unless TF_XLA_FLAGS names one).
     /// Must run before anything starts CUDA, and before other threads exist
     /// (the environment is process-wide and not synchronised).
     pub fn apply_gpu_compile_cache(&self) -> std::io::Result<()> {
@@ -266,6 +267,15 @@ impl Settings {
         // TensorFlow's kernels.
         std::env::set_var("CUDA_CACHE_MAXSIZE", "4294967296");
         std::env::remove_var("CUDA_CACHE_DISABLE");
+        // XLA's compiled clusters (`xla_jit`) are kept beside CUDA's kernels:
+        // compiling them is most of a start with XLA on.
+        let flags = std::env::var("TF_XLA_FLAGS").unwrap_or_default();
+        if !flags.contains("tf_xla_persistent_cache_directory") {
+            let xla = dir.join("xla");
+            std::fs::create_dir_all(&xla)?;
+            let flag = format!("--tf_xla_persistent_cache_directory={}", xla.display());
+            std::env::set_var("TF_XLA_FLAGS", format!("{flags} {flag}").trim_start());
+        }
         Ok(())
     }
 
