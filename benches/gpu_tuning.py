@@ -9,6 +9,7 @@ taken in the same run after warming every batch size.
 """
 import argparse
 import json
+import shutil
 import pathlib
 import sys
 import time
@@ -18,14 +19,29 @@ import bench  # noqa: E402
 import images  # noqa: E402
 
 PORTS = (18960, 18961)
-# (label, batch threads, more flags, more environment)
+LOADS = (("grpc", 32), ("grpc", 128), ("rest", 128))
+XLA = ["--session_config", '{"xla_jit": true}']
+
+
+def config(label, threads, flags=(), env=None, loads=LOADS, allowed=(), fresh_cache=False):
+    """One server setting: `flags` and `env` added, `allowed` batch sizes (the last one the
+    maximum) instead of every power of two up to --max-batch, `fresh_cache` empties the
+    compile cache before it starts (a first start)."""
+    return {"label": label, "threads": threads, "flags": list(flags), "env": env or {}, "loads": loads,
+            "allowed": list(allowed), "fresh_cache": fresh_cache}
+
+
+# In order of what matters most, as a deadline may cut the tail.
 CONFIGS = [
-    ("2 threads", 2, [], {}),
-    ("4 threads", 4, [], {}),
-    ("8 threads", 8, [], {}),
-    ("2 threads, gpu_private", 2, [], {"TF_GPU_THREAD_MODE": "gpu_private", "TF_GPU_THREAD_COUNT": "2"}),
-    ("4 threads, gpu_private", 4, [], {"TF_GPU_THREAD_MODE": "gpu_private", "TF_GPU_THREAD_COUNT": "2"}),
-    ("4 threads, inter-op pool", 4, ["--tensorflow_inter_op_parallelism", "0"], {}),
+    config("2 threads", 2),
+    # The host's default: as many batch threads as cores, at most 2 batches in flight.
+    config("16 threads", 16),
+    # XLA compiles once per batch shape: four sizes, not eight.
+    config("2 threads, XLA, first start", 2, XLA, allowed=(8, 16, 32, 64), fresh_cache=True),
+    config("2 threads, XLA, second start", 2, XLA, loads=(("grpc", 128),), allowed=(8, 16, 32, 64)),
+    config("16 threads, 16 in flight", 16, ["--gpu_batches_in_flight", "16"]),
+    config("4 threads, inter-op pool", 4, ["--tensorflow_inter_op_parallelism", "0"]),
+    config("4 threads, gpu_private", 4, env={"TF_GPU_THREAD_MODE": "gpu_private", "TF_GPU_THREAD_COUNT": "2"}),
 ]
 
 
@@ -35,6 +51,7 @@ def main():
     parser.add_argument("--out", type=pathlib.Path, required=True)
     parser.add_argument("--deadline", type=float, default=300)
     parser.add_argument("--no-gpu", dest="gpu_flag", action="store_const", const=[], default=["--gpu"])
+    parser.add_argument("--xla-batches", default="16,32,64", help="raw batch sizes measured with XLA")
     parser.set_defaults(duration=5, raw_seconds=3.0)
     args = parser.parse_args()
     args.model_dir = images.prepare(args)
@@ -43,39 +60,63 @@ def main():
     script, body = args.out / "post.lua", args.out / "image.json"
     script.write_text(bench.WRK_SCRIPT)
     images.image_body(body)
+    cache = args.out / "compile-cache"
     # Each size twice: the first pass autotunes, the second is the figure.
     raw = images.raw_runs(args.model_dir, args.max_batch, args.raw_seconds)
+    xla_batches = [int(b) for b in args.xla_batches.split(",") if b]
+    try:
+        raw_xla = images.raw_runs(args.model_dir, args.max_batch, args.raw_seconds, xla_batches, ["--xla"])
+    except Exception as e:  # noqa: BLE001 - XLA failing on this host must not cost the rest
+        bench.log(f"raw runs with XLA failed: {e}")
+        raw_xla = []
     rows = []
-    for label, threads, flags, env in CONFIGS:
+    for setting in CONFIGS:
+        label = setting["label"]
         if time.time() - started > args.deadline - 30:
             rows.append({"config": label, "skipped": "out of time"})
             continue
+        if setting["fresh_cache"]:
+            shutil.rmtree(cache, ignore_errors=True)
+        flags = [*args.gpu_flag, "--gpu_compile_cache_dir", str(cache), *setting["flags"]]
+        began = time.time()
         try:
-            proc = images.serve(args.model, args.model_dir, args.out, PORTS, True, args.max_batch, threads,
-                                [*args.gpu_flag, *flags], label=label.replace(" ", "-").replace(",", ""), env=env)
+            allowed = setting["allowed"]
+            proc = images.serve(args.model, args.model_dir, args.out, PORTS, True,
+                                allowed[-1] if allowed else args.max_batch, setting["threads"], flags,
+                                label=label.replace(" ", "-").replace(",", ""), env=setting["env"], allowed=allowed)
         except Exception as e:  # noqa: BLE001 - one setting's failure must not cost the others
             rows.append({"config": label, "failed": str(e)})
             continue
+        rows.append({"config": label, "ready_s": round(time.time() - began, 2)})
+        bench.log(f"{label}: ready in {rows[-1]['ready_s']} s")
         try:
-            for protocol, c in (("grpc", 32), ("grpc", 128), ("rest", 128)):
+            for protocol, c in setting["loads"]:
                 x = images.load(proc, PORTS, args.model, args.model_dir, protocol, body, script, c, args.duration)
                 rows.append(dict(x, config=label, protocol=protocol, c=c))
                 bench.log(f"{label} {protocol} c={c}: {x}")
         finally:
             bench.stop(proc)
             rows.append({"config": label, "exit": proc.returncode})
-        (args.out / "gpu_tuning.json").write_text(json.dumps({"raw": raw, "rows": rows}, indent=2))
+        (args.out / "gpu_tuning.json").write_text(json.dumps({"raw": raw, "raw_xla": raw_xla, "rows": rows}, indent=2))
     best = max(raw, key=lambda x: x["samples_per_s"])
     lines = ["| raw batch | samples/s | p50 ms |", "|---:|---:|---:|"]
     lines += [f"| {x['batch']} | {x['samples_per_s']:,.1f} | {x['p50_ms']:.2f} |" for x in raw]
+    best_xla = max(raw_xla, key=lambda x: x["samples_per_s"]) if raw_xla else best
+    if raw_xla:
+        lines += ["", "| raw batch, XLA | samples/s | p50 ms |", "|---:|---:|---:|"]
+        lines += [f"| {x['batch']} | {x['samples_per_s']:,.1f} | {x['p50_ms']:.2f} |" for x in raw_xla]
     lines += ["", "| setting | protocol | c | req/s | vs raw best | p50 ms | p99 ms | mean batch | GPU busy | "
               "server CPU ms/request |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for x in rows:
         if "rps" in x:
             gpu = "–" if x.get("gpu_utilization") is None else f"{x['gpu_utilization']:.0%}"
+            # XLA rows against the raw XLA best: the same compiled graph without the server.
+            ref = best_xla if "XLA" in x["config"] else best
             lines.append(f"| {x['config']} | {x['protocol']} | {x['c']} | {x['rps']:,.1f} | "
-                         f"{x['rps'] / best['samples_per_s']:.0%} | {x['p50_ms']:.1f} | {x['p99_ms']:.1f} | "
+                         f"{x['rps'] / ref['samples_per_s']:.0%} | {x['p50_ms']:.1f} | {x['p99_ms']:.1f} | "
                          f"{x['mean_batch']:.1f} | {gpu} | {x['server_cpu_ms']:.2f} |")
+        elif "ready_s" in x:
+            lines.append(f"| {x['config']} | ready after {x['ready_s']} s |")
         elif "exit" not in x:
             lines.append(f"| {x['config']} | {json.dumps(x)} |")
     exits = [x["exit"] for x in rows if "exit" in x]

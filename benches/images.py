@@ -58,15 +58,17 @@ def image_body(path):
 BIN = bench.RELEASE
 
 
-def serve(model, model_dir, work, ports, batching, max_batch, threads, extra=(), label=None, env=None):
-    """A server for `model`, ready; `extra` flags as given (e.g. --gpu), `env` added to its environment."""
+def serve(model, model_dir, work, ports, batching, max_batch, threads, extra=(), label=None, env=None, allowed=()):
+    """A server for `model`, ready; `extra` flags as given (e.g. --gpu), `env` added to its environment,
+    `allowed` the batch sizes runs pad to (default: every power of two up to `max_batch`)."""
     rest, grpc = ports
     args = [str(BIN / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(rest), "--port", str(grpc),
             "--model_name", model, "--model_base_path", str(model_dir), *extra]
     if batching:
         params = work / "batching"
         params.write_text(f"max_batch_size {{ value: {max_batch} }}\nbatch_timeout_micros {{ value: 2000 }}\n"
-                          f"max_enqueued_batches {{ value: 1000 }}\nnum_batch_threads {{ value: {threads} }}\n")
+                          f"max_enqueued_batches {{ value: 1000 }}\nnum_batch_threads {{ value: {threads} }}\n"
+                          + "".join(f"allowed_batch_sizes: {size}\n" for size in allowed))
         args += ["--enable_batching", "--batching_parameters_file", str(params)]
     env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"), TF_CPP_MIN_LOG_LEVEL="1", **(env or {}))
     log = open(work / f"server-{label or ('on' if batching else 'off')}.log", "w")
@@ -132,11 +134,12 @@ def load(proc, ports, model, model_dir, protocol, body, script, concurrency, dur
     return result
 
 
-def raw_runs(model_dir, max_batch, seconds):
-    batches = [1 << i for i in range(max_batch.bit_length()) if 1 << i <= max_batch]
-    bench.log(f"raw runs at batch {batches}")
+def raw_runs(model_dir, max_batch, seconds, batches=None, extra=()):
+    """The raw C API at each power of two up to `max_batch` (or `batches`); `extra` flags as given (--xla)."""
+    batches = batches or [1 << i for i in range(max_batch.bit_length()) if 1 << i <= max_batch]
+    bench.log(f"raw runs at batch {batches} {' '.join(extra)}")
     out = bench.run([str(BIN / "tfserve-bench"), "raw", "--model-dir", str(model_dir), "--batches",
-                     ",".join(map(str, batches)), "--seconds", str(seconds)], capture_output=True).stdout
+                     ",".join(map(str, batches)), "--seconds", str(seconds), *extra], capture_output=True).stdout
     return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
 
 

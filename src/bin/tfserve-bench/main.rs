@@ -45,6 +45,9 @@ enum Command {
         /// Fill string inputs with this file's bytes (e.g. a JPEG for an image model).
         #[arg(long)]
         image: Option<PathBuf>,
+        /// Compile the graph with XLA, as session_config's `xla_jit` does.
+        #[arg(long)]
+        xla: bool,
     },
     /// Sends one Predict request (synthetic inputs, numbers in tensor_content)
     /// from `concurrency` callers; prints a JSON line.
@@ -131,11 +134,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             intra_op,
             inter_op,
             image,
+            xla,
         } => {
             let image = image.map(std::fs::read).transpose()?;
             let config = SessionConfig {
                 intra_op_parallelism: intra_op,
                 inter_op_parallelism: inter_op,
+                xla_jit: xla,
                 ..Default::default()
             };
             let (model, signature) = load_model(&model_dir, &config)?;
