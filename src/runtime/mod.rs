@@ -54,6 +54,12 @@ pub trait Model: Send + Sync {
 /// Turns a SavedModel directory into a `Model`.
 pub trait Loader: Send + Sync {
     fn load(&self, dir: &Path, tags: &[String], session: &SessionConfig) -> Result<Arc<dyn Model>, RuntimeError>;
+
+    /// Whether this runtime's sessions get a GPU here, so a GPU host's
+    /// session defaults apply.
+    fn sees_gpu(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Debug, thiserror::Error)]

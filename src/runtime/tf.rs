@@ -34,11 +34,18 @@ pub struct LoadedModel {
 }
 
 /// Loads SavedModels with libtensorflow.
-pub struct TensorFlowLoader;
+pub struct TensorFlowLoader {
+    /// TensorFlow listed a GPU when the server started.
+    pub sees_gpu: bool,
+}
 
 impl Loader for TensorFlowLoader {
     fn load(&self, dir: &Path, tags: &[String], session: &SessionConfig) -> Result<Arc<dyn Model>, RuntimeError> {
         Ok(Arc::new(LoadedModel::load(dir, tags, session)?))
+    }
+
+    fn sees_gpu(&self) -> bool {
+        self.sees_gpu
     }
 }
 

@@ -164,7 +164,7 @@ fn load_options(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(LoadOpt
     let (batching, params, threads) = settings.batch_plan()?;
     let inline_limit = Duration::from_micros(settings.batching.inline_run_max_micros);
     let batcher = Batcher::with_inline_limit(threads, inline_limit).map_err(StartError::Threads)?;
-    let session = settings.session(threads)?;
+    let session = settings.session(threads, loader.sees_gpu())?;
     log::info!(
         "{threads} batch thread(s), TensorFlow intra-op {} / inter-op {} threads; batching {}",
         session.intra_op_parallelism,
@@ -203,15 +203,23 @@ pub fn tensorflow_loader(settings: &Settings) -> Result<Arc<dyn Loader>, StartEr
     if let Ok(dir) = std::env::var("CUDA_CACHE_PATH") {
         log::info!("CUDA keeps the kernels it compiles in {dir} (CUDA_CACHE_PATH)");
     }
-    if settings.tensorflow.gpu {
-        // The server's own GPU options: TensorFlow makes its GPU devices (and
-        // their memory pools) once, with the options of the first session.
-        let session = settings.session(1)?;
-        let gpus = runtime::build_info::gpus(&session).map_err(StartError::NoGpu)?;
-        log::info!("GPUs: {}", gpus.join(", "));
+    // Where the CUDA runtime loads, TensorFlow is asked for its GPUs: `--gpu`
+    // requires one, and a GPU host's session defaults differ. The server's
+    // own GPU options: TensorFlow makes its GPU devices (and their memory
+    // pools) once, with the options of the first session.
+    let mut sees_gpu = false;
+    if settings.tensorflow.gpu || (!settings.tensorflow.cpu_only && runtime::build_info::cuda_runtime_loads()) {
+        match runtime::build_info::gpus(&settings.session(1, false)?) {
+            Ok(gpus) => {
+                log::info!("GPUs: {}", gpus.join(", "));
+                sees_gpu = true;
+            }
+            Err(reason) if settings.tensorflow.gpu => return Err(StartError::NoGpu(reason)),
+            Err(reason) => log::info!("serving on the CPU: {reason}"),
+        }
     }
     if let Some(paths) = &settings.tensorflow.custom_op_paths {
         load_custom_ops(paths)?;
     }
-    Ok(Arc::new(runtime::TensorFlowLoader))
+    Ok(Arc::new(runtime::TensorFlowLoader { sees_gpu }))
 }

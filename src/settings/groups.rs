@@ -293,7 +293,8 @@ pub struct TensorFlowSettings {
 
     /// Threads running independent ops of one run concurrently; 0 lets
     /// TensorFlow choose. Default -1: ops run on the batch thread itself,
-    /// which saves a thread handoff per run.
+    /// which saves a thread handoff per run; 0 where TensorFlow sees a GPU,
+    /// so one batch's kernels are launched while another's run.
     #[arg(
         long = "tensorflow_inter_op_parallelism",
         alias = "tensorflow-inter-op-parallelism",

@@ -189,7 +189,7 @@ fn session_config_flag() {
         r#"{"intra_op_parallelism_threads": 3, "allow_growth": true}"#,
     ])
     .unwrap();
-    let session = settings.session(1).unwrap();
+    let session = settings.session(1, false).unwrap();
     assert_eq!(
         (
             session.intra_op_parallelism,
@@ -200,7 +200,7 @@ fn session_config_flag() {
     );
     assert!(load(&["--session_config", r#"{"threads": 3}"#])
         .unwrap()
-        .session(1)
+        .session(1, false)
         .unwrap_err()
         .to_string()
         .contains("session_config"));
@@ -245,13 +245,23 @@ fn the_cache_directory_is_a_setting() {
 
 #[test]
 fn sessions_grow_gpu_memory_by_default_and_cpu_only_hides_gpus() {
-    let session = load(&[]).unwrap().session(1).unwrap();
+    let session = load(&[]).unwrap().session(1, false).unwrap();
     assert!(session.gpu_allow_growth && !session.cpu_only);
-    let session = load(&["--cpu_only"]).unwrap().session(1).unwrap();
+    let session = load(&["--cpu_only"]).unwrap().session(1, false).unwrap();
     assert!(session.cpu_only);
     let session = load(&["--session_config", r#"{"allow_growth": false}"#])
         .unwrap()
-        .session(1)
+        .session(1, false)
         .unwrap();
     assert!(!session.gpu_allow_growth);
+}
+
+#[test]
+fn a_gpu_host_runs_ops_on_tensorflows_pool_unless_told_otherwise() {
+    let inter_op = |args: &[&str], gpu: bool| load(args).unwrap().session(2, gpu).unwrap().inter_op_parallelism;
+    assert_eq!(inter_op(&[], false), -1, "the CPU: ops on the batch thread");
+    assert_eq!(inter_op(&[], true), 0, "a GPU: TensorFlow's pool");
+    assert_eq!(inter_op(&["--tensorflow_inter_op_parallelism", "-1"], true), -1);
+    let json = r#"{"inter_op_parallelism_threads": 4}"#;
+    assert_eq!(inter_op(&["--session_config", json], true), 4);
 }
