@@ -4,8 +4,8 @@ use std::sync::LazyLock;
 
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 use crate::gpu_metrics::GpuReading;
@@ -129,6 +129,8 @@ pub struct Metrics {
     queue_wait_seconds: HistogramVec,
     run_seconds: HistogramVec,
     queue_depth: IntGaugeVec,
+    batch_cap: IntGaugeVec,
+    batch_timeout_seconds: GaugeVec,
     rejected: IntCounterVec,
     dropped: IntCounterVec,
     /// Panics contained: `where` is `request` (an HTTP handler) or `batch` (a model run).
@@ -249,6 +251,34 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         queue_depth: {
             let gauge = IntGaugeVec::new(
                 Opts::new("tfserve_queue_depth", "Requests waiting in a batching queue."),
+                QUEUE_LABELS,
+            )
+            .expect("valid metric");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        },
+        batch_cap: {
+            let gauge = IntGaugeVec::new(
+                Opts::new(
+                    "tfserve_batch_cap",
+                    "The largest batch a queue forms: max_batch_size, or what its latency objective chose.",
+                ),
+                QUEUE_LABELS,
+            )
+            .expect("valid metric");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        },
+        batch_timeout_seconds: {
+            let gauge = GaugeVec::new(
+                Opts::new(
+                    "tfserve_batch_timeout_seconds",
+                    "How long a queue's batch waits to fill: batch_timeout_micros, or what its latency objective chose.",
+                ),
                 QUEUE_LABELS,
             )
             .expect("valid metric");
@@ -542,8 +572,11 @@ pub struct QueueMetrics {
     pub queue_wait: Histogram,
     pub run: Histogram,
     pub depth: IntGauge,
+    pub cap: IntGauge,
+    pub timeout: Gauge,
     pub rejected_full: IntCounter,
     pub rejected_too_large: IntCounter,
+    pub rejected_late: IntCounter,
     pub dropped: IntCounter,
 }
 
@@ -558,10 +591,13 @@ impl QueueMetrics {
             queue_wait: m.queue_wait_seconds.with_label_values(&labels),
             run: m.run_seconds.with_label_values(&labels),
             depth: m.queue_depth.with_label_values(&labels),
+            cap: m.batch_cap.with_label_values(&labels),
+            timeout: m.batch_timeout_seconds.with_label_values(&labels),
             rejected_full: m
                 .rejected
                 .with_label_values(&[model, &version, signature, "queue_full"]),
             rejected_too_large: m.rejected.with_label_values(&[model, &version, signature, "too_large"]),
+            rejected_late: m.rejected.with_label_values(&[model, &version, signature, "late"]),
             dropped: m.dropped.with_label_values(&labels),
         }
     }

@@ -232,6 +232,35 @@ impl QueueHandle {
         }
     }
 
+    /// Under the queue's latency objective: counts the arrival, refuses the
+    /// tasks when the queue ahead would make them late, and applies what the
+    /// controller chose to the queue.
+    fn steer(
+        &self,
+        controller: &Mutex<objective::Controller>,
+        queue: &mut Queue<Reply>,
+        tasks: &[Task<Reply>],
+    ) -> Result<(), BatchError> {
+        let rows = tasks.iter().map(|t| t.rows).sum();
+        let running = self.context.running.load(Ordering::Relaxed);
+        let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
+        controller.arrived(rows, Instant::now());
+        if let Err(late) = controller.admits(rows, queue.rows(), running) {
+            self.context.metrics.rejected_late.inc();
+            let objective = self.context.params.objective();
+            return Err(BatchError::Late {
+                queue: self.name.clone(),
+                queued_rows: late.queued_rows,
+                estimate_ms: late.estimate.as_secs_f64() * 1000.0,
+                objective_ms: objective.map_or(0.0, |o| o.latency.as_secs_f64() * 1000.0),
+                percentile: objective.map_or(0.0, |o| o.percentile),
+            });
+        }
+        let steering = controller.steering();
+        queue.steer(steering.cap, steering.timeout);
+        Ok(())
+    }
+
     /// Puts the tasks on the shared queue, or refuses them all (full, too
     /// large, shutting down); wakes an idle batch thread unless the caller drives.
     fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool) -> Result<(), BatchError> {
@@ -241,6 +270,9 @@ impl QueueHandle {
                 return Err(BatchError::ShuttingDown);
             }
             let entry = state.queues.get_mut(&self.id).ok_or(BatchError::ShuttingDown)?;
+            if let Some(controller) = &self.context.controller {
+                self.steer(controller, &mut entry.queue, &tasks)?;
+            }
             if let Err((error, _)) = entry.queue.enqueue(tasks) {
                 return Err(self.refused(error));
             }

@@ -9,6 +9,7 @@
 pub mod assemble;
 mod handle;
 mod inline;
+pub mod objective;
 pub mod params;
 pub mod queue;
 mod reply;
@@ -25,6 +26,7 @@ use tokio::sync::oneshot;
 
 pub use handle::{Drive, QueueHandle, Submitted};
 use inline::{RunClock, Shards};
+use objective::Controller;
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Queue, Task};
 use reply::{Gather, GatherState, Reply};
@@ -58,6 +60,17 @@ pub enum BatchError {
         "request has {rows} rows, more than max_batch_size {max} of {queue}; send smaller requests or set enable_large_batch_splitting"
     )]
     TooLarge { queue: String, rows: usize, max: usize },
+    #[error(
+        "the batching queue of {queue} holds {queued_rows} rows: this request would likely spend {estimate_ms:.1} ms \
+         in it, past its latency objective of {objective_ms:.1} ms (p{percentile}); retry later"
+    )]
+    Late {
+        queue: String,
+        queued_rows: usize,
+        estimate_ms: f64,
+        objective_ms: f64,
+        percentile: f64,
+    },
     #[error("{0}")]
     Inputs(String),
     #[error(transparent)]
@@ -71,7 +84,7 @@ pub enum BatchError {
 impl HasCode for BatchError {
     fn code(&self) -> Code {
         match self {
-            BatchError::QueueFull { .. } | BatchError::ShuttingDown => Code::Unavailable,
+            BatchError::QueueFull { .. } | BatchError::Late { .. } | BatchError::ShuttingDown => Code::Unavailable,
             BatchError::TooLarge { .. } | BatchError::Inputs(_) => Code::InvalidArgument,
             BatchError::Run(error) => error.code(),
             BatchError::Split(_) => Code::Internal,
@@ -103,11 +116,30 @@ struct QueueContext {
     /// At most this many of the queue's batches run at once (a model on a
     /// GPU: more at once only makes each batch smaller); None: no bound.
     running_limit: Option<usize>,
-    /// Batches of the queue running now, counted only under a limit.
+    /// Batches of the queue running now, counted only under a limit or an objective.
     running: AtomicUsize,
+    /// The queue's latency objective and what it steers.
+    controller: Option<Mutex<Controller>>,
 }
 
 impl QueueContext {
+    /// Whether the queue counts its running batches.
+    fn counts_running(&self) -> bool {
+        self.running_limit.is_some() || self.controller.is_some()
+    }
+
+    /// One of the queue's batches ran: the controller learns from it.
+    fn ran(&self, rows: usize, run: Duration, oldest: Duration) {
+        let Some(controller) = &self.controller else { return };
+        let steering = {
+            let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
+            controller.ran(rows, run, oldest);
+            controller.steering()
+        };
+        self.metrics.cap.set(steering.cap as i64);
+        self.metrics.timeout.set(steering.timeout.as_secs_f64());
+    }
+
     /// Whether the queue's running batches are at its limit: its ready batch waits.
     fn at_running_limit(&self) -> bool {
         self.running_limit
@@ -158,7 +190,7 @@ impl State {
             return None;
         }
         let batch = entry.queue.pop_ready(now)?;
-        if entry.context.running_limit.is_some() {
+        if entry.context.counts_running() {
             // Under the state lock, as every check of the limit is.
             entry.context.running.fetch_add(1, Ordering::Relaxed);
         }
@@ -202,6 +234,8 @@ impl Shared {
             let _state = self.lock();
             context.running.fetch_sub(1, Ordering::Relaxed);
             self.wake.notify_all();
+        } else if context.controller.is_some() {
+            context.running.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -210,6 +244,8 @@ impl Shared {
 pub struct Batcher {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// How many batch threads there are.
+    thread_count: usize,
     /// Queues whose runs average at most this run on their requests' own
     /// threads (see [`inline`]); zero keeps every run on the batch threads.
     inline_limit: Duration,
@@ -238,6 +274,7 @@ impl Batcher {
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Arc::new(Batcher {
             shared,
+            thread_count: threads.len(),
             threads: Mutex::new(threads),
             inline_limit,
         }))
@@ -268,9 +305,11 @@ impl Batcher {
         metrics: QueueMetrics,
         running_limit: Option<usize>,
     ) -> QueueHandle {
-        // A batch that waits for its timeout needs a thread to watch the clock.
+        // A batch that waits for its timeout needs a thread to watch the
+        // clock, and one steered by an objective may be told to wait.
+        let objective = params.objective().filter(|_| merge);
         let inline_limit = match params.batch_timeout_micros {
-            0 if running_limit.is_none() => self.inline_limit,
+            0 if running_limit.is_none() && objective.is_none() => self.inline_limit,
             _ => Duration::ZERO,
         };
         // Without merging, every request is a batch of its own: callers may
@@ -281,6 +320,22 @@ impl Batcher {
         };
         let sizes = (merge && !params.allowed_batch_sizes.is_empty())
             .then(|| Arc::new(RunSizes::new(&params.allowed_batch_sizes)));
+        let parallel = running_limit.unwrap_or(self.thread_count).min(self.thread_count);
+        let controller =
+            objective.map(|objective| Mutex::new(Controller::new(objective, params.max_batch_size, parallel)));
+        let steering = controller
+            .as_ref()
+            .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).steering());
+        match steering {
+            Some(steering) => {
+                metrics.cap.set(steering.cap as i64);
+                metrics.timeout.set(steering.timeout.as_secs_f64());
+            }
+            None => {
+                metrics.cap.set(params.max_batch_size as i64);
+                metrics.timeout.set(params.timeout().as_secs_f64());
+            }
+        }
         let context = Arc::new(QueueContext {
             name: name.as_str().into(),
             runner,
@@ -290,17 +345,22 @@ impl Batcher {
             sizes,
             running_limit: running_limit.map(|limit| limit.max(1)),
             running: AtomicUsize::new(0),
+            controller,
         });
+        let mut queue = match &context.sizes {
+            Some(sizes) => Queue::new(context.params.clone(), merge).with_run_sizes(sizes.clone()),
+            None => Queue::new(context.params.clone(), merge),
+        };
+        if let Some(steering) = steering {
+            queue.steer(steering.cap, steering.timeout);
+        }
         let mut state = self.shared.lock();
         state.next_id += 1;
         let id = state.next_id;
         state.queues.insert(
             id,
             Entry {
-                queue: match &context.sizes {
-                    Some(sizes) => Queue::new(context.params.clone(), merge).with_run_sizes(sizes.clone()),
-                    None => Queue::new(context.params.clone(), merge),
-                },
+                queue,
                 context: context.clone(),
                 closing: false,
             },

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::objective::Objective;
 use crate::textproto;
 
 /// Largest batch warmed up when `allowed_batch_sizes` does not list the sizes.
@@ -27,6 +28,13 @@ pub struct BatchParams {
     pub pad_variable_length_inputs: bool,
     /// Split requests larger than `max_batch_size` across batches.
     pub enable_large_batch_splitting: bool,
+    /// A latency objective for the time requests spend queued and running
+    /// (0: none). With it, the batch timeout and the largest batch formed
+    /// are chosen online (`max_batch_size` and the allowed sizes still
+    /// bound them), and requests that would miss it are refused early.
+    pub target_latency_micros: u64,
+    /// The share of requests, in percent, the objective is for.
+    pub target_percentile: f64,
 }
 
 impl Default for BatchParams {
@@ -39,6 +47,8 @@ impl Default for BatchParams {
             allowed_batch_sizes: Vec::new(),
             pad_variable_length_inputs: false,
             enable_large_batch_splitting: false,
+            target_latency_micros: 0,
+            target_percentile: 99.0,
         }
     }
 }
@@ -65,6 +75,14 @@ impl BatchParams {
         Duration::from_micros(self.batch_timeout_micros)
     }
 
+    /// The latency objective, when one is set.
+    pub fn objective(&self) -> Option<Objective> {
+        (self.target_latency_micros > 0).then(|| Objective {
+            latency: Duration::from_micros(self.target_latency_micros),
+            percentile: self.target_percentile,
+        })
+    }
+
     /// `scope` names where the parameters came from, for the error message.
     pub fn validate(&self, scope: &str) -> Result<(), ParamsError> {
         let error = |setting, reason: String| {
@@ -76,6 +94,12 @@ impl BatchParams {
         };
         if self.max_batch_size == 0 {
             return error("max_batch_size", "must be at least 1, got 0".into());
+        }
+        if !(self.target_percentile > 0.0 && self.target_percentile <= 100.0) {
+            return error(
+                "target_percentile",
+                format!("must be above 0 and at most 100, got {}", self.target_percentile),
+            );
         }
         if self.max_enqueued_batches == 0 {
             return error("max_enqueued_batches", "must be at least 1, got 0".into());
@@ -175,6 +199,8 @@ impl BatchParams {
             "enable_large_batch_splitting",
             "max_execution_batch_size",
             "thread_pool_name",
+            "target_latency_micros",
+            "target_percentile",
         ];
         if let Some(unknown) = root.field_names().find(|n| !known.contains(n)) {
             return Err(format!("unknown batching parameter '{unknown}'"));
@@ -196,6 +222,18 @@ impl BatchParams {
                     .map_err(|_| format!("allowed_batch_sizes entry '{v}' is not an integer"))
             })
             .collect::<Result<_, _>>()?;
+        if let Some(v) = wrapped("target_latency_micros")? {
+            params.target_latency_micros = v;
+        }
+        if let Some(v) = root
+            .message("target_percentile")
+            .and_then(|m| m.scalar("value"))
+            .or_else(|| root.scalar("target_percentile"))
+        {
+            params.target_percentile = v
+                .parse()
+                .map_err(|_| format!("target_percentile must be a number, got '{v}'"))?;
+        }
         params.pad_variable_length_inputs = flag("pad_variable_length_inputs")?;
         params.enable_large_batch_splitting = flag("enable_large_batch_splitting")?;
         let threads = wrapped("num_batch_threads")?.map(|v| v as usize);
@@ -213,6 +251,8 @@ pub struct ParamsOverride {
     pub allowed_batch_sizes: Option<Vec<usize>>,
     pub pad_variable_length_inputs: Option<bool>,
     pub enable_large_batch_splitting: Option<bool>,
+    pub target_latency_micros: Option<u64>,
+    pub target_percentile: Option<f64>,
 }
 
 impl ParamsOverride {
@@ -231,6 +271,8 @@ impl ParamsOverride {
             enable_large_batch_splitting: self
                 .enable_large_batch_splitting
                 .unwrap_or(base.enable_large_batch_splitting),
+            target_latency_micros: self.target_latency_micros.unwrap_or(base.target_latency_micros),
+            target_percentile: self.target_percentile.unwrap_or(base.target_percentile),
         }
     }
 }

@@ -69,6 +69,12 @@ pub struct Queue<R> {
     merge: bool,
     batches: VecDeque<Batch<R>>,
     tasks: usize,
+    /// Rows waiting, over all tasks.
+    rows: usize,
+    /// The largest batch formed and how long one waits to fill: the
+    /// parameters', unless a latency objective steers them.
+    cap: usize,
+    timeout: Duration,
     /// With `allowed_batch_sizes`: the measured run times that decide whether
     /// a batch between two sizes is padded or run at the smaller one.
     sizes: Option<Arc<RunSizes>>,
@@ -77,12 +83,27 @@ pub struct Queue<R> {
 impl<R> Queue<R> {
     pub fn new(params: BatchParams, merge: bool) -> Self {
         Queue {
+            cap: params.max_batch_size,
+            timeout: params.timeout(),
             params,
             merge,
             batches: VecDeque::new(),
             tasks: 0,
+            rows: 0,
             sizes: None,
         }
+    }
+
+    /// Forms batches of at most `cap` rows (within `max_batch_size`) that wait
+    /// at most `timeout` to fill, from now on.
+    pub fn steer(&mut self, cap: usize, timeout: Duration) {
+        self.cap = cap.clamp(1, self.params.max_batch_size);
+        self.timeout = timeout;
+    }
+
+    /// Rows waiting, over all requests.
+    pub fn rows(&self) -> usize {
+        self.rows
     }
 
     /// Lets [`Queue::pop_ready`] run a batch at a smaller allowed size when
@@ -126,7 +147,7 @@ impl<R> Queue<R> {
     /// Rows the open batch can still take from a (batchable) request with these inputs.
     pub fn room_for(&self, inputs: &[Tensor]) -> usize {
         match self.batches.back() {
-            Some(open) if self.joins(open.key(), Some(inputs)) => self.params.max_batch_size.saturating_sub(open.rows),
+            Some(open) if self.joins(open.key(), Some(inputs)) => self.cap.saturating_sub(open.rows),
             _ => 0,
         }
     }
@@ -141,9 +162,7 @@ impl<R> Queue<R> {
         for task in tasks {
             let key = Self::key(task);
             match &mut open {
-                Some((k, rows)) if self.joins(*k, key) && *rows + task.rows <= self.params.max_batch_size => {
-                    *rows += task.rows
-                }
+                Some((k, rows)) if self.joins(*k, key) && *rows + task.rows <= self.cap => *rows += task.rows,
                 _ => {
                     opened += 1;
                     open = Some((key, task.rows));
@@ -206,9 +225,11 @@ impl<R> Queue<R> {
 
     fn push(&mut self, task: Task<R>) {
         self.tasks += 1;
-        let joins = self.batches.back().is_some_and(|open| {
-            self.joins(open.key(), Self::key(&task)) && open.rows + task.rows <= self.params.max_batch_size
-        });
+        self.rows += task.rows;
+        let joins = self
+            .batches
+            .back()
+            .is_some_and(|open| self.joins(open.key(), Self::key(&task)) && open.rows + task.rows <= self.cap);
         if let Some(open) = self.batches.back_mut().filter(|_| joins) {
             open.rows += task.rows;
             open.tasks.push(task);
@@ -230,8 +251,8 @@ impl<R> Queue<R> {
         let ready = !self.merge
             || front.runs_alone()
             || self.batches.len() > 1
-            || front.rows >= self.params.max_batch_size
-            || now >= front.opened + self.params.timeout();
+            || front.rows >= self.cap
+            || now >= front.opened + self.timeout;
         if !ready {
             return None;
         }
@@ -240,6 +261,7 @@ impl<R> Queue<R> {
             None => self.batches.pop_front()?,
         };
         self.tasks -= batch.tasks.len();
+        self.rows -= batch.rows;
         Some(batch)
     }
 
@@ -278,7 +300,7 @@ impl<R> Queue<R> {
 
     /// When the front batch times out, if it is waiting on its timeout.
     pub fn deadline(&self) -> Option<Instant> {
-        self.batches.front().map(|b| b.opened + self.params.timeout())
+        self.batches.front().map(|b| b.opened + self.timeout)
     }
 }
 
@@ -348,6 +370,24 @@ mod tests {
             max_enqueued_batches: batches,
             ..BatchParams::default()
         }
+    }
+
+    #[test]
+    fn a_steered_queue_forms_batches_of_its_cap_and_waits_its_timeout() {
+        let now = Instant::now();
+        let mut queue = Queue::new(params(8, 1_000_000, 10), true);
+        queue.steer(2, Duration::from_millis(5));
+        for _ in 0..3 {
+            queue.enqueue_one(task(1, 1, now)).map_err(|(e, _)| e).unwrap();
+        }
+        assert_eq!(queue.rows(), 3);
+        assert_eq!(queue.pop_ready(now).unwrap().rows, 2, "full at the cap");
+        assert!(queue.pop_ready(now).is_none(), "the rest waits for its timeout");
+        let later = now + Duration::from_millis(5);
+        assert_eq!(queue.pop_ready(later).unwrap().rows, 1);
+        assert_eq!(queue.rows(), 0);
+        queue.steer(100, Duration::ZERO);
+        assert_eq!(queue.cap, 8, "never past max_batch_size");
     }
 
     #[test]

@@ -580,3 +580,55 @@ fn a_queue_with_a_running_limit_never_runs_more_batches_at_once() {
         );
     }
 }
+
+/// Passes its inputs through once the test lets each run go, and says when
+/// one has started.
+struct Gate {
+    entered: Mutex<std::sync::mpsc::Sender<()>>,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Runner for Gate {
+    fn run(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
+        let _ = self.entered.lock().unwrap().send(());
+        let _ = self.release.lock().unwrap().recv();
+        Ok(inputs)
+    }
+}
+
+#[test]
+fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
+    let (entered, runs) = std::sync::mpsc::channel();
+    let (go, release) = std::sync::mpsc::channel();
+    let gate = Arc::new(Gate {
+        entered: Mutex::new(entered),
+        release: Mutex::new(release),
+    });
+    let batcher = Batcher::new(1).unwrap();
+    let params = BatchParams {
+        target_latency_micros: 10_000,
+        ..params(8, Duration::ZERO)
+    };
+    let metrics = QueueMetrics::new("batcher-test", 1, "objective");
+    let handle = batcher.add_queue("q".into(), params, true, gate, metrics.clone());
+    // The first run takes 20 ms: a run of one is all the 10 ms objective allows.
+    let first = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
+    runs.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    go.send(()).unwrap();
+    answer(first).unwrap();
+    assert_eq!(metrics.cap.get(), 1);
+    // An idle queue takes the next; one behind it would wait 20 ms and run 20.
+    let second = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
+    runs.recv().unwrap();
+    let late = handle.submit(vec![rows(&[3.0])], &["x"], None).unwrap_err();
+    assert_eq!(late.code(), Code::Unavailable);
+    let message = late.to_string();
+    assert!(
+        message.contains("latency objective of 10.0 ms (p99)") && message.contains("the batching queue of q"),
+        "{message}"
+    );
+    assert_eq!(metrics.rejected_late.get(), 1);
+    go.send(()).unwrap();
+    assert_eq!(floats(&answer(second)), vec![2.0]);
+}

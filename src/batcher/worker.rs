@@ -40,7 +40,7 @@ pub(super) fn worker(shared: &Shared) {
         };
         match work {
             Some(work) => {
-                let limited = work.context.running_limit.is_some().then(|| work.context.clone());
+                let limited = work.context.counts_running().then(|| work.context.clone());
                 run_contained(work);
                 if let Some(context) = limited {
                     shared.finished(&context);
@@ -113,6 +113,10 @@ fn process(work: Work) {
     clock.record(run_time);
     if let Some(sizes) = sizes.as_ref().filter(|_| merge && result.is_ok()) {
         sizes.record(run_rows, run_time);
+    }
+    if result.is_ok() {
+        let oldest = live.iter().map(|t| t.enqueued).min().unwrap_or(run_started);
+        context.ran(run_rows, run_time, oldest.elapsed());
     }
     match result {
         Ok(outputs) => {

@@ -175,6 +175,25 @@ pub struct BatchingSettings {
     #[arg(long = "max_enqueued_batches", alias = "max-enqueued-batches", global = true)]
     pub max_enqueued_batches: Option<usize>,
 
+    /// A latency objective in milliseconds for the time a request spends
+    /// queued and running: the batch timeout and the largest batch are then
+    /// chosen online to meet it, and requests that would miss it answer 503
+    /// early. Overrides the parameters file's target_latency_micros; 0: none.
+    #[arg(
+        long = "batching_target_latency_ms",
+        alias = "batching-target-latency-ms",
+        global = true
+    )]
+    pub batching_target_latency_ms: Option<f64>,
+
+    /// The share of requests (percent) the latency objective is for (default 99).
+    #[arg(
+        long = "batching_target_percentile",
+        alias = "batching-target-percentile",
+        global = true
+    )]
+    pub batching_target_percentile: Option<f64>,
+
     /// Threads that run batches (TensorFlow sessions). Default: the parameters
     /// file's num_batch_threads, else the number of cores.
     #[arg(long = "num_batch_threads", alias = "num-batch-threads", global = true)]

@@ -416,6 +416,18 @@ impl Settings {
             max_batch_size: batching.max_batch_size,
             batch_timeout_micros: batching.batch_timeout_micros,
             max_enqueued_batches: batching.max_enqueued_batches,
+            target_latency_micros: match batching.batching_target_latency_ms {
+                Some(ms) if !(ms.is_finite() && ms >= 0.0) => {
+                    return Err(invalid(
+                        "batching_target_latency_ms",
+                        ms.to_string(),
+                        "must be a number of milliseconds, 0 or more",
+                    ))
+                }
+                Some(ms) => Some((ms * 1000.0).round() as u64),
+                None => None,
+            },
+            target_percentile: batching.batching_target_percentile,
             ..ParamsOverride::default()
         }
         .apply(&file_params);
