@@ -26,6 +26,7 @@ fn base_url() -> &'static str {
             ("strings", "multi_io"),
             ("tokens", "first_token"),
             ("tokens_nopad", "first_token"),
+            ("steered", "half_plus_three"),
         ];
         let configs: String = aliases
             .iter()
@@ -81,6 +82,14 @@ fn base_url() -> &'static str {
             },
         );
         overrides.insert("tokens_nopad".to_string(), timeout(400_000, 8));
+        overrides.insert(
+            "steered".to_string(),
+            ParamsOverride {
+                target_latency_micros: Some(50_000),
+                max_enqueued_batches: Some(1000),
+                ..timeout(0, 8)
+            },
+        );
         let mut settings = Settings::default();
         settings.http.host = "127.0.0.1".into();
         settings.http.rest_api_port = Some(0);
@@ -265,4 +274,30 @@ fn abandoned_requests_are_dropped_before_running() {
         before_runs,
         "nothing ran"
     );
+}
+
+#[test]
+fn a_latency_objective_steers_a_models_queue_and_shows_what_it_chose() {
+    let clients: Vec<_> = (0..16)
+        .map(|client| {
+            std::thread::spawn(move || {
+                for request in 0..10 {
+                    let x = (client * 100 + request) as f64;
+                    let (status, body, _) = post("steered", json!({"instances": [x, x + 1.0]}));
+                    assert_eq!(status, 200, "{body}");
+                    assert_close(&body["predictions"], &[0.5 * x + 3.0, 0.5 * (x + 1.0) + 3.0], 1e-3);
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    // A 50 ms objective for runs of microseconds: batches up to max_batch_size.
+    let cap = metric("tfserve_batch_cap", &["model=\"steered\""]);
+    assert!((1.0..=8.0).contains(&cap), "{cap}");
+    assert_eq!(metric("tfserve_batch_cap", &["model=\"strict\""]), 4.0, "max_batch_size");
+    let timeout = metric("tfserve_batch_timeout_seconds", &["model=\"steered\""]);
+    assert!((0.0..0.05).contains(&timeout), "{timeout}");
+    assert_eq!(metric("tfserve_rejected_total", &["model=\"steered\"", "late"]), 0.0);
 }

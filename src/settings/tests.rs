@@ -265,3 +265,26 @@ fn a_gpu_host_runs_ops_on_tensorflows_pool_unless_told_otherwise() {
     let json = r#"{"inter_op_parallelism_threads": 4}"#;
     assert_eq!(inter_op(&["--session_config", json], true), 4);
 }
+
+#[test]
+fn a_latency_objective_is_a_batching_setting() {
+    let (_, params, _) = load(&["--enable_batching", "--batching_target_latency_ms", "7.5"])
+        .unwrap()
+        .batch_plan()
+        .unwrap();
+    assert_eq!(params.target_latency_micros, 7_500);
+    assert_eq!(params.objective().unwrap().percentile, 99.0);
+    let error = load(&["--enable_batching", "--batching_target_latency_ms=-1"])
+        .unwrap()
+        .batch_plan()
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("batching_target_latency_ms") && error.contains("-1"), "{error}");
+    let error = load(&["--enable_batching", "--batching_target_latency_ms=5", "--batching_target_percentile=0"])
+        .unwrap()
+        .batch_plan()
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("target_percentile") && error.contains("got 0"), "{error}");
+    assert!(load(&[]).unwrap().batch_plan().unwrap().1.objective().is_none());
+}

@@ -2,6 +2,7 @@
 //! schedule whatever the server's answers take, and each latency counts from
 //! when its request was due, so a server that falls behind is measured as
 //! its clients see it (closed-loop tools such as wrk slow down with it).
+//! The schedule is even, or a Poisson process (`--poisson`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,33 @@ pub struct OpenLoop {
     /// Connections open at most; a request due when all are busy is counted
     /// as `unsent` (the generator, not the server, was the limit).
     pub connections: usize,
+    /// Requests due at exponentially spread gaps (a Poisson process of the
+    /// same rate, seeded: the same schedule every run) instead of evenly.
+    pub poisson: bool,
+}
+
+/// When each request is due, from the start: `total` of them at `rate` per second.
+fn schedule(total: u64, rate: f64, poisson: bool) -> Vec<Duration> {
+    let interval = 1.0 / rate;
+    // xorshift64*: uniform draws for the exponential gaps, no dependency.
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut uniform = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        ((state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let mut at = 0.0;
+    (0..total)
+        .map(|i| {
+            if poisson {
+                at += -uniform().ln() * interval;
+                Duration::from_secs_f64(at)
+            } else {
+                Duration::from_secs_f64(interval * i as f64)
+            }
+        })
+        .collect()
 }
 
 #[derive(Default)]
@@ -64,11 +92,10 @@ async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tally: Arc<Mutex<Tally>> = Arc::default();
     let total = (load.rate * load.seconds) as u64;
-    let interval = Duration::from_secs_f64(1.0 / load.rate);
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(total as usize);
-    for i in 0..total {
-        let due = start + interval.mul_f64(i as f64);
+    for offset in schedule(total, load.rate, load.poisson) {
+        let due = start + offset;
         tokio::time::sleep_until(due).await;
         let connection = idle.lock().ok().and_then(|mut idle| idle.pop());
         let connection = match connection {
@@ -216,4 +243,24 @@ async fn read_answer(stream: &mut tokio::net::tcp::ReadHalf<'_>) -> std::io::Res
         retry_after: header("retry-after:").is_some(),
         keep_alive: header("connection:").is_none_or(|v| v != "close"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poisson_schedule_keeps_the_rate_with_spread_gaps() {
+        let even = schedule(1000, 100.0, false);
+        assert_eq!(even[10], Duration::from_millis(100));
+        let poisson = schedule(20_000, 100.0, true);
+        let span = poisson.last().unwrap().as_secs_f64();
+        assert!((190.0..210.0).contains(&span), "{span} s for 20,000 at 100/s");
+        let gaps: Vec<f64> = poisson.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
+        // An exponential's standard deviation equals its mean (10 ms).
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+        assert!((0.009..0.011).contains(&sd), "{sd}");
+        assert_eq!(poisson, schedule(20_000, 100.0, true), "seeded");
+    }
 }

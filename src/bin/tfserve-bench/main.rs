@@ -98,6 +98,9 @@ enum Command {
         seconds: f64,
         #[arg(long, default_value_t = 4000)]
         connections: usize,
+        /// Poisson arrivals at the rate instead of an even schedule.
+        #[arg(long)]
+        poisson: bool,
     },
     /// Answers every request with a fixed JSON body after reading it.
     Ceiling {
@@ -118,6 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rate,
             seconds,
             connections,
+            poisson,
         } => bench_open::run(bench_open::OpenLoop {
             address,
             path,
@@ -126,6 +130,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rate,
             seconds,
             connections,
+            poisson,
         }),
         Command::Raw {
             model_dir,

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Batching against a latency objective, in one run per model: open-loop
+Poisson load (`tfserve-bench open --poisson`) at 10, 30, 60, 90, 110 and 150%
+of the model's measured capacity, against servers that differ only in how
+they batch:
+
+- off: batching off;
+- tfs: TF Serving's batching guide's starting point for CPUs (num_batch_threads
+  = cores, a very large max_batch_size, batch_timeout_micros 0);
+- a grid of static configurations (max_batch_size x batch_timeout_micros); at
+  each rate the best of them (most answered requests per second, then the
+  lowest p99) is "best static";
+- objective X ms: --batching_target_latency_ms X, nothing else set.
+
+Capacity is the best closed-loop throughput of the grid (wrk, 64 connections).
+Reported per rate: answered requests per second, p50/p99 of the answered (from
+when each request was due), the share refused (503) and the refusals' p99.
+
+    python3 benches/slo.py                         # mnist_cnn and mlp, objectives 5 and 20 ms
+    python3 benches/slo.py --models mlp --seconds 20 --objectives 5
+"""
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench  # noqa: E402
+
+PORT = 18970
+RATES = [0.1, 0.3, 0.6, 0.9, 1.1, 1.5]
+# (max_batch_size, batch_timeout_micros)
+GRID = [(8, 0), (32, 0), (32, 2000), (128, 2000)]
+
+
+def mnist_body(path):
+    pixels = ",".join(["[0.5]"] * 28)
+    image = "[" + ",".join([f"[{pixels}]"] * 28) + "]"
+    path.write_text('{"instances": [' + image + "]}")
+
+
+def serve(model, model_dir, work, label, flags):
+    env = dict(os.environ, RUST_LOG="warn", TF_CPP_MIN_LOG_LEVEL="2")
+    log = open(work / f"server-{model}-{label}.log", "w")
+    proc = subprocess.Popen([str(bench.RELEASE / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(PORT),
+                             "--port", str(PORT + 1), "--model_name", model, "--model_base_path", str(model_dir),
+                             *flags], env=env, stdout=log, stderr=log)
+    bench.wait_ready(proc, PORT, model)
+    return proc
+
+
+def settings(grid_cell=None, objective=None, tfs=False):
+    if tfs:
+        return ["--enable_batching", "--max_batch_size", "1000000", "--batch_timeout_micros", "0",
+                "--max_enqueued_batches", "1000000", "--num_batch_threads", str(os.cpu_count())]
+    if grid_cell:
+        size, timeout = grid_cell
+        return ["--enable_batching", "--max_batch_size", str(size), "--batch_timeout_micros", str(timeout),
+                "--max_enqueued_batches", "1000"]
+    if objective:
+        return ["--enable_batching", "--batching_target_latency_ms", str(objective), "--max_enqueued_batches", "1000"]
+    return []
+
+
+def open_loop(model, body, rate, seconds):
+    out = bench.run([str(bench.RELEASE / "tfserve-bench"), "open", "--address", f"127.0.0.1:{PORT}", "--path",
+                     f"/v1/models/{model}:predict", "--body", str(body), "--rate", f"{rate:.1f}",
+                     "--seconds", str(seconds), "--poisson"], capture_output=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    ok = result["statuses"].get("200", {"count": 0, "p50_ms": 0.0, "p99_ms": 0.0})
+    refused = result["statuses"].get("503", {"count": 0, "p99_ms": 0.0})
+    sent = max(result["sent"], 1)
+    return {"rate": rate, "answered_per_s": ok["count"] / result["seconds"], "p50_ms": ok["p50_ms"],
+            "p99_ms": ok["p99_ms"], "refused_share": refused["count"] / sent, "refused_p99_ms": refused["p99_ms"],
+            "unsent": result["unsent"], "other": {k: v["count"] for k, v in result["statuses"].items()
+                                                  if k not in ("200", "503")}}
+
+
+def measure(model, model_dir, body, work, label, flags, rates, seconds):
+    proc = serve(model, model_dir, work, label, flags)
+    try:
+        # Warm the connections and the batch sizes a first burst meets.
+        open_loop(model, body, rates[0], 1)
+        rows = [dict(open_loop(model, body, rate, seconds), config=label) for rate in rates]
+    finally:
+        bench.stop(proc)
+    for row in rows:
+        bench.log(f"{model} {label} {row['rate']:.0f}/s: {row['answered_per_s']:.0f}/s p50 {row['p50_ms']:.2f} "
+                  f"p99 {row['p99_ms']:.2f} refused {row['refused_share']:.1%}")
+    return rows
+
+
+def capacity(model, model_dir, body, work, script, seconds):
+    best = 0.0
+    for cell in GRID:
+        proc = serve(model, model_dir, work, f"capacity-{cell[0]}-{cell[1]}", settings(cell))
+        try:
+            result = bench.wrk(f"http://127.0.0.1:{PORT}/v1/models/{model}:predict", body, 64, seconds, script)
+        finally:
+            bench.stop(proc)
+        bench.log(f"{model} capacity at {cell}: {result['rps']:.0f} req/s")
+        best = max(best, result["rps"])
+    return best
+
+
+def table(model, cap, rows, objectives):
+    lines = [f"### {model} (capacity {cap:,.0f} req/s)", "",
+             "| config | load | rate/s | answered/s | p50 ms | p99 ms | refused | refusals' p99 ms |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row['config']} | {row['load']:.0%} | {row['rate']:,.0f} | {row['answered_per_s']:,.0f} | "
+                     f"{row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['refused_share']:.1%} | "
+                     f"{row['refused_p99_ms']:.2f} |")
+    lines.append("")
+    by = {(r["config"], r["load"]): r for r in rows}
+    for objective in objectives:
+        label = f"objective {objective} ms"
+        upto = [by[(label, load)] for load in RATES if load <= 0.9]
+        worst = max(r["p99_ms"] for r in upto)
+        lines.append(f"- {label}: worst p99 up to 90% load {worst:.2f} ms "
+                     f"({'met' if worst <= objective else 'NOT met'}: target <= {objective} ms)")
+        ours, best = by[(label, 0.9)], by[("best static", 0.9)]
+        ratio = ours["answered_per_s"] / max(best["answered_per_s"], 1e-9)
+        lines.append(f"  - at 90%: {ratio:.2f}x the best static's throughput "
+                     f"({'met' if ratio >= 0.9 else 'NOT met'}: target >= 0.9)")
+        low, off = by[(label, 0.1)], by[("off", 0.1)]
+        ratio = low["p50_ms"] / max(off["p50_ms"], 1e-9)
+        lines.append(f"  - at 10%: p50 {ratio:.2f}x batching off's ({'met' if ratio <= 1.1 else 'NOT met'}: "
+                     "target <= 1.1)")
+        for load in (1.1, 1.5):
+            r = by[(label, load)]
+            fine = r["p99_ms"] <= objective and r["refused_p99_ms"] <= 5
+            lines.append(f"  - at {load:.0%}: admitted p99 {r['p99_ms']:.2f} ms, refusals' p99 "
+                         f"{r['refused_p99_ms']:.2f} ms, {r['refused_share']:.1%} refused "
+                         f"({'met' if fine else 'NOT met'}: p99 <= {objective} ms, refusals <= 5 ms)")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="mnist_cnn,mlp")
+    parser.add_argument("--objectives", default="5,20")
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--out", type=pathlib.Path, default=bench.ROOT / "target" / "bench" / "slo")
+    args = parser.parse_args()
+    bench.ensure_wrk()
+    bench.build()
+    args.out.mkdir(parents=True, exist_ok=True)
+    script = args.out / "post.lua"
+    script.write_text(bench.WRK_SCRIPT)
+    objectives = [float(x) if "." in x else int(x) for x in args.objectives.split(",")]
+    names = args.models.split(",")
+    dirs = bench.model_dirs([n for n in names if n != "mnist_cnn"])
+    dirs["mnist_cnn"] = bench.ROOT / "models" / "mnist_cnn"
+    report, results = [], {}
+    for model in names:
+        body = args.out / f"{model}.json"
+        if model == "mnist_cnn":
+            mnist_body(body)
+        else:
+            bench.body_for(model, body)
+        cap = capacity(model, dirs[model], body, args.out, script, 5)
+        rates = [cap * load for load in RATES]
+        rows = []
+        configs = [("off", settings()), ("tfs", settings(tfs=True))]
+        configs += [(f"static {size}/{timeout}us", settings((size, timeout))) for size, timeout in GRID]
+        configs += [(f"objective {o} ms", settings(objective=o)) for o in objectives]
+        for label, flags in configs:
+            for load, row in zip(RATES, measure(model, dirs[model], body, args.out, label.replace(" ", "-")
+                                                .replace("/", "-"), flags, rates, args.seconds)):
+                rows.append(dict(row, load=load))
+        for load in RATES:
+            statics = [r for r in rows if r["config"].startswith("static") and r["load"] == load]
+            best = max(statics, key=lambda r: (round(r["answered_per_s"], -1), -r["p99_ms"]))
+            rows.append(dict(best, config="best static", chosen=best["config"]))
+        results[model] = {"capacity": cap, "rows": rows}
+        report.append(table(model, cap, rows, objectives))
+        (args.out / "slo.json").write_text(json.dumps(results, indent=2))
+    text = "\n\n".join(report)
+    (args.out / "slo.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
