@@ -263,7 +263,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             let gauge = IntGaugeVec::new(
                 Opts::new(
                     "tfserve_batch_cap",
-                    "The largest batch a queue forms: max_batch_size, or what its latency objective chose.",
+                    "The largest batch a queue with a latency objective forms, as its controller chose it.",
                 ),
                 QUEUE_LABELS,
             )
@@ -277,7 +277,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             let gauge = GaugeVec::new(
                 Opts::new(
                     "tfserve_batch_timeout_seconds",
-                    "How long a queue's batch waits to fill: batch_timeout_micros, or what its latency objective chose.",
+                    "How long a batch of a queue with a latency objective waits to fill, as its controller chose it.",
                 ),
                 QUEUE_LABELS,
             )
@@ -495,6 +495,9 @@ pub struct ModelSummary {
     pub latency_buckets: Vec<(f64, u64)>,
     pub batches: u64,
     pub batch_rows: f64,
+    /// The largest batch cap a latency objective chose among the model's
+    /// queues; none without an objective.
+    pub batch_cap: Option<f64>,
 }
 
 /// Adds a histogram's cumulative buckets into `totals`.
@@ -560,7 +563,28 @@ impl Metrics {
                 own.batch_rows += histogram.get_sample_sum();
             }
         }
+        for family in self.batch_cap.collect() {
+            for metric in family.get_metric() {
+                let cap = metric.get_gauge().get_value();
+                let own = summary.models.entry(label_of(metric, "model")).or_default();
+                own.batch_cap = Some(own.batch_cap.map_or(cap, |c: f64| c.max(cap)));
+            }
+        }
         summary
+    }
+}
+
+/// The batch cap and timeout a queue's latency objective chose.
+#[derive(Clone)]
+pub struct SteeringGauges {
+    pub cap: IntGauge,
+    pub timeout: Gauge,
+}
+
+impl SteeringGauges {
+    pub fn set(&self, cap: usize, timeout: std::time::Duration) {
+        self.cap.set(cap as i64);
+        self.timeout.set(timeout.as_secs_f64());
     }
 }
 
@@ -572,8 +596,9 @@ pub struct QueueMetrics {
     pub queue_wait: Histogram,
     pub run: Histogram,
     pub depth: IntGauge,
-    pub cap: IntGauge,
-    pub timeout: Gauge,
+    /// What a latency objective chose; only queues with one have the series.
+    pub steering: Option<SteeringGauges>,
+    labels: std::sync::Arc<[String; 3]>,
     pub rejected_full: IntCounter,
     pub rejected_too_large: IntCounter,
     pub rejected_late: IntCounter,
@@ -591,8 +616,8 @@ impl QueueMetrics {
             queue_wait: m.queue_wait_seconds.with_label_values(&labels),
             run: m.run_seconds.with_label_values(&labels),
             depth: m.queue_depth.with_label_values(&labels),
-            cap: m.batch_cap.with_label_values(&labels),
-            timeout: m.batch_timeout_seconds.with_label_values(&labels),
+            steering: None,
+            labels: std::sync::Arc::new(labels.map(str::to_string)),
             rejected_full: m
                 .rejected
                 .with_label_values(&[model, &version, signature, "queue_full"]),
@@ -600,6 +625,19 @@ impl QueueMetrics {
             rejected_late: m.rejected.with_label_values(&[model, &version, signature, "late"]),
             dropped: m.dropped.with_label_values(&labels),
         }
+    }
+
+    /// Adds the series of what a latency objective chooses.
+    pub fn steered(&mut self) -> &SteeringGauges {
+        let labels = [
+            self.labels[0].as_str(),
+            self.labels[1].as_str(),
+            self.labels[2].as_str(),
+        ];
+        self.steering.get_or_insert_with(|| SteeringGauges {
+            cap: METRICS.batch_cap.with_label_values(&labels),
+            timeout: METRICS.batch_timeout_seconds.with_label_values(&labels),
+        })
     }
 }
 
@@ -654,6 +692,17 @@ mod per_thread_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_carries_the_cap_an_objective_chose_and_none_without() {
+        let mut steered = QueueMetrics::new("summary-steered", 1, "serving_default");
+        steered.steered().set(16, std::time::Duration::from_millis(2));
+        let plain = QueueMetrics::new("summary-plain", 1, "serving_default");
+        plain.batch_rows.observe(3.0);
+        let summary = METRICS.summary();
+        assert_eq!(summary.models["summary-steered"].batch_cap, Some(16.0));
+        assert_eq!(summary.models["summary-plain"].batch_cap, None);
+    }
 
     #[test]
     fn gpu_readings_become_gauges_labelled_by_index() {

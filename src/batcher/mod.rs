@@ -129,15 +129,16 @@ impl QueueContext {
     }
 
     /// One of the queue's batches ran: the controller learns from it.
-    fn ran(&self, rows: usize, run: Duration, oldest: Duration) {
+    fn ran(&self, rows: usize, run: Duration) {
         let Some(controller) = &self.controller else { return };
         let steering = {
             let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            controller.ran(rows, run, oldest);
+            controller.ran(rows, run);
             controller.steering()
         };
-        self.metrics.cap.set(steering.cap as i64);
-        self.metrics.timeout.set(steering.timeout.as_secs_f64());
+        if let Some(gauges) = &self.metrics.steering {
+            gauges.set(steering.cap, steering.timeout);
+        }
     }
 
     /// Whether the queue's running batches are at its limit: its ready batch waits.
@@ -326,15 +327,9 @@ impl Batcher {
         let steering = controller
             .as_ref()
             .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).steering());
-        match steering {
-            Some(steering) => {
-                metrics.cap.set(steering.cap as i64);
-                metrics.timeout.set(steering.timeout.as_secs_f64());
-            }
-            None => {
-                metrics.cap.set(params.max_batch_size as i64);
-                metrics.timeout.set(params.timeout().as_secs_f64());
-            }
+        let mut metrics = metrics;
+        if let Some(steering) = steering {
+            metrics.steered().set(steering.cap, steering.timeout);
         }
         let context = Arc::new(QueueContext {
             name: name.as_str().into(),

@@ -49,10 +49,6 @@ pub struct Late {
 /// Each new run or arrival weighs this much in the running means.
 const RUN_WEIGHT: f64 = 1.0 / 8.0;
 const ARRIVAL_WEIGHT: f64 = 1.0 / 16.0;
-/// The share of the objective planned with, cut when requests are late
-/// (what the model of run times misses: lock hand-offs, a slow core) and
-/// regained slowly while they are not.
-const MIN_SHARE: f64 = 0.25;
 
 pub struct Controller {
     objective: Objective,
@@ -65,7 +61,6 @@ pub struct Controller {
     /// Mean seconds between arriving rows.
     row_gap: Option<f64>,
     last_arrival: Option<Instant>,
-    share: f64,
     steering: Steering,
 }
 
@@ -79,7 +74,6 @@ impl Controller {
             runs: vec![None; bucket(max_batch) + 1],
             row_gap: None,
             last_arrival: None,
-            share: 1.0,
             steering: Steering {
                 cap: 1,
                 timeout: Duration::ZERO,
@@ -103,9 +97,11 @@ impl Controller {
         self.last_arrival = Some(now);
     }
 
-    /// A batch of `rows` rows (padding included) ran in `run`; its oldest
-    /// request spent `oldest` in the batcher.
-    pub fn ran(&mut self, rows: usize, run: Duration, oldest: Duration) {
+    /// A batch of `rows` rows (padding included) ran in `run`. Only run
+    /// times steer: shrinking batches because requests were late would cut
+    /// the throughput when the queue needs it most (lateness under load is
+    /// queueing, and smaller batches queue longer).
+    pub fn ran(&mut self, rows: usize, run: Duration) {
         let seconds = run.as_secs_f64();
         if let Some(slot) = self.runs.get_mut(bucket(rows.min(self.max_batch))) {
             *slot = Some(match *slot {
@@ -116,11 +112,6 @@ impl Controller {
                 None => (seconds, 0.0),
             });
         }
-        self.share = if oldest > self.objective.latency {
-            (self.share * 0.9).max(MIN_SHARE)
-        } else {
-            (self.share + 0.01).min(1.0)
-        };
         self.steer();
     }
 
@@ -151,7 +142,7 @@ impl Controller {
     }
 
     fn budget(&self) -> f64 {
-        self.objective.latency.as_secs_f64() * self.share
+        self.objective.latency.as_secs_f64()
     }
 
     /// The run time planned for a batch of `rows`: measured at its power of
@@ -224,13 +215,12 @@ mod tests {
         }
     }
 
-    /// A model whose run takes `fixed + per_row × rows` milliseconds, its
-    /// requests never late (lateness has its own test).
+    /// A model whose run takes `fixed + per_row × rows` milliseconds.
     fn runs(controller: &mut Controller, fixed: f64, per_row: f64, sizes: &[usize]) {
         for _ in 0..20 {
             for &rows in sizes {
                 let run = Duration::from_secs_f64((fixed + per_row * rows as f64) / 1000.0);
-                controller.ran(rows, run, Duration::ZERO);
+                controller.ran(rows, run);
             }
         }
     }
@@ -271,20 +261,6 @@ mod tests {
             runs(&mut controller, 4.0, 1.0, &[1, 2, 4, 8, 16, 32, 64]);
         }
         assert_eq!(controller.steering().cap, 4);
-    }
-
-    #[test]
-    fn late_batches_shrink_the_plan_and_punctual_ones_restore_it() {
-        let mut controller = Controller::new(objective(20), 128, 1);
-        runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-        for _ in 0..10 {
-            controller.ran(32, Duration::from_millis(9), Duration::from_millis(30));
-        }
-        assert!(controller.steering().cap < 32, "{:?}", controller.steering());
-        for _ in 0..200 {
-            controller.ran(32, Duration::from_millis(9), Duration::from_millis(12));
-        }
-        assert_eq!(controller.steering().cap, 32);
     }
 
     #[test]
@@ -341,7 +317,7 @@ mod tests {
             // Runs of 32 rows alternate 6 and 12 ms (mean 9, deviation 3).
             for i in 0..100 {
                 let ms = if i % 2 == 0 { 6 } else { 12 };
-                controller.ran(32, Duration::from_millis(ms), Duration::from_millis(ms));
+                controller.ran(32, Duration::from_millis(ms));
             }
             controller.steering().cap
         };

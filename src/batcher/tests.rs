@@ -609,7 +609,8 @@ fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
         target_latency_micros: 10_000,
         ..params(8, Duration::ZERO)
     };
-    let metrics = QueueMetrics::new("batcher-test", 1, "objective");
+    let mut metrics = QueueMetrics::new("batcher-test", 1, "objective");
+    let gauges = metrics.steered().clone();
     let handle = batcher.add_queue("q".into(), params, true, gate, metrics.clone());
     // The first run takes 20 ms: a run of one is all the 10 ms objective allows.
     let first = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
@@ -617,7 +618,7 @@ fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
     std::thread::sleep(Duration::from_millis(20));
     go.send(()).unwrap();
     answer(first).unwrap();
-    assert_eq!(metrics.cap.get(), 1);
+    assert_eq!(gauges.cap.get(), 1);
     // An idle queue takes the next; one behind it would wait 20 ms and run 20.
     let second = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
     runs.recv().unwrap();

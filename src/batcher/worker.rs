@@ -115,8 +115,7 @@ fn process(work: Work) {
         sizes.record(run_rows, run_time);
     }
     if result.is_ok() {
-        let oldest = live.iter().map(|t| t.enqueued).min().unwrap_or(run_started);
-        context.ran(run_rows, run_time, oldest.elapsed());
+        context.ran(run_rows, run_time);
     }
     match result {
         Ok(outputs) => {

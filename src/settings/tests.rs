@@ -279,12 +279,22 @@ fn a_latency_objective_is_a_batching_setting() {
         .batch_plan()
         .unwrap_err()
         .to_string();
-    assert!(error.contains("batching_target_latency_ms") && error.contains("-1"), "{error}");
-    let error = load(&["--enable_batching", "--batching_target_latency_ms=5", "--batching_target_percentile=0"])
-        .unwrap()
-        .batch_plan()
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("target_percentile") && error.contains("got 0"), "{error}");
+    assert!(
+        error.contains("batching_target_latency_ms") && error.contains("-1"),
+        "{error}"
+    );
+    let error = load(&[
+        "--enable_batching",
+        "--batching_target_latency_ms=5",
+        "--batching_target_percentile=0",
+    ])
+    .unwrap()
+    .batch_plan()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("target_percentile") && error.contains("got 0"),
+        "{error}"
+    );
     assert!(load(&[]).unwrap().batch_plan().unwrap().1.objective().is_none());
 }
