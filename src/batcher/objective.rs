@@ -182,9 +182,11 @@ impl Controller {
             size = (size * 2).min(self.max_batch);
         }
         let run = self.estimate(cap).unwrap_or(0.0);
-        let one = self.estimate(1).unwrap_or(0.0);
-        // Rows of one at a time keep up below a full load: batches form by
-        // themselves behind running ones, and waiting would only add latency.
+        // Runs of one request, as measured (not planned from larger ones: a
+        // busy queue rarely runs one, and a larger batch's time would make
+        // it look slow): while they keep up, batches form by themselves
+        // behind running ones, and waiting would only add latency.
+        let one = self.runs[0].map_or(0.0, |(mean, _)| mean);
         let timeout = match self.row_gap {
             Some(gap) if gap > 0.0 && one / gap >= self.parallel as f64 => {
                 let fill = cap as f64 * gap;
@@ -284,6 +286,14 @@ mod tests {
         // Filling 32 rows takes ~16 ms, but 20 - 2 × 9 leaves 2 ms.
         let timeout = steering.timeout.as_secs_f64() * 1000.0;
         assert!((1.5..=2.5).contains(&timeout), "{timeout} ms");
+        // A queue that has only run large batches has no measured run of one:
+        // it does not wait on a guess.
+        let mut busy = Controller::new(objective(20), 128, 1);
+        for i in 0..200 {
+            busy.arrived(1, later + Duration::from_micros(500 * i));
+        }
+        runs(&mut busy, 1.0, 0.25, &[32]);
+        assert_eq!(busy.steering().timeout, Duration::ZERO);
     }
 
     #[test]
