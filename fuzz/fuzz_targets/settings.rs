@@ -28,6 +28,7 @@ fuzz_target!(|data: &[u8]| {
         if settings.batching.batching_parameters_file.is_none() {
             let _ = settings.batch_plan();
         }
-        let _ = settings.session(1);
+        let _ = settings.session(1, false);
+        let _ = settings.session(1, true);
     }
 });
