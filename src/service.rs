@@ -272,7 +272,7 @@ impl Service {
     }
 
     pub fn is_served(&self, model: &str) -> bool {
-        self.registry.model_names().iter().any(|name| name == model)
+        self.registry.contains(model)
     }
 
     /// Runs inputs already decoded into tensors and encodes the outputs.

@@ -3,77 +3,19 @@
 //! reads each sink in production reads them (pandas for the JSON Lines, tf.data
 //! and tensorflow-serving-api for the TFRecords, the `cloudevents` SDK for the
 //! events); a captured TFRecord file then warms a model up; SIGTERM writes out
-//! what is still queued; and a sink too slow to keep up loses records, not requests.
+//! what is still queued. Failing sinks and retention: `capture_limits.rs`.
 
 mod common;
 
-use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
 
+use common::capture::{consumers, sigterm_and_wait, sink};
 use common::grpc::predict_x;
 use common::process::{start, Server};
-use common::{client_python, repo_path, temp_dir};
-
-const CONSUMERS: &str = "tests/capture/consumers.py";
-
-/// What `consumers.py MODE ARGS...` read, as the JSON it printed last.
-fn consumers(args: &[&str]) -> Value {
-    let output = Command::new(client_python())
-        .arg(repo_path(CONSUMERS))
-        .args(args)
-        .env("TF_CPP_MIN_LOG_LEVEL", "3")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
-}
-
-/// The CloudEvents receiver, answering each event after `delay` seconds.
-struct Sink {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Sink {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn sink(events: &Path, delay: f64) -> Sink {
-    let mut child = Command::new(client_python())
-        .arg(repo_path(CONSUMERS))
-        .args(["sink", &events.display().to_string(), &delay.to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the CloudEvents receiver starts");
-    let mut port = String::new();
-    let stdout = child.stdout.take().expect("stdout is piped");
-    std::io::BufReader::new(stdout).read_line(&mut port).unwrap();
-    let url = format!("http://127.0.0.1:{}/", port.trim());
-    Sink { child, url }
-}
-
-fn sigterm_and_wait(server: &mut Server) {
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while server.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use common::{repo_path, temp_dir};
 
 fn grpc_predict(grpc: &str, x: f32) {
     let request = predict_x("half", x);
@@ -396,7 +338,7 @@ fn each_api_is_logged_as_its_own_prediction_log_and_the_file_warms_a_model_up() 
 }
 
 #[test]
-fn data_capture_files_lie_under_endpoint_and_variant_with_the_inference_id() {
+fn data_capture_files_lie_under_endpoint_and_variant_with_the_inference_id_and_custom_attributes() {
     let dir = temp_dir("capture-sagemaker-layout");
     let jsonl = dir.join("capture");
     let mut server = start(&[
@@ -409,7 +351,7 @@ fn data_capture_files_lie_under_endpoint_and_variant_with_the_inference_id() {
         "--capture_endpoint_name=flowers-prod",
         "--capture_variant_name=blue",
     ]);
-    let invoke = |inference_id: Option<&str>| {
+    let invoke = |inference_id: Option<&str>, custom_attributes: Option<&str>| {
         let mut request = common::client()
             .post(format!("{}/invocations", server.url))
             .header("content-type", "text/csv")
@@ -417,10 +359,13 @@ fn data_capture_files_lie_under_endpoint_and_variant_with_the_inference_id() {
         if let Some(id) = inference_id {
             request = request.header("X-Amzn-SageMaker-Inference-Id", id);
         }
+        if let Some(attributes) = custom_attributes {
+            request = request.header("X-Amzn-SageMaker-Custom-Attributes", attributes);
+        }
         assert_eq!(request.send().unwrap().status(), 200);
     };
-    invoke(Some("inf-42"));
-    invoke(None);
+    invoke(Some("inf-42"), Some("trace_id=7f3a, tenant=blue"));
+    invoke(None, None);
     sigterm_and_wait(&mut server);
     let read = consumers(&["jsonl", &jsonl.display().to_string()]);
     let files = read["files"].as_array().unwrap();
@@ -437,6 +382,13 @@ fn data_capture_files_lie_under_endpoint_and_variant_with_the_inference_id() {
         .map(|r| &r["inferenceId"])
         .collect();
     assert_eq!(ids, [&json!("inf-42"), &Value::Null]);
+    let attributes: Vec<&Value> = read["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["customAttributes"])
+        .collect();
+    assert_eq!(attributes, [&json!("trace_id=7f3a, tenant=blue"), &Value::Null]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -506,138 +458,5 @@ fn events_carry_every_header_kserves_logger_sets_and_keep_an_incoming_ce_id() {
         assert_eq!(metadata, json!({"X-Team": ["vision"], "X-Tenant": ["a"]}));
     }
     drop(sink);
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn a_slow_sink_loses_records_and_counts_them_but_never_a_request() {
-    let dir = temp_dir("capture-slow");
-    // A receiver that takes 2 s per event, behind a queue of two.
-    let sink = sink(&dir.join("events.jsonl"), 2.0);
-    let server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
-        &format!("--capture_cloudevents_url={}", sink.url),
-        "--capture_queue_size=2",
-    ]);
-    let client = common::client();
-    for i in 0..40 {
-        let answer: Value = client
-            .post(format!("{}/v1/models/half:predict", server.url))
-            .body(format!(r#"{{"instances": [{i}.0]}}"#))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        assert_eq!(answer, json!({"predictions": [f64::from(i) / 2.0 + 3.0]}));
-    }
-    let metrics = client
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
-    let dropped: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("tfserve_capture_dropped_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
-    // 80 events: the receiver takes one every 2 s and the queues hold a few,
-    // so at least 70 are lost, counted once per event or (dropped before the
-    // writer) once per record of two events.
-    assert!(dropped >= 35.0, "{metrics}");
-    drop(server);
-    drop(sink);
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn a_dead_sink_and_a_failing_disk_are_told_in_a_few_lines_and_shutdown_is_bounded() {
-    let dir = temp_dir("capture-dead");
-    // Nothing listens on the port of a dropped listener: every post is refused.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead_url = format!("http://{}/", dead.local_addr().unwrap());
-    drop(dead);
-    // A directory under a regular file can never be made: every line fails.
-    std::fs::write(dir.join("file"), b"").unwrap();
-    let mut server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
-        &format!("--capture_cloudevents_url={dead_url}"),
-        &format!("--capture_jsonl_dir={}", dir.join("file/jsonl").display()),
-        "--capture_flush_seconds=1",
-        "--drain_timeout=0",
-    ]);
-    let client = common::client();
-    for i in 0..60 {
-        let answer = client
-            .post(format!("{}/v1/models/half:predict", server.url))
-            .body(format!(r#"{{"instances": [{i}.0]}}"#))
-            .send()
-            .unwrap();
-        assert_eq!(answer.status(), 200);
-    }
-    // Every line failed, each counted (the writer takes what queued every few ms).
-    let failed_lines = || -> f64 {
-        let metrics = client
-            .get(format!("{}/metrics", server.url))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
-        metrics
-            .lines()
-            .filter(|l| {
-                l.starts_with("tfserve_capture_dropped_total{")
-                    && l.contains(r#"reason="write_failed""#)
-                    && l.contains(r#"sink="jsonl""#)
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while failed_lines() < 60.0 {
-        assert!(
-            Instant::now() < deadline,
-            "{} lines counted as failed, not 60",
-            failed_lines()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let stopping = Instant::now();
-    sigterm_and_wait(&mut server);
-    // 120 events at half a second each (three refused tries) would take a
-    // minute: shutdown gives up on them a second after it starts waiting.
-    let took = stopping.elapsed();
-    assert!(took < Duration::from_secs(12), "shutdown took {took:?}");
-    server.wait_for_line("shut down cleanly");
-    let log = server.log.lock().unwrap().join("\n");
-    let lines = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
-    assert!((1..=2).contains(&lines("cannot write to the jsonl sink")), "{log}");
-    assert!((1..=2).contains(&lines("not delivered")), "{log}");
-    // Every event is accounted for: tried and lost, or given up on unsent.
-    let number_before = |line: &str, words: &str| -> u64 {
-        line.split(words)
-            .next()
-            .and_then(|l| l.split(' ').next_back()?.parse().ok())
-            .unwrap_or(0)
-    };
-    let undelivered: u64 = log
-        .lines()
-        .filter(|l| l.contains("not delivered"))
-        .map(|l| number_before(l, " record"))
-        .sum();
-    let given_up: u64 = log
-        .lines()
-        .filter_map(|l| l.split("gave up on ").nth(1)?.split(' ').next()?.parse::<u64>().ok())
-        .sum();
-    assert_eq!(undelivered + given_up, 120, "{log}");
-    assert!(lines("gave up on") <= 1, "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -128,3 +128,30 @@ fn dashboard_works_in_headless_chromium() {
     let png = std::fs::read(&screenshot).expect("screenshot written");
     assert!(png.starts_with(b"\x89PNG"), "the screenshot is not a PNG");
 }
+
+#[test]
+fn a_request_refused_before_it_resolves_counts_under_the_model_it_named_if_one_is_served() {
+    let (status, _) = post_json(
+        "/v1/models/half_plus_three:predict",
+        &serde_json::json!({"instances": ["not a number"]}),
+    );
+    assert_eq!(status, 400);
+    let (status, _) = post_json(
+        "/v1/models/label_probe_unknown:predict",
+        &serde_json::json!({"instances": [1.0]}),
+    );
+    assert_eq!(status, 404);
+    let text = client()
+        .get(format!("{}/metrics", base_url()))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let refused = text
+        .lines()
+        .filter(|line| line.starts_with("tfserve_requests_total{"))
+        .find(|line| line.contains("model=\"half_plus_three\"") && line.contains("status=\"400\""));
+    assert!(refused.is_some_and(|line| line.contains("version=\"\"")), "{text}");
+    // A name no model has never becomes a label.
+    assert!(!text.contains("label_probe_unknown"), "{text}");
+}

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
-use crate::capture::Capture;
 use crate::error::ApiError;
 use crate::metrics::{RequestLabels, METRICS};
 use crate::server::access_log::{self, Served};
@@ -24,7 +23,7 @@ pub struct Call<'a> {
     _admitted: Admitted<'a>,
     /// When the call gets an access line: its size and its peer.
     access: Option<(usize, Option<std::net::SocketAddr>)>,
-    capture: &'a Capture,
+    service: &'a crate::service::Service,
 }
 
 /// What admitting a call reads from its request, however its transport
@@ -86,7 +85,7 @@ impl<'a> Call<'a> {
             started: Instant::now(),
             _admitted: admitted,
             access,
-            capture: &state.service.capture,
+            service: &state.service,
         })
     }
 
@@ -115,7 +114,7 @@ impl<'a> Call<'a> {
         if let (Some(mut record), Ok(_)) = (self.trace.capture.take(), &result) {
             // No JSON body crossed the wire: the sinks write the run's tensors.
             record.protocol = "grpc";
-            self.capture.submit(record);
+            self.service.capture.submit(record);
         }
         let bytes_out = match (&self.access, &result) {
             (Some(_), Ok(message)) => Some(size(message) as u64),
@@ -132,10 +131,8 @@ impl<'a> Call<'a> {
         let trace = &self.trace;
         let requested = model;
         let mut digits = itoa::Buffer::new();
-        let (model, version) = match trace.version {
-            Some(v) => (trace.model.as_deref().unwrap_or(model), digits.format(v)),
-            None => ("", ""),
-        };
+        let configured = |name: &str| self.service.is_served(name);
+        let (model, version) = super::metric_labels(trace, requested, configured, &mut digits);
         let code = match &answer {
             Ok(_) => tonic::Code::Ok,
             Err(status) => status.code(),

@@ -239,15 +239,16 @@ impl Exchange<'_> {
         .filter(|id| !id.is_empty())
     }
 
-    /// SageMaker's `X-Amzn-SageMaker-Inference-Id` (the front takes no
-    /// SageMaker route; its TF Serving requests carry none that count).
-    fn inference_id(&self) -> Option<&str> {
+    /// A SageMaker header (`X-Amzn-SageMaker-Inference-Id`, `-Custom-Attributes`)
+    /// if sent and not empty. The front takes no SageMaker route; its TF
+    /// Serving requests carry none that count.
+    fn sagemaker_header(&self, name: &str) -> Option<&str> {
         match self {
             Exchange::Actix(req) => req
                 .headers()
-                .get("x-amzn-sagemaker-inference-id")
+                .get(name)
                 .and_then(|v| v.to_str().ok())
-                .filter(|id| !id.is_empty()),
+                .filter(|value| !value.is_empty()),
             Exchange::Front { .. } => None,
         }
     }
@@ -285,7 +286,12 @@ fn capture(
     if let Some(id) = exchange.ce_id() {
         record.event_id = id.into();
     }
-    record.inference_id = exchange.inference_id().map(Into::into);
+    record.inference_id = exchange
+        .sagemaker_header("x-amzn-sagemaker-inference-id")
+        .map(Into::into);
+    record.custom_attributes = exchange
+        .sagemaker_header("x-amzn-sagemaker-custom-attributes")
+        .map(Into::into);
     let kept = state.service.capture.metadata_headers();
     if !kept.is_empty() {
         record.metadata = exchange.kept_headers(kept);
@@ -365,12 +371,14 @@ pub fn conclude<'a>(
     started: Instant,
 ) -> Answer {
     const JSON: HeaderValue = HeaderValue::from_static("application/json");
+    let exchange: Exchange<'a> = exchange.into();
+    let state = exchange.state();
     let (status, content_type, body) = match result {
         Ok(body) => {
             let body = Bytes::from(body);
             let content_type = content_type.unwrap_or(JSON);
             if let Some(record) = trace.capture.take() {
-                capture(exchange.into(), record, trace.raw_request.take(), &content_type, &body);
+                capture(exchange, record, trace.raw_request.take(), &content_type, &body);
             }
             (StatusCode::OK, content_type, body)
         }
@@ -386,13 +394,10 @@ pub fn conclude<'a>(
             )
         }
     };
-    // Unresolved names are user input: keep them out of metric labels.
     let requested = model;
     let mut digits = itoa::Buffer::new();
-    let (model, version) = match trace.version {
-        Some(v) => (trace.model.as_deref().unwrap_or(model), digits.format(v)),
-        None => ("", ""),
-    };
+    let configured = |name: &str| state.is_some_and(|state| state.service.is_served(name));
+    let (model, version) = super::metric_labels(trace, requested, configured, &mut digits);
     let signature = trace.signature_name().unwrap_or("");
     log::debug!(
         "[{}] {api} {model} {version} {signature}: {} in {:.3} ms",

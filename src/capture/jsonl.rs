@@ -58,17 +58,22 @@ fn side(out: &mut Vec<u8>, payload: &Payload, mode: &str) {
     out.extend_from_slice(b"\"}");
 }
 
+/// A record's `eventMetadata`.
+pub struct Event<'a> {
+    pub id: &'a str,
+    /// `X-Amzn-SageMaker-Inference-Id`: Data Capture's `inferenceId`.
+    pub inference_id: Option<&'a str>,
+    /// `X-Amzn-SageMaker-Custom-Attributes`, verbatim. AWS's documented record
+    /// has no field for it; `customAttributes` is written only when a request
+    /// sent the header, beside the documented fields that readers select.
+    pub custom_attributes: Option<&'a str>,
+    /// RFC 3339 in whole seconds (`Utc::rfc3339`).
+    pub inference_time: &'a str,
+}
+
 /// Appends one capture line, newline included, written straight into `out`:
 /// it runs once per captured request.
-/// `inference_time` is RFC 3339 in whole seconds (`Utc::rfc3339`).
-pub fn write_line(
-    out: &mut Vec<u8>,
-    event_id: &str,
-    inference_id: Option<&str>,
-    inference_time: &str,
-    request: Option<&Payload>,
-    response: Option<&Payload>,
-) {
+pub fn write_line(out: &mut Vec<u8>, event: &Event<'_>, request: Option<&Payload>, response: Option<&Payload>) {
     out.extend_from_slice(b"{\"captureData\":{");
     if let Some(request) = request {
         out.extend_from_slice(b"\"endpointInput\":");
@@ -82,20 +87,30 @@ pub fn write_line(
         side(out, response, "OUTPUT");
     }
     out.extend_from_slice(b"},\"eventMetadata\":{\"eventId\":");
-    string(out, event_id);
-    if let Some(inference_id) = inference_id {
+    string(out, event.id);
+    if let Some(inference_id) = event.inference_id {
         out.extend_from_slice(b",\"inferenceId\":");
         string(out, inference_id);
     }
+    if let Some(custom_attributes) = event.custom_attributes {
+        out.extend_from_slice(b",\"customAttributes\":");
+        string(out, custom_attributes);
+    }
     out.extend_from_slice(b",\"inferenceTime\":\"");
-    out.extend_from_slice(inference_time.as_bytes());
+    out.extend_from_slice(event.inference_time.as_bytes());
     out.extend_from_slice(b"\"},\"eventVersion\":\"0\"}\n");
 }
 
 #[cfg(test)]
 fn line(event_id: &str, time: &Utc, request: Option<&Payload>, response: Option<&Payload>) -> Vec<u8> {
     let mut out = Vec::new();
-    write_line(&mut out, event_id, None, &time.rfc3339(), request, response);
+    let event = Event {
+        id: event_id,
+        inference_id: None,
+        custom_attributes: None,
+        inference_time: &time.rfc3339(),
+    };
+    write_line(&mut out, &event, request, response);
     out
 }
 
@@ -162,14 +177,26 @@ mod tests {
     }
 
     #[test]
-    fn an_inference_id_joins_the_event_metadata() {
+    fn an_inference_id_and_custom_attributes_join_the_event_metadata() {
         let time = Utc::of(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_515_330));
+        let inference_time = time.rfc3339();
         let mut out = Vec::new();
-        write_line(&mut out, "e-1", Some("inf-\"7\""), &time.rfc3339(), None, None);
+        let event = Event {
+            id: "e-1",
+            inference_id: Some("inf-\"7\""),
+            custom_attributes: Some("trace=abc, tenant=7"),
+            inference_time: &inference_time,
+        };
+        write_line(&mut out, &event, None, None);
         let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             value["eventMetadata"],
-            json!({"eventId": "e-1", "inferenceId": "inf-\"7\"", "inferenceTime": "2026-11-24T10:15:30Z"})
+            json!({
+                "eventId": "e-1",
+                "inferenceId": "inf-\"7\"",
+                "customAttributes": "trace=abc, tenant=7",
+                "inferenceTime": "2026-11-24T10:15:30Z"
+            })
         );
     }
 }

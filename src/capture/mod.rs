@@ -70,6 +70,7 @@ impl Record {
             response: None,
             metadata: Vec::new(),
             inference_id: None,
+            custom_attributes: None,
         })
     }
 }
@@ -128,6 +129,8 @@ pub struct Record {
     pub metadata: Vec<(String, String)>,
     /// SageMaker's `X-Amzn-SageMaker-Inference-Id`: Data Capture's `inferenceId`.
     pub inference_id: Option<Arc<str>>,
+    /// SageMaker's `X-Amzn-SageMaker-Custom-Attributes`, as sent.
+    pub custom_attributes: Option<Arc<str>>,
 }
 
 enum Message {

@@ -185,14 +185,13 @@ impl Writer {
                 self.second = (second, time.rfc3339());
             }
             let inference_time = &self.second.1;
-            jsonl::write_line(
-                &mut line,
-                &record.event_id,
-                record.inference_id.as_deref(),
+            let event = jsonl::Event {
+                id: &record.event_id,
+                inference_id: record.inference_id.as_deref(),
+                custom_attributes: record.custom_attributes.as_deref(),
                 inference_time,
-                request.as_deref(),
-                response.as_deref(),
-            );
+            };
+            jsonl::write_line(&mut line, &event, request.as_deref(), response.as_deref());
             match self.append_jsonl(dir, &draft.model, second / 3600, &time, &line) {
                 Ok(()) => self.jsonl_written.inc(),
                 Err(e) => failed("jsonl", &dir.display().to_string(), &e),

@@ -238,6 +238,11 @@ impl Registry {
         self.read().keys().cloned().collect()
     }
 
+    /// Whether a model of this name is configured (loaded, loading or failed).
+    pub fn contains(&self, model: &str) -> bool {
+        self.read().contains_key(model)
+    }
+
     pub fn list(&self) -> Vec<ModelInfo> {
         self.read()
             .iter()

@@ -64,9 +64,13 @@ try {
   // what each canvas draws in that model's colour.
   await page.evaluate(async () => {
     const end = Date.now() + 5000;
-    while (Date.now() < end) {
+    // Unknown names at half the rate of bad bodies, so the two error lines part.
+    for (let round = 0; Date.now() < end; round++) {
       await fetch("/v1/models/half_plus_three:predict", { method: "POST", body: '{"instances": [1.0, 2.0]}' });
       await fetch("/v1/models/half_plus_three:predict", { method: "POST", body: '{"instances": ["x"]}' });
+      if (round % 2 === 0) {
+        await fetch("/v1/models/no_such_model:predict", { method: "POST", body: '{"instances": [1.0]}' });
+      }
       await new Promise((done) => setTimeout(done, 10));
     }
   });
@@ -90,11 +94,15 @@ try {
     plots[id] = await painted(id, half);
     check(plots[id] > 20, `${id} draws ${plots[id]} pixels of half_plus_three's ${half}`);
   }
-  // Requests whose body failed to decode never named a version: their errors plot as "(no model)".
+  // Requests whose body failed to decode never resolved a version, but they
+  // named a served model: their errors plot under it.
+  plots["plot-errors"] = await painted("plot-errors", half);
+  check(plots["plot-errors"] > 20, `the errors plot draws ${plots["plot-errors"]} pixels of half_plus_three's ${half}`);
+  // A name no model has stays out of the labels: those errors plot as "(no model)".
   const unresolved = await colorOf("(no model)");
-  check(unresolved && unresolved !== half, `no series for the failed requests: ${unresolved}`);
-  plots["plot-errors"] = await painted("plot-errors", unresolved);
-  check(plots["plot-errors"] > 20, `the errors plot draws ${plots["plot-errors"]} pixels of ${unresolved}`);
+  check(unresolved && unresolved !== half, `no series for requests to an unknown model: ${unresolved}`);
+  const unknown = await painted("plot-errors", unresolved);
+  check(unknown > 20, `the errors plot draws ${unknown} pixels of ${unresolved}`);
   check(failures.length === 0, `page errors: ${failures.join("; ")}`);
 
   await page.screenshot({ path: screenshot, fullPage: true });

@@ -77,7 +77,7 @@ def read_jsonl(directory):
     for _, row in frame.iterrows():
         assert str(row["eventVersion"]) == "0", row["eventVersion"]
         metadata = row["eventMetadata"]
-        assert set(metadata) - {"inferenceId"} == {"eventId", "inferenceTime"}, metadata
+        assert set(metadata) - {"inferenceId", "customAttributes"} == {"eventId", "inferenceTime"}, metadata
         assert RFC3339.match(metadata["inferenceTime"]), metadata
         sides = {}
         for key, mode in (("endpointInput", "INPUT"), ("endpointOutput", "OUTPUT")):
@@ -91,7 +91,14 @@ def read_jsonl(directory):
             if side["encoding"] == "BASE64":
                 data = base64.b64decode(data).decode("latin-1")
             sides[key] = {"type": side["observedContentType"], "encoding": side["encoding"], "data": data}
-        records.append({"id": metadata["eventId"], "inferenceId": metadata.get("inferenceId"), **sides})
+        records.append(
+            {
+                "id": metadata["eventId"],
+                "inferenceId": metadata.get("inferenceId"),
+                "customAttributes": metadata.get("customAttributes"),
+                **sides,
+            }
+        )
     return {"files": [os.path.relpath(p, directory) for p in files], "records": records}
 
 

@@ -2,6 +2,7 @@
 //! models, and small HTTP and float helpers.
 #![allow(dead_code)]
 
+pub mod capture;
 pub mod grpc;
 pub mod h2raw;
 pub mod process;
