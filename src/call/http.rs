@@ -372,7 +372,6 @@ pub fn conclude<'a>(
 ) -> Answer {
     const JSON: HeaderValue = HeaderValue::from_static("application/json");
     let exchange: Exchange<'a> = exchange.into();
-    let state = exchange.state();
     let (status, content_type, body) = match result {
         Ok(body) => {
             let body = Bytes::from(body);
@@ -396,7 +395,8 @@ pub fn conclude<'a>(
     };
     let requested = model;
     let mut digits = itoa::Buffer::new();
-    let configured = |name: &str| state.is_some_and(|state| state.service.is_served(name));
+    // Asked only of requests that resolved no version.
+    let configured = |name: &str| exchange.state().is_some_and(|state| state.service.is_served(name));
     let (model, version) = super::metric_labels(trace, requested, configured, &mut digits);
     let signature = trace.signature_name().unwrap_or("");
     log::debug!(
