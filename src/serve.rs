@@ -49,8 +49,7 @@ pub fn start_with(settings: &Settings, loader: Arc<dyn Loader>) -> Result<Runnin
     // Once, so an operator sees what every layer merged to (passwords print as ***).
     log::info!("effective settings:\n{}", settings.summary());
     let (service, batcher) = build_service(settings, loader)?;
-    let registry = service.registry.clone();
-    let handlers = service.handlers.clone();
+    let handlers = service.handlers().clone();
     let security = &settings.security;
     let credentials = match (security.enable_auth, &security.auth_username, &security.auth_password) {
         (true, Some(user), Some(password)) => Some((user.as_str(), password.0.as_str())),
@@ -64,8 +63,8 @@ pub fn start_with(settings: &Settings, loader: Arc<dyn Loader>) -> Result<Runnin
     })?;
     log::info!(
         "serving {} model(s) [{}] on {} and gRPC on {} (ready in {:.0} ms)",
-        registry.model_names().len(),
-        registry.model_names().join(", "),
+        state.service.model_names().len(),
+        state.service.model_names().join(", "),
         public
             .iter()
             .map(|a| format!("{scheme}://{a}"))
@@ -98,7 +97,7 @@ pub fn run(settings: &Settings) -> Result<(), StartError> {
         let mut running = start(settings)?;
         grpc = running.grpc.take();
         batcher = Some(running.batcher.clone());
-        capture = Some(running.state.service.capture.clone());
+        capture = Some(running.state.service.capture().clone());
         let drain_timeout = std::time::Duration::from_secs_f64(settings.http.drain_timeout);
         let listeners = std::mem::take(&mut running.listeners);
         let handle = running.server.handle();

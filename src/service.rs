@@ -21,9 +21,11 @@ use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
 use crate::tensor::Tensor;
 
 pub struct Service {
-    pub registry: Arc<Registry>,
+    registry: Arc<Registry>,
     /// Models' own `inference.py` handlers (SageMaker invocations only).
-    pub handlers: Arc<HandlerSet>,
+    handlers: Arc<HandlerSet>,
+    /// Where models loaded over the network may live, and how many.
+    limits: ModelLimits,
     timeout: Duration,
     /// `--enable_signature_method_name_check`: classify/regress only on
     /// signatures whose method_name says so, not on any of the right structure.
@@ -31,7 +33,7 @@ pub struct Service {
     /// SageMaker's default model (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`).
     default_model: Option<String>,
     /// Request/response capture, sampled per model.
-    pub capture: Arc<Capture>,
+    capture: Arc<Capture>,
 }
 
 /// Tells whether a request's client has gone away.
@@ -88,6 +90,7 @@ impl Service {
         Service {
             registry,
             handlers,
+            limits: ModelLimits::default(),
             timeout,
             method_name_check: false,
             default_model: None,
@@ -97,6 +100,20 @@ impl Service {
 
     pub fn with_capture(self, capture: Arc<Capture>) -> Service {
         Service { capture, ..self }
+    }
+
+    pub fn with_model_limits(self, limits: ModelLimits) -> Service {
+        Service { limits, ..self }
+    }
+
+    /// Request/response capture: dialects' transports complete and queue records.
+    pub fn capture(&self) -> &Arc<Capture> {
+        &self.capture
+    }
+
+    /// Models' own `inference.py` handlers.
+    pub fn handlers(&self) -> &Arc<HandlerSet> {
+        &self.handlers
     }
 
     pub fn with_default_model(self, default_model: Option<String>) -> Service {
@@ -386,9 +403,11 @@ pub(crate) async fn off_worker<T: Send + 'static>(
 /// How often a waiting request checks that its client is still connected.
 const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
+mod manage;
 mod tfs_error;
 pub mod tfs_json;
 
+pub use manage::{has_versions, ManageError, ModelLimits};
 pub use tfs_error::TfsError;
 
 #[cfg(test)]

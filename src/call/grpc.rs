@@ -114,7 +114,7 @@ impl<'a> Call<'a> {
         if let (Some(mut record), Ok(_)) = (self.trace.capture.take(), &result) {
             // No JSON body crossed the wire: the sinks write the run's tensors.
             record.protocol = "grpc";
-            self.service.capture.submit(record);
+            self.service.capture().submit(record);
         }
         let bytes_out = match (&self.access, &result) {
             (Some(_), Ok(message)) => Some(size(message) as u64),

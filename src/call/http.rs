@@ -292,7 +292,7 @@ fn capture(
     record.custom_attributes = exchange
         .sagemaker_header("x-amzn-sagemaker-custom-attributes")
         .map(Into::into);
-    let kept = state.service.capture.metadata_headers();
+    let kept = state.service.capture().metadata_headers();
     if !kept.is_empty() {
         record.metadata = exchange.kept_headers(kept);
     }
@@ -304,12 +304,12 @@ fn capture(
         content_type: text(content_type.to_str().ok()),
         body: answer.clone(),
     });
-    state.service.capture.submit(record);
+    state.service.capture().submit(record);
 }
 
 /// Keeps a request's body on its trace for capture, when any model captures.
 pub fn keep_body(state: &ServerState, trace: &mut Trace, body: &Bytes) {
-    if state.service.capture.active() {
+    if state.service.capture().active() {
         trace.raw_request = Some(body.clone());
     }
 }

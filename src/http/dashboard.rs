@@ -80,7 +80,7 @@ pub fn state(state: &ServerState) -> HttpResponse {
                            "error": status.error, "signatures": signatures})
                 })
                 .collect();
-            let handlers = state.service.handlers.get(&model.name).is_some();
+            let handlers = state.service.handlers().get(&model.name).is_some();
             json!({"name": model.name, "versions": versions, "handlers": handlers})
         })
         .collect();

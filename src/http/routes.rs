@@ -72,7 +72,9 @@ pub async fn tfserve_api(
     let path = req.path().trim_end_matches('/');
     let method = req.method();
     if path == "/tfserve/models" && method == Method::GET {
-        let models: Vec<Value> = models::list(state)
+        let models: Vec<Value> = state
+            .service
+            .models()
             .iter()
             .map(|m| json!({"name": m.name, "base_path": m.base_path, "versions": versions_json(m)}))
             .collect();
@@ -84,17 +86,19 @@ pub async fn tfserve_api(
         if body.get("model_version_policy").is_none() {
             source.policy = VersionPolicy::All;
         }
-        source.base_path = models::confine(state, &source.base_path.display().to_string(), &source.name)?;
+        source.base_path = state
+            .service
+            .confine(&source.base_path.display().to_string(), &source.name)?;
         let name = source.name.clone();
-        models::load(state, source).await?;
-        let info = models::info(state, &name);
+        state.service.load(source).await?;
+        let info = state.service.info(&name);
         let versions = info.as_ref().map(versions_json).unwrap_or(Value::Null);
         return Ok(json(StatusCode::CREATED, json!({"name": name, "versions": versions})));
     }
     if let Some(name) = path.strip_prefix("/tfserve/models/").filter(|n| !n.contains('/')) {
         if method == Method::DELETE {
             let name = decode_segment(name);
-            models::unload(state, name.clone()).await?;
+            state.service.unload(name.clone()).await?;
             return Ok(json(StatusCode::OK, json!({"unloaded": name})));
         }
     }

@@ -32,10 +32,6 @@ pub struct ServerState {
     pub in_flight: InFlight,
     /// The model config file, for reloads over HTTP.
     pub config_file: Option<std::path::PathBuf>,
-    /// Directories models loaded over HTTP must live in.
-    pub model_roots: Vec<std::path::PathBuf>,
-    /// Most models loaded at once (0: no limit).
-    pub max_models: usize,
     /// Basic-auth credentials every route but liveness requires, when set.
     pub auth: Option<BasicAuth>,
     /// Set on SIGTERM: readiness fails and connections close after their response.
@@ -63,8 +59,6 @@ impl ServerState {
             max_request_bytes: settings.http.max_request_bytes,
             in_flight: InFlight::new(settings.http.max_in_flight_requests),
             config_file: settings.models.model_config_file.clone(),
-            model_roots: settings.roots(),
-            max_models: settings.models.max_models,
             auth,
             drain: Drain::default(),
             body_timeout: Duration::from_millis(settings.http.client_body_timeout_ms),
@@ -79,6 +73,6 @@ impl ServerState {
         if self.drain.is_draining() {
             return Err("the server is shutting down".into());
         }
-        self.service.registry.ready()
+        self.service.ready()
     }
 }

@@ -11,7 +11,7 @@ use crate::registry::{self, discover_models, BatchingPolicy, LoadOptions, ModelS
 #[cfg(feature = "tensorflow")]
 use crate::runtime;
 use crate::runtime::Loader;
-use crate::service::Service;
+use crate::service::{ModelLimits, Service};
 use crate::settings::{Settings, SettingsError};
 use crate::{model_config, tls};
 
@@ -155,6 +155,10 @@ pub fn build_service(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(Se
     )
     .with_method_name_check(models.enable_signature_method_name_check)
     .with_default_model(models.default_model_name.clone())
+    .with_model_limits(ModelLimits {
+        roots: settings.roots(),
+        max_models: models.max_models,
+    })
     .with_capture(Arc::new(capture));
     Ok((service, batcher))
 }

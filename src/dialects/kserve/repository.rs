@@ -5,7 +5,7 @@
 use super::OipError;
 use crate::error::ApiError;
 use crate::model_config::{ModelSource, VersionPolicy};
-use crate::server::{models, ServerState};
+use crate::server::ServerState;
 use crate::service::Service;
 use crate::service::VersionState;
 
@@ -46,28 +46,28 @@ pub async fn load(state: &ServerState, model: &str) -> Result<(), ApiError> {
     if model.is_empty() || model.contains(['/', '\\']) || model == ".." || model == "." {
         return Err(OipError::InvalidModelName(model.to_string()).into());
     }
-    if models::is_served(state, model) {
+    if state.service.is_served(model) {
         return Ok(());
     }
     let Some(dir) = state
-        .model_roots
+        .service
+        .model_roots()
         .iter()
         .map(|root| root.join(model))
         .find(|d| d.is_dir())
     else {
         return Err(OipError::NotInRepository(model.to_string()).into());
     };
-    let base_path = models::confine(state, &dir.display().to_string(), model)?;
-    models::load(
-        state,
-        ModelSource::with_policy(model, base_path, VersionPolicy::Latest(1)),
-    )
-    .await
+    let base_path = state.service.confine(&dir.display().to_string(), model)?;
+    state
+        .service
+        .load(ModelSource::with_policy(model, base_path, VersionPolicy::Latest(1)))
+        .await
 }
 
 pub async fn unload(state: &ServerState, model: &str) -> Result<(), ApiError> {
-    if !models::is_served(state, model) {
+    if !state.service.is_served(model) {
         return Err(OipError::NotLoaded(model.to_string()).into());
     }
-    models::unload(state, model.to_string()).await
+    state.service.unload(model.to_string()).await
 }

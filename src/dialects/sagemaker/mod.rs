@@ -104,7 +104,7 @@ impl Invocation {
     ) -> Result<Answer, ApiError> {
         self.attributes.validate()?;
         let model = self.model_name(service);
-        let Some(handlers) = service.handlers.get(&model) else {
+        let Some(handlers) = service.handlers().get(&model) else {
             let body = self.run(service, body, trace).await?;
             return Ok(Answer {
                 body,
@@ -123,7 +123,7 @@ impl Invocation {
         };
         let context = CallContext {
             rest_uri: service
-                .handlers
+                .handlers()
                 .rest_uri(&model, attributes.model_version.as_deref(), &method),
             model_name: model.clone(),
             model_version: attributes.model_version.clone(),
@@ -132,12 +132,12 @@ impl Invocation {
             request_content_type: or_json(&self.content_type),
             accept_header: or_json(&self.accept),
             content_length: body.as_slice().len(),
-            grpc_port: service.handlers.grpc_port(),
+            grpc_port: service.handlers().grpc_port(),
         };
         let run_model =
             |request: Vec<u8>| async move { call_model(service, &model, &selector, &method, &request, trace).await };
         service
-            .handlers
+            .handlers()
             .invoke(
                 &handlers,
                 context,

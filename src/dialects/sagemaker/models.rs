@@ -9,9 +9,8 @@ use super::SageMakerError;
 use crate::call::http::{body_json, json, read_body, respond, versions_json};
 use crate::error::ApiError;
 use crate::model_config::ModelSource;
-use crate::server::models::{self, ManageError};
 use crate::server::ServerState;
-use crate::service::{ModelInfo, RegistryError};
+use crate::service::{has_versions, ManageError, ModelInfo, RegistryError};
 
 /// The multi-model routes on actix's table; other methods fall through to the JSON 404.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -37,11 +36,13 @@ fn not_loaded(name: &str) -> ApiError {
 }
 
 fn loaded(state: &ServerState, name: &str) -> Option<ModelInfo> {
-    models::info(state, name)
+    state.service.info(name)
 }
 
 async fn list(state: web::Data<ServerState>) -> HttpResponse {
-    let models: Vec<Value> = models::list(&state)
+    let models: Vec<Value> = state
+        .service
+        .models()
         .iter()
         .map(|m| json!({"modelName": m.name, "modelUrl": m.base_path}))
         .collect();
@@ -60,12 +61,16 @@ async fn load(req: HttpRequest, payload: web::Payload, state: web::Data<ServerSt
         if loaded(&state, &name).is_some() {
             return Err(conflict());
         }
-        let base_path = models::confine(&state, &url, &name)?;
+        let base_path = state.service.confine(&url, &name)?;
         // As the container's validate_model_dir: no numeric version directory, no model.
-        if !models::has_versions(&base_path) {
+        if !has_versions(&base_path) {
             return Err(ManageError::NoBasePath { path: url, model: name }.into());
         }
-        match models::load(&state, ModelSource::all_versions(name.clone(), base_path)).await {
+        match state
+            .service
+            .load(ModelSource::all_versions(name.clone(), base_path))
+            .await
+        {
             Err(ApiError::Registry(RegistryError::AlreadyLoaded(_))) => Err(conflict()),
             Err(other) => Err(other),
             Ok(_) => Ok(json(
@@ -90,7 +95,9 @@ async fn describe(req: HttpRequest, name: web::Path<String>, state: web::Data<Se
 
 async fn unload(req: HttpRequest, name: web::Path<String>, state: web::Data<ServerState>) -> HttpResponse {
     let name = name.into_inner();
-    let result = models::unload(&state, name.clone())
+    let result = state
+        .service
+        .unload(name.clone())
         .await
         .map_err(|_| not_loaded(&name))
         .map(|_| {

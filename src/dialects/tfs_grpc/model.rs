@@ -174,11 +174,12 @@ async fn reload(state: &ServerState, request: ReloadConfigRequest) -> Result<Rel
     let mut sources = Vec::with_capacity(configs.len());
     for config in configs {
         let mut source = source_of(config)?;
-        source.base_path =
-            crate::server::models::confine(state, &source.base_path.display().to_string(), &source.name)?;
+        source.base_path = state
+            .service
+            .confine(&source.base_path.display().to_string(), &source.name)?;
         sources.push(source);
     }
-    crate::server::models::replace_all(state, sources).await?;
+    state.service.replace_all(sources).await?;
     Ok(ReloadConfigResponse {
         status: Some(StatusProto {
             error_code: ErrorCode::Ok as i32,
