@@ -201,8 +201,6 @@ mod tests {
             ),
             (ApiError::SignatureNotFound("s".into()), 400),
             (ApiError::SignatureKeyNotFound("s".into()), 400),
-            (crate::service::TfsError::UnsupportedMethod("s".into()).into(), 501),
-            (crate::service::TfsError::NoTasks.into(), 400),
             (RegistryError::UnknownLabel("nope".into()).into(), 400),
             (ApiError::PayloadTooLarge { limit: 1, got: Some(2) }, 413),
             (ApiError::Timeout(5), 504),

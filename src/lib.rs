@@ -8,18 +8,61 @@
 //! | transports | [`http`] (actix-web: listener, middleware, route table), [`grpc`] (tonic on its own runtime: services, health, reflection) |
 //! | dialects | [`dialects`]: one folder per API (`tfs`, `sagemaker`, `stfs`, `tfs_grpc`, `kserve`) |
 //! | request glue | [`call`]: what a dialect's handler needs per transport (body limits, trace, answers, metrics) |
-//! | server core | [`server`]: shared state, admission, auth, request ids, the drain, model management, start-up |
-//! | service | [`service`]: the only door to models (resolve, decode off the event loop, run, encode) |
-//! | models | [`registry`] (versions and states), [`batcher`] (queues and batch threads), [`python_handlers`] (SageMaker's `inference.py`) |
+//! | server core | [`server`]: shared state, admission, auth, request ids, the drain, start-up |
+//! | settings | [`settings`]: flags, file and environment, every layer's settings composed |
+//! | TF Serving | [`tfs`]: its REST JSON layouts and refusals, shared by three dialects and `inspect` |
+//! | service | [`service`]: the only door to models (resolve, decode off the event loop, run, encode; load and unload) |
+//! | errors | [`error`]: the request error every layer's error converts into |
+//! | capture | [`capture`]: request/response capture (SageMaker's JSON Lines, TF Serving's PredictionLog records, KServe's CloudEvents) on a bounded writer thread |
+//! | models | [`registry`] (versions and states), [`warmup`], [`python_handlers`] (SageMaker's `inference.py`), [`model_config`] (TF Serving's model config), [`batcher`] (queues and batch threads) |
 //! | runtime | [`runtime`]: TensorFlow behind the `Loader`/`Model` traits (the mock in tests) |
 //!
-//! Beside them: [`codec`] (JSON, CSV, protobuf ⇄ typed tensors), [`tensor`] and
-//! [`signature`] (TensorFlow-free types), [`status`] (the one code enum and
-//! its HTTP and gRPC table), [`error`] (the request-level error), [`settings`], [`metrics`] and [`gpu_metrics`], [`warmup`],
-//! [`model_config`] and [`textproto`], [`tls`], [`imaging`], [`proto`], [`logging`], [`capture`]
-//! (request/response capture: SageMaker's JSON Lines, TF Serving's PredictionLog records, KServe's
-//! CloudEvents, on a bounded writer thread); and the
-//! subcommands [`inspect`] and [`transform`] (batch transform).
+//! Beside them ([`SHARED`], importing from no layer): [`codec`] (JSON, CSV,
+//! protobuf ⇄ typed tensors), [`tensor`] and [`signature`] (TensorFlow-free
+//! types), [`status`] (the one code enum and its HTTP and gRPC table),
+//! [`metrics`] and [`gpu_metrics`], [`textproto`], [`tls`], [`imaging`],
+//! [`proto`], [`logging`], [`flags`]; and the subcommands [`inspect`] and
+//! [`transform`] (batch transform), at the top.
+
+/// The module graph's layers, top first: a module imports only from layers
+/// after its own, and from [`SHARED`]. `tests/layers.rs` checks the sources
+/// against this list, and that every module is in it or in [`SHARED`].
+#[doc(hidden)]
+pub const LAYERS: &[&[&str]] = &[
+    &["serve", "inspect", "transform", "main", "bin"],
+    &["http", "grpc"],
+    &["dialects"],
+    &["call"],
+    &["server"],
+    &["settings"],
+    &["tfs"],
+    &["service"],
+    &["error"],
+    &["capture"],
+    &["registry"],
+    &["warmup", "python_handlers"],
+    &["model_config"],
+    &["batcher"],
+    &["runtime"],
+];
+
+/// Modules beside the layers, any layer may use them: types, formats and
+/// metrics. They import from no layer.
+#[doc(hidden)]
+pub const SHARED: &[&str] = &[
+    "codec",
+    "tensor",
+    "signature",
+    "status",
+    "metrics",
+    "gpu_metrics",
+    "textproto",
+    "flags",
+    "tls",
+    "imaging",
+    "proto",
+    "logging",
+];
 
 pub mod batcher;
 pub mod call;
@@ -27,6 +70,7 @@ pub mod capture;
 pub mod codec;
 pub mod dialects;
 pub mod error;
+pub mod flags;
 pub mod gpu_metrics;
 pub mod grpc;
 pub mod http;
@@ -47,6 +91,7 @@ pub mod signature;
 pub mod status;
 pub mod tensor;
 pub mod textproto;
+pub mod tfs;
 pub mod tls;
 pub mod transform;
 pub mod warmup;

@@ -404,11 +404,5 @@ pub(crate) async fn off_worker<T: Send + 'static>(
 const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
 mod manage;
-mod tfs_error;
-pub mod tfs_json;
 
 pub use manage::{has_versions, ManageError, ModelLimits};
-pub use tfs_error::TfsError;
-
-#[cfg(test)]
-mod tests;

@@ -6,20 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Layers, top first. A module may import from any layer after its own.
-const LAYERS: &[&[&str]] = &[
-    &["serve", "inspect", "transform", "main", "bin"],
-    &["http", "grpc"],
-    &["dialects"],
-    &["call"],
-    &["server"],
-    &["service"],
-    &["capture"],
-    &["registry"],
-    &["warmup", "python_handlers"],
-    &["batcher"],
-    &["runtime"],
-];
+use tfserve::{LAYERS, SHARED};
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&module))
@@ -36,25 +23,68 @@ fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
     }
 }
 
-/// `(module, submodule)` of every `crate::a::b` a file names outside comments.
-fn imports(text: &str) -> BTreeSet<(String, String)> {
-    let mut found = BTreeSet::new();
-    for line in text.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            let mut parts = rest.split("::").map(|p| {
-                p.chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect::<String>()
-            });
-            let module = parts.next().unwrap_or_default();
-            let sub = parts.next().unwrap_or_default();
-            found.insert((module, sub));
+fn identifier(text: &str) -> String {
+    text.trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// `(module, submodule)` of a path after `crate::`: `a::b...`, or each item
+/// of a group `{a::b, c}` (nested groups name their first segment).
+fn paths_after(rest: &str, found: &mut BTreeSet<(String, String)>) {
+    let Some(group) = rest.strip_prefix('{') else {
+        let mut parts = rest.split("::").map(identifier);
+        let module = parts.next().unwrap_or_default();
+        found.insert((module, parts.next().unwrap_or_default()));
+        return;
+    };
+    let mut depth = 0;
+    let mut item = String::new();
+    for c in group.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                paths_after(item.trim(), found);
+                item.clear();
+                continue;
+            }
+            _ => {}
         }
+        item.push(c);
+    }
+    if !item.trim().is_empty() {
+        paths_after(item.trim(), found);
+    }
+}
+
+/// `(module, submodule)` of every `crate::a::b` and `crate::{a::b, c}` a file
+/// names outside comments.
+fn imports(text: &str) -> BTreeSet<(String, String)> {
+    let code: String = text
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut found = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        paths_after(rest, &mut found);
     }
     found
+}
+
+/// The modules `lib.rs` declares.
+fn declared_modules(root: &Path) -> Vec<String> {
+    std::fs::read_to_string(root.join("lib.rs"))
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub mod ").or_else(|| line.strip_prefix("mod ")))
+        .map(|rest| rest.trim_end_matches(';').trim().to_string())
+        .collect()
 }
 
 #[test]
@@ -70,10 +100,16 @@ fn no_module_imports_from_a_layer_above_it_and_no_dialect_from_another() {
             .map(|c| c.as_os_str().to_string_lossy().into_owned());
         let module = components.next().unwrap().trim_end_matches(".rs").to_string();
         let dialect = components.next().map(|d| d.trim_end_matches(".rs").to_string());
+        let text = std::fs::read_to_string(file).unwrap();
         let Some(own) = layer_of(&module) else {
+            // A shared module may use other shared modules only.
+            for (imported, sub) in imports(&text) {
+                if layer_of(&imported).is_some() {
+                    violations.push(format!("{} (shared): crate::{imported}::{sub}", relative.display()));
+                }
+            }
             continue;
         };
-        let text = std::fs::read_to_string(file).unwrap();
         for (imported, sub) in imports(&text) {
             let upward = layer_of(&imported).is_some_and(|theirs| theirs < own);
             let across = module != imported && layer_of(&imported) == Some(own);
@@ -91,13 +127,44 @@ fn no_module_imports_from_a_layer_above_it_and_no_dialect_from_another() {
 }
 
 #[test]
-fn the_check_sees_imports_and_skips_comments() {
-    let found = imports("use crate::http::AppState; // crate::grpc::x\nlet a = crate::dialects::tfs::route;");
-    let expected: BTreeSet<(String, String)> = [("http", "AppState"), ("dialects", "tfs")]
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
+fn the_check_sees_plain_and_grouped_imports_and_skips_comments() {
+    let found = imports(
+        "use crate::http::AppState; // crate::grpc::x\nlet a = crate::dialects::tfs::route;\n\
+         use crate::{\n    model_config,\n    server::{models, ServerState},\n    tls::Config, // crate::serve\n};",
+    );
+    let expected: BTreeSet<(String, String)> = [
+        ("http", "AppState"),
+        ("dialects", "tfs"),
+        ("model_config", ""),
+        ("server", ""),
+        ("tls", "Config"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
     assert_eq!(found, expected);
+}
+
+#[test]
+fn every_module_is_in_a_layer_or_shared_and_only_once() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules = declared_modules(&root);
+    assert!(modules.len() > 20, "{modules:?}");
+    for module in &modules {
+        let layers = LAYERS.iter().filter(|layer| layer.contains(&module.as_str())).count();
+        let shared = SHARED.contains(&module.as_str()) as usize;
+        assert_eq!(
+            layers + shared,
+            1,
+            "{module} is in {layers} layers and shared {shared} times"
+        );
+    }
+    for listed in LAYERS.iter().flat_map(|layer| layer.iter()).chain(SHARED) {
+        assert!(
+            modules.contains(&listed.to_string()) || ["main", "bin"].contains(listed),
+            "{listed} is listed but lib.rs declares no such module"
+        );
+    }
 }
 
 /// Every layer uses the code table, so it may use nothing of theirs; and the

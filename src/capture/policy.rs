@@ -195,7 +195,7 @@ pub struct CaptureSettings {
 
 impl Default for CaptureSettings {
     fn default() -> Self {
-        crate::settings::clap_defaults()
+        crate::flags::clap_defaults()
     }
 }
 

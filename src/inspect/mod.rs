@@ -8,23 +8,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::registry::{discover_versions, VersionSelector};
-use crate::service::tfs_json as tfs;
 use crate::service::Trace;
+pub use crate::settings::InspectArgs;
 use crate::settings::Settings;
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
-
-#[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct InspectArgs {
-    /// A SavedModel directory, or a model base path (its highest version is inspected).
-    pub dir: PathBuf,
-    /// A TF Serving REST request body to run through the model, e.g. '{"instances": [1.0]}'.
-    #[arg(long)]
-    pub run: Option<String>,
-    /// The REST method for --run: predict, classify or regress. Default: classify
-    /// for a body with "examples", predict otherwise.
-    #[arg(long)]
-    pub method: Option<String>,
-}
+use crate::tfs::json as tfs;
 
 /// The SavedModel directory to read and, for `--run`, the base path to serve.
 #[derive(Debug, PartialEq)]

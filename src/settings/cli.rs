@@ -71,9 +71,9 @@ pub enum Command {
     Serve,
     /// Batch transform, offline: run every record of the input files through
     /// the /invocations path in process and write `<name>.out` files.
-    Transform(crate::transform::TransformArgs),
+    Transform(super::TransformArgs),
     /// Show a SavedModel's tag-sets and signatures (dtypes, declared shapes,
     /// method names), warn where a declared shape is inexact, and with --run
     /// answer one TF Serving REST body through the server's own request path.
-    Inspect(crate::inspect::InspectArgs),
+    Inspect(super::InspectArgs),
 }

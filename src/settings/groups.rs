@@ -1,34 +1,22 @@
 //! The settings, grouped by concern. Each field is a flag (`--name` or
 //! `--na-me`), a key of the settings file and a `TFSERVE_NAME` variable; its
 //! doc comment is its `--help` text and its `default_value_t` the only place
-//! its default is written ([`clap_defaults`] reads them for serde too).
+//! its default is written ([`crate::flags::clap_defaults`] reads them for serde too).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use clap::{ArgAction, Args, FromArgMatches};
+use clap::{ArgAction, Args};
 use serde::{Deserialize, Serialize};
 
 use crate::batcher::ParamsOverride;
+pub use crate::flags::clap_defaults;
 use crate::model_config::DefaultVersionPolicy;
 use crate::registry::SwapPolicy;
 
 /// The number of cores, the default for every thread count.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
-}
-
-/// A group's defaults, as its flags declare them.
-pub fn clap_defaults<T: Args + FromArgMatches>() -> T {
-    let command = T::augment_args(clap::Command::new("tfserve"));
-    let parsed = command
-        .try_get_matches_from(["tfserve"])
-        .and_then(|matches| T::from_arg_matches(&matches));
-    match parsed {
-        Ok(defaults) => defaults,
-        // Only a malformed `default_value_t` gets here; a unit test parses every group.
-        Err(error) => panic!("the settings' defaults do not parse: {error}"),
-    }
 }
 
 /// Boolean flags take true/false, 1/0, yes/no, on/off in any case, or no

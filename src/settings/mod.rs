@@ -18,6 +18,7 @@ mod cli;
 mod env;
 mod groups;
 mod listeners;
+mod subcommands;
 mod summary;
 
 pub use cli::{Cli, Command};
@@ -27,6 +28,7 @@ pub use groups::{
     TensorFlowSettings,
 };
 pub use listeners::{GrpcSettings, HttpSettings, SecuritySettings};
+pub use subcommands::{InspectArgs, SplitType, TransformArgs};
 
 /// Every setting, by concern. Flattened: the settings file and `TFSERVE_*`
 /// variables use the flag names without group prefixes.

@@ -22,11 +22,11 @@ pub use error::SageMakerError;
 use crate::error::ApiError;
 use crate::imaging::{self, ImageFile};
 use crate::python_handlers::{Answer, CallContext};
-use crate::service::tfs_json as tfs;
 use crate::service::VersionSelector;
 use crate::service::{decode_body, RequestBody, Service, Trace};
 use crate::signature::{SignatureSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::Tensor;
+use crate::tfs::json as tfs;
 
 pub const CUSTOM_ATTRIBUTES: &str = "x-amzn-sagemaker-custom-attributes";
 

@@ -9,9 +9,10 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use crate::call::http::{answer, decode_segment as decode, read_body};
 use crate::error::ApiError;
 use crate::server::ServerState;
-use crate::service::tfs_json;
-use crate::service::{TfsError, VersionSelector};
+use crate::service::VersionSelector;
 use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
+use crate::tfs::json as tfs_json;
+use crate::tfs::TfsError;
 
 #[derive(Debug, PartialEq)]
 pub enum Verb {

@@ -17,11 +17,12 @@ use crate::proto::tensorflow::serving::{
     MultiInferenceLog, MultiInferenceRequest, MultiInferenceResponse, RegressionRequest, RegressionResponse,
     RegressionResult,
 };
-use crate::service::tfs_json::check_examples_signature;
-use crate::service::{Servable, TfsError};
+use crate::service::Servable;
 use crate::service::{Service, Trace};
 use crate::signature::{SignatureSpec, CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD};
 use crate::tensor::{Tensor, TensorData};
+use crate::tfs::json::check_examples_signature;
+use crate::tfs::TfsError;
 
 /// Classify's and Regress's wording for an unknown signature (INVALID_ARGUMENT).
 fn no_signature_named(name: String) -> ApiError {

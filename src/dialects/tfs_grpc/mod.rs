@@ -25,10 +25,11 @@ use crate::proto::tensorflow::serving::{
 };
 use crate::proto::tensorflow::TensorProto;
 use crate::server::ServerState;
-use crate::service::{Servable, TfsError, VersionSelector};
+use crate::service::{Servable, VersionSelector};
 use crate::service::{Service, Trace};
 use crate::signature::{SignatureSpec, DEFAULT_SIGNATURE};
 use crate::tensor::Tensor;
+use crate::tfs::TfsError;
 
 pub use model::ModelApi;
 

@@ -23,9 +23,10 @@ use crate::proto::tensorflow::serving::{
 };
 use crate::proto::tensorflow::{tensor_info, SignatureDef, TensorInfo, TensorShapeProto};
 use crate::server::ServerState;
+use crate::service::Service;
 use crate::service::VersionState;
-use crate::service::{Service, TfsError};
 use crate::signature::TensorSpec;
+use crate::tfs::TfsError;
 
 /// The `type_url` TF Serving packs the signature map under.
 const SIGNATURE_DEF_MAP_URL: &str = "type.googleapis.com/tensorflow.serving.SignatureDefMap";

@@ -108,3 +108,19 @@ impl From<TfsError> for ApiError {
         ApiError::Request(Box::new(error))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_answer_tf_servings_statuses() {
+        let cases: Vec<(ApiError, u16)> = vec![
+            (TfsError::UnsupportedMethod("s".into()).into(), 501),
+            (TfsError::NoTasks.into(), 400),
+        ];
+        for (error, status) in cases {
+            assert_eq!(error.status().as_u16(), status, "{error}");
+        }
+    }
+}

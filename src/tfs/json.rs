@@ -11,10 +11,11 @@ use crate::capture::LogKind;
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
 use crate::codec::{PredictEnvelope, RequestFormat};
 use crate::error::ApiError;
+use crate::service::VersionSelector;
 use crate::service::{decode_body, RequestBody, Service, Trace};
-use crate::service::{TfsError, VersionSelector};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::{DType, Tensor};
+use crate::tfs::TfsError;
 
 /// TF Serving's `:predict`, with the response in the request's layout.
 pub async fn predict(

@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::*;
 use crate::batcher::{BatchParams, Batcher};
+use crate::error::ApiError;
 use crate::model_config::{ModelSource, VersionPolicy};
 use crate::python_handlers::{HandlerSet, HandlerSettings};
+use crate::registry::Registry;
 use crate::registry::{BatchingPolicy, LoadOptions, SwapPolicy};
 use crate::runtime::mock::MockLoader;
 use crate::runtime::SessionConfig;
+use crate::service::*;
 
 /// A service over `model/1` and `model/2` (y = x + version), the second
 /// taking `run_ms` per run, with `batching` on or off.
@@ -81,7 +83,7 @@ fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
 }
 
 fn predict(service: &Service, selector: VersionSelector, body: &str) -> Result<Value, ApiError> {
-    let bytes = block_on(crate::service::tfs_json::predict(
+    let bytes = block_on(crate::tfs::json::predict(
         service,
         "model",
         &selector,
@@ -132,7 +134,7 @@ fn the_trace_records_what_a_request_resolved_to() {
     let (service, root) = service("trace", true, 0, Duration::from_secs(5));
     let mut trace = Trace::default();
     let body: &[u8] = br#"{"instances": [1.0, 2.0, 3.0]}"#;
-    block_on(crate::service::tfs_json::predict(
+    block_on(crate::tfs::json::predict(
         &service,
         "model",
         &VersionSelector::Latest,
@@ -193,7 +195,7 @@ fn a_client_that_went_away_stops_the_wait() {
         ..Trace::default()
     };
     let body: &[u8] = br#"{"instances": [1.0]}"#;
-    let error = block_on(crate::service::tfs_json::predict(
+    let error = block_on(crate::tfs::json::predict(
         &service,
         "model",
         &VersionSelector::Specific(2),
@@ -217,10 +219,10 @@ fn the_default_model_is_the_configured_one_or_the_first() {
 #[test]
 fn status_and_metadata_follow_tf_serving() {
     let (service, root) = service("status", false, 0, Duration::from_secs(5));
-    let status = crate::service::tfs_json::model_status(&service, "model", &VersionSelector::Latest).unwrap();
+    let status = crate::tfs::json::model_status(&service, "model", &VersionSelector::Latest).unwrap();
     assert_eq!(status["model_version_status"].as_array().unwrap().len(), 2);
     assert_eq!(status["model_version_status"][1]["state"], "AVAILABLE");
-    let metadata = crate::service::tfs_json::model_metadata(&service, "model", &VersionSelector::Specific(1)).unwrap();
+    let metadata = crate::tfs::json::model_metadata(&service, "model", &VersionSelector::Specific(1)).unwrap();
     assert_eq!(metadata["model_spec"]["version"], "1");
     let def = &metadata["metadata"]["signature_def"]["signature_def"]["serving_default"];
     assert_eq!(def["inputs"]["x"]["dtype"], "DT_FLOAT");
@@ -232,7 +234,7 @@ fn status_and_metadata_follow_tf_serving() {
 fn classify_needs_an_examples_input() {
     let (service, root) = service("classify", false, 0, Duration::from_secs(5));
     let body = br#"{"examples": [{"x": 1.0}]}"#;
-    let error = block_on(crate::service::tfs_json::classify_or_regress(
+    let error = block_on(crate::tfs::json::classify_or_regress(
         &service,
         "model",
         &VersionSelector::Latest,
@@ -246,7 +248,7 @@ fn classify_needs_an_examples_input() {
         "{error}"
     );
     let strict = service.with_method_name_check(true);
-    let error = block_on(crate::service::tfs_json::classify_or_regress(
+    let error = block_on(crate::tfs::json::classify_or_regress(
         &strict,
         "model",
         &VersionSelector::Latest,
