@@ -1,0 +1,182 @@
+//! One request on the front: its admission, its body's budget, the call
+//! through TF Serving's route, and its reply with the access line, as
+//! actix-web's middleware and route give them.
+
+use std::ops::Range;
+use std::panic::AssertUnwindSafe;
+use std::time::Instant;
+
+use actix_web::body::MessageBody;
+use actix_web::http::header::HeaderValue;
+use actix_web::http::Method;
+use actix_web::HttpResponse;
+use bytes::Bytes;
+use futures_util::FutureExt;
+
+use super::parse::{header_text, Head};
+use super::write::{write_answer, write_response};
+use super::{Connection, Front};
+use crate::call::http::{conclude, Answer, Exchange, PeerSocket};
+use crate::dialects::tfs;
+use crate::error::{error_response, ApiError};
+use crate::http::middleware::REQUEST_ID;
+use crate::server::access_log;
+use crate::server::{Admitted, BytesBorrowed, RequestId};
+use crate::service::Trace;
+
+/// What a request holds from its head on.
+pub(super) struct Gate<'a> {
+    /// Its in-flight slot, or why it has none.
+    pub(super) admitted: Result<Admitted<'a>, ApiError>,
+    /// Its body's bytes of the budget, or why they do not fit.
+    pub(super) held: Option<Result<BytesBorrowed<'a>, ApiError>>,
+}
+
+impl Gate<'_> {
+    /// Refused before its body is read.
+    pub(super) fn refused(&self) -> bool {
+        self.admitted.is_err() || matches!(self.held, Some(Err(_)))
+    }
+}
+
+/// How much of a request's body arrived.
+pub(super) struct Answered {
+    /// The error reading it gave, if any.
+    pub(super) arrived: Result<(), ApiError>,
+    /// Bytes of it are still on the connection: it closes after the answer.
+    pub(super) unread: bool,
+}
+
+/// What a request gets: an inference call's answer, or a response made
+/// before the call (admission refused) or instead of it (a panic).
+pub(super) enum Reply {
+    Answered(Answer),
+    Refused(HttpResponse),
+}
+
+impl Front {
+    /// A request's admission and its declared body's bytes of the budget,
+    /// taken when its head has arrived, as the gate middleware and the body
+    /// reader take them.
+    pub(super) fn gate(&self, head: &Head) -> Gate<'_> {
+        let admitted = self.state.in_flight.admit();
+        // Only an admitted request reads its body.
+        let held = admitted.is_ok().then(|| self.state.body_budget.hold(head.body));
+        Gate { admitted, held }
+    }
+
+    /// Answers one request, as actix-web's middleware and TF Serving route
+    /// would, into `out`. Whether the connection closes after it.
+    pub(super) async fn answer(
+        &self,
+        (request, head): (&Bytes, &Head),
+        gate: Gate<'_>,
+        answered: Answered,
+        connection: Connection,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let Connection { peer, client } = connection;
+        let state = &*self.state;
+        let text = |range: &Option<Range<usize>>| range.clone().and_then(|r| header_text(&request[r]));
+        // Read only for a panic's or an access line's sake.
+        let path = || std::str::from_utf8(&request[head.path.clone()]).unwrap_or_default();
+        let id = RequestId::from_header(text(&head.request_id));
+        let access = state.access_log.sample().then(Instant::now);
+        let cut_short = answered.unread || answered.arrived.is_err();
+        let handled =
+            AssertUnwindSafe(self.handle((request, head), gate, answered.arrived, &id, access.is_some(), peer))
+                .catch_unwind()
+                .await;
+        let reply = match handled {
+            Ok(reply) => reply,
+            Err(panic) => {
+                let uri = actix_web::http::Uri::try_from(path()).unwrap_or_default();
+                Reply::Refused(
+                    crate::http::panics::contained(&id, &Method::POST, &uri, panic.as_ref()).error_response(),
+                )
+            }
+        };
+        if let Some(started) = access {
+            let (status, bytes_out, served) = match &reply {
+                Reply::Answered(answer) => (answer.status, Some(answer.body.len() as u64), answer.served.as_ref()),
+                Reply::Refused(response) => (response.status(), Some(0), None),
+            };
+            let bytes_out = match &reply {
+                Reply::Refused(response) => match response.body().size() {
+                    actix_web::body::BodySize::Sized(n) => Some(n),
+                    actix_web::body::BodySize::None => Some(0),
+                    actix_web::body::BodySize::Stream => None,
+                },
+                Reply::Answered(_) => bytes_out,
+            };
+            access_log::write(&access_log::Line {
+                protocol: "rest",
+                request_id: &id.0,
+                method: "POST",
+                path: path(),
+                status: status.as_u16(),
+                grpc_code: None,
+                named_model: None,
+                bytes_in: Some(head.body as u64),
+                bytes_out,
+                client,
+                total: started.elapsed(),
+                served,
+            });
+        }
+        let close = head.close || cut_short || state.drain.is_draining();
+        match reply {
+            Reply::Answered(answer) => write_answer(&answer, &id.0, close, out),
+            Reply::Refused(mut response) => {
+                if let Ok(value) = HeaderValue::from_str(&id.0) {
+                    response.headers_mut().insert(REQUEST_ID, value);
+                }
+                write_response(response, close, out).await;
+            }
+        }
+        close
+    }
+
+    /// The gate's admission, then TF Serving's route on the body read.
+    async fn handle(
+        &self,
+        (request, head): (&Bytes, &Head),
+        gate: Gate<'_>,
+        arrived: Result<(), ApiError>,
+        id: &RequestId,
+        access_logged: bool,
+        peer: PeerSocket,
+    ) -> Reply {
+        let state = &*self.state;
+        let _admitted = match gate.admitted {
+            Ok(admitted) => admitted,
+            Err(error) => return Reply::Refused(error_response(error.status(), &error.to_string())),
+        };
+        let (_held, budget) = match gate.held {
+            Some(Ok(held)) => (Some(held), Ok(())),
+            Some(Err(error)) => (None, Err(error)),
+            None => (None, Ok(())),
+        };
+        let started = Instant::now();
+        let mut trace = Trace {
+            client_gone: Some(Box::new(move || peer.closed())),
+            request_id: Some(id.0.clone()),
+            access_logged,
+            ..Trace::default()
+        };
+        let body = request.slice(head.len.min(request.len())..);
+        let result = match budget.and(arrived) {
+            Ok(()) => tfs::infer(state, &head.model, &head.selector, &head.verb, &body, &mut trace).await,
+            Err(error) => Err(error),
+        };
+        let content_type = head.content_type.clone().and_then(|r| header_text(&request[r]));
+        let ce_id = head.ce_id.clone().and_then(|r| header_text(&request[r]));
+        let exchange = Exchange::Front {
+            state,
+            content_type,
+            ce_id,
+        };
+        let api = head.verb.api();
+        Reply::Answered(conclude(exchange, result, None, &head.model, api, &mut trace, started))
+    }
+}
