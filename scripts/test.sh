@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
-# Sets up libtensorflow and the client environment if they are missing, checks
-# formatting and lints, then runs every unit and integration test against the
-# bundled models/ (the dashboard's browser test too, when Chromium and npm are present).
+# Checks formatting, runs what needs no libtensorflow (the library and the
+# mock-backed integration tests; `--quick` stops there), then sets up
+# libtensorflow and the client environment if they are missing, lints, and
+# runs every unit and integration test against the bundled models/ (the
+# dashboard's browser test too, when Chromium and npm are present).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 scripts/setup_libtensorflow.py
-# cargo-deny and cargo-fuzz at pinned versions, built once into the cache.
-PATH="$(python3 scripts/dev_tools.py):$PATH"
-export PATH
+quick=false
+if [ "${1:-}" = "--quick" ]; then quick=true; fi
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 # A minimal toolchain profile lacks them; CI always runs both.
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   rustup component add rustfmt clippy
 fi
 cargo fmt --all -- --check
-cargo clippy --all-targets -- -D warnings
-# The library without TensorFlow: the batcher, registry, service, core and
-# every dialect on the mock runtime (no libtensorflow linked).
+# Without TensorFlow: the library (batcher, registry, service, core, every
+# dialect) on the mock runtime, and the integration tests that start the real
+# server on it (the HTTP front against actix-web, auth, CORS, admission
+# limits, the module layering). No libtensorflow is fetched or linked.
+mock_tests=(--test layers --test front --test auth --test cors --test overload)
 cargo clippy --lib --no-default-features -- -D warnings
+cargo clippy --no-default-features --features mock "${mock_tests[@]}" -- -D warnings
 cargo test --lib --no-default-features
-# The module layering (tests/layers.rs reads lib.rs's LAYERS), also TensorFlow-free.
-cargo test --no-default-features --test layers
+cargo test --no-default-features --features mock "${mock_tests[@]}"
+if $quick; then
+  exit 0
+fi
+python3 scripts/setup_libtensorflow.py
+# cargo-deny and cargo-fuzz at pinned versions, built once into the cache.
+PATH="$(python3 scripts/dev_tools.py):$PATH"
+export PATH
+cargo clippy --all-targets -- -D warnings
 # Dependencies' licenses, bans and sources (deny.toml); cargo fetches the
 # metadata of crates for other platforms it has not downloaded yet.
 cargo deny --version

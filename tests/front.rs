@@ -327,6 +327,8 @@ fn requests_the_front_leaves_are_served_by_actix_web() {
     assert_eq!(predictions["predictions"].as_array().unwrap().len(), 20_000);
 }
 
+// The binary serves on TensorFlow only.
+#[cfg(feature = "tensorflow")]
 #[test]
 fn idle_connections_close_when_the_server_stops() {
     let base_path = repo_path("models/half_plus_three");

@@ -5,6 +5,8 @@
 pub mod capture;
 pub mod grpc;
 pub mod h2raw;
+#[cfg(not(feature = "tensorflow"))]
+pub mod mock;
 pub mod process;
 
 use std::path::PathBuf;
@@ -59,12 +61,23 @@ pub fn base_url() -> &'static str {
     })
 }
 
+/// Starts the server on TensorFlow; built without it (`--no-default-features
+/// --features mock`), on a mock runtime whose every model computes
+/// half_plus_three's y = x / 2 + 3, the one model the mock-backed tests use.
+pub fn start_server(settings: &Settings) -> tfserve::Running {
+    #[cfg(feature = "tensorflow")]
+    let running = tfserve::start(settings);
+    #[cfg(not(feature = "tensorflow"))]
+    let running = tfserve::start_with(settings, std::sync::Arc::new(mock::HalfPlusThree));
+    running.expect("server starts")
+}
+
 /// Starts a server on its own thread and runtime; returns its address.
 pub fn spawn_server(settings: Settings) -> std::net::SocketAddr {
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
-            let running = tfserve::start(&settings).expect("server starts");
+            let running = start_server(&settings);
             sender.send(running.addrs[0]).expect("address is received");
             let _ = running.server.await;
         })
@@ -77,7 +90,7 @@ pub fn spawn_with_grpc(settings: Settings) -> (std::net::SocketAddr, std::net::S
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
-            let running = tfserve::start(&settings).expect("server starts");
+            let running = start_server(&settings);
             let grpc = running.grpc_addr().expect("gRPC listens");
             sender.send((running.addrs[0], grpc)).expect("addresses are received");
             let _ = running.server.await;
