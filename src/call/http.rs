@@ -344,94 +344,113 @@ pub struct Answer {
     pub served: Option<Served>,
 }
 
-/// The response to an inference request, with timing headers, recorded in the
-/// request metrics; a sampled request's capture record completed with the
-/// bodies and content types as they crossed the wire, and queued.
-/// `content_type` is the success's own (JSON when `None`).
-pub fn answer<'a>(
-    exchange: impl Into<Exchange<'a>>,
-    result: Result<Vec<u8>, ApiError>,
-    content_type: Option<HeaderValue>,
-    model: &str,
-    api: &str,
-    trace: &mut Trace,
+/// One REST inference request, from its arrival to its answer, whichever
+/// transport read it (actix-web's route or the HTTP front): its trace, which
+/// the dialect's handler fills in, and when it arrived.
+pub struct Inference {
+    pub trace: Trace,
     started: Instant,
-) -> HttpResponse {
-    conclude(exchange, result, content_type, model, api, trace, started).into_response()
 }
 
-/// An inference request's answer, recorded as [`answer`] records it.
-pub fn conclude<'a>(
-    exchange: impl Into<Exchange<'a>>,
-    result: Result<Vec<u8>, ApiError>,
-    content_type: Option<HeaderValue>,
-    model: &str,
-    api: &str,
-    trace: &mut Trace,
-    started: Instant,
-) -> Answer {
-    const JSON: HeaderValue = HeaderValue::from_static("application/json");
-    let exchange: Exchange<'a> = exchange.into();
-    let (status, content_type, body) = match result {
-        Ok(body) => {
-            let body = Bytes::from(body);
-            let content_type = content_type.unwrap_or(JSON);
-            if let Some(record) = trace.capture.take() {
-                capture(exchange, record, trace.raw_request.take(), &content_type, &body);
-            }
-            (StatusCode::OK, content_type, body)
+/// How an inference request ended, as its dialect's handler tells it.
+pub struct Outcome<'r> {
+    pub result: Result<Vec<u8>, ApiError>,
+    /// The success's own content type (JSON when `None`).
+    pub content_type: Option<HeaderValue>,
+    /// The model the request named (`""` for none).
+    pub model: &'r str,
+    /// The API it called, for the metrics and the logs.
+    pub api: &'r str,
+}
+
+impl Inference {
+    /// A request arriving through actix-web: its id and a way to tell its client left.
+    pub fn begin(req: &HttpRequest) -> Inference {
+        Inference::with_trace(trace(req))
+    }
+
+    /// A request arriving with the trace its transport made.
+    pub fn with_trace(trace: Trace) -> Inference {
+        Inference {
+            trace,
+            started: Instant::now(),
         }
-        Err(err) => {
-            if err.status().is_server_error() {
-                let id = trace.request_id.as_deref().unwrap_or_default();
-                log::warn!("[{id}] {api} on model {model}: {err}");
-            }
-            (
-                err.status(),
-                JSON,
-                Bytes::from(crate::error::error_body(&err.to_string())),
-            )
-        }
-    };
-    let requested = model;
-    let mut digits = itoa::Buffer::new();
-    // Asked only of requests that resolved no version.
-    let configured = |name: &str| exchange.state().is_some_and(|state| state.service.is_served(name));
-    let (model, version) = super::metric_labels(trace, requested, configured, &mut digits);
-    let signature = trace.signature_name().unwrap_or("");
-    log::debug!(
-        "[{}] {api} {model} {version} {signature}: {} in {:.3} ms",
-        trace.request_id.as_deref().unwrap_or_default(),
-        status.as_str(),
-        started.elapsed().as_secs_f64() * 1000.0
-    );
-    METRICS.record_request(
-        &crate::metrics::RequestLabels {
-            protocol: "rest",
+    }
+
+    /// Its answer, with timing headers, recorded in the request metrics; a
+    /// sampled request's capture record completed with the bodies and
+    /// content types as they crossed the wire, and queued.
+    pub fn conclude<'a>(mut self, exchange: impl Into<Exchange<'a>>, outcome: Outcome<'_>) -> Answer {
+        let Outcome {
+            result,
+            content_type,
             model,
-            version,
-            signature,
             api,
-            status: status.as_str(),
-        },
-        started.elapsed().as_secs_f64(),
-    );
-    Answer {
-        status,
-        content_type,
-        body,
-        queue_time: trace.queue_time,
-        run_time: trace.run_time,
-        batch_rows: trace.batch_rows,
-        served: trace.access_logged.then(|| {
-            let mut served = Served::of(api, trace);
-            // Refused before it resolved one, the line names the model asked
-            // for (the metrics do not: their labels stay bounded).
-            if served.model.is_none() && !requested.is_empty() {
-                served.model = Some(requested.to_string());
+        } = outcome;
+        let (trace, started) = (&mut self.trace, self.started);
+        const JSON: HeaderValue = HeaderValue::from_static("application/json");
+        let exchange: Exchange<'a> = exchange.into();
+        let (status, content_type, body) = match result {
+            Ok(body) => {
+                let body = Bytes::from(body);
+                let content_type = content_type.unwrap_or(JSON);
+                if let Some(record) = trace.capture.take() {
+                    capture(exchange, record, trace.raw_request.take(), &content_type, &body);
+                }
+                (StatusCode::OK, content_type, body)
             }
-            served
-        }),
+            Err(err) => {
+                if err.status().is_server_error() {
+                    let id = trace.request_id.as_deref().unwrap_or_default();
+                    log::warn!("[{id}] {api} on model {model}: {err}");
+                }
+                (
+                    err.status(),
+                    JSON,
+                    Bytes::from(crate::error::error_body(&err.to_string())),
+                )
+            }
+        };
+        let requested = model;
+        let mut digits = itoa::Buffer::new();
+        // Asked only of requests that resolved no version.
+        let configured = |name: &str| exchange.state().is_some_and(|state| state.service.is_served(name));
+        let (model, version) = super::metric_labels(trace, requested, configured, &mut digits);
+        let signature = trace.signature_name().unwrap_or("");
+        log::debug!(
+            "[{}] {api} {model} {version} {signature}: {} in {:.3} ms",
+            trace.request_id.as_deref().unwrap_or_default(),
+            status.as_str(),
+            started.elapsed().as_secs_f64() * 1000.0
+        );
+        METRICS.record_request(
+            &crate::metrics::RequestLabels {
+                protocol: "rest",
+                model,
+                version,
+                signature,
+                api,
+                status: status.as_str(),
+            },
+            started.elapsed().as_secs_f64(),
+        );
+        Answer {
+            status,
+            content_type,
+            body,
+            queue_time: trace.queue_time,
+            run_time: trace.run_time,
+            batch_rows: trace.batch_rows,
+            served: trace.access_logged.then(|| {
+                let mut served = Served::of(api, trace);
+                // Refused before it resolved one, the line names the model asked
+                // for (the metrics do not: their labels stay bounded).
+                if served.model.is_none() && !requested.is_empty() {
+                    served.model = Some(requested.to_string());
+                }
+                served
+            }),
+        }
     }
 }
 

@@ -2,8 +2,6 @@
 //! metadata, readiness, `infer` (JSON, and the binary tensor extension), and
 //! the model repository extension. Health (`/v2/health/*`) is the management API's.
 
-use std::time::Instant;
-
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -13,7 +11,7 @@ pub use super::rest_body::decode_infer_body;
 use super::rest_body::{decode, Decoded};
 use super::{values, OipError};
 use crate::call::http::json as json_response;
-use crate::call::http::{answer, read_body};
+use crate::call::http::{read_body, Inference, Outcome};
 use crate::error::ApiError;
 use crate::server::ServerState;
 use crate::service::{decode_body, Service};
@@ -99,9 +97,9 @@ async fn ready(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
 }
 
 async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerState>) -> HttpResponse {
-    let started = Instant::now();
     let (model, version) = segments(&req);
-    let mut trace = crate::call::http::trace(&req);
+    let mut inference = Inference::begin(&req);
+    let trace = &mut inference.trace;
     let mut header_length = None;
     let result = async {
         let length = req.headers().get(HEADER_LENGTH).map(|v| {
@@ -112,20 +110,26 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerS
         });
         let length = length.transpose()?;
         let body = read_body(&req, payload, &state).await?;
-        crate::call::http::keep_body(&state, &mut trace, &body);
+        crate::call::http::keep_body(&state, trace, &body);
         let decoded = if length == Some(0) {
             raw_request(&state.service, &model, &version, &body)?
         } else {
             decode_body(&body, move |body| decode(body, length)).await?
         };
-        let answer = run(&state.service, &model, &version, decoded, &mut trace).await?;
+        let answer = run(&state.service, &model, &version, decoded, trace).await?;
         header_length = answer.1;
         Ok(answer.0)
     }
     .await;
     // Binary outputs: the JSON header's length, and the body is no longer JSON.
     let content_type = header_length.map(|_| HeaderValue::from_static("application/octet-stream"));
-    let mut response = answer(&req, result, content_type, &model, "v2_infer", &mut trace, started);
+    let outcome = Outcome {
+        result,
+        content_type,
+        model: &model,
+        api: "v2_infer",
+    };
+    let mut response = inference.conclude(&req, outcome).into_response();
     if let Some(length) = header_length {
         if let Ok(value) = HeaderValue::from_str(&length.to_string()) {
             response

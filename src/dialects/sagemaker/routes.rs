@@ -1,12 +1,10 @@
 //! The SageMaker container's routes: `/ping`, `/invocations`, and the body of
 //! `/models/{name}/invoke`.
 
-use std::time::Instant;
-
 use actix_web::http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use crate::call::http::{answer, read_body};
+use crate::call::http::{read_body, Inference, Outcome};
 use crate::dialects::sagemaker::{Invocation, CUSTOM_ATTRIBUTES};
 use crate::error::{error_response, ApiError};
 use crate::server::ServerState;
@@ -55,8 +53,8 @@ pub async fn invocations(
     state: &ServerState,
     model: Option<String>,
 ) -> HttpResponse {
-    let started = Instant::now();
-    let mut trace = crate::call::http::trace(req);
+    let mut inference = Inference::begin(req);
+    let trace = &mut inference.trace;
     let header = |name| {
         req.headers()
             .get(name)
@@ -73,8 +71,8 @@ pub async fn invocations(
     let model_label = invocation.model_name(&state.service);
     let result = async {
         let body = read_body(req, payload, state).await?;
-        crate::call::http::keep_body(state, &mut trace, &body);
-        invocation.respond(&state.service, &body, &mut trace).await
+        crate::call::http::keep_body(state, trace, &body);
+        invocation.respond(&state.service, &body, trace).await
     }
     .await;
     // A handler's own content type wins; otherwise JSON (the TF Serving 2.20
@@ -85,13 +83,11 @@ pub async fn invocations(
         Err(err) => (Err(err), None),
     };
     let content_type = handler_type.and_then(|t| HeaderValue::from_str(&t).ok());
-    answer(
-        req,
+    let outcome = Outcome {
         result,
         content_type,
-        &model_label,
-        "invocations",
-        &mut trace,
-        started,
-    )
+        model: &model_label,
+        api: "invocations",
+    };
+    inference.conclude(req, outcome).into_response()
 }

@@ -2,7 +2,6 @@
 //! `GET /v1/models/{m}/gen_json`.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use futures_util::StreamExt;
 
@@ -10,7 +9,7 @@ use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::StfsError;
-use crate::call::http::{answer, json_response, read_body};
+use crate::call::http::{json_response, read_body, Inference, Outcome};
 use crate::dialects::stfs;
 use crate::error::ApiError;
 use crate::imaging::ImageFile;
@@ -60,8 +59,8 @@ async fn gen_client_route(req: HttpRequest, state: web::Data<ServerState>) -> Ht
 
 /// `POST /` with a JSON body, or a form upload of image files.
 pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &ServerState) -> HttpResponse {
-    let started = Instant::now();
-    let mut trace = crate::call::http::trace(req);
+    let mut inference = Inference::begin(req);
+    let trace = &mut inference.trace;
     let content_type = req
         .headers()
         .get(CONTENT_TYPE)
@@ -71,16 +70,22 @@ pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &ServerState
     let result = async {
         if media == "multipart/form-data" {
             let upload = read_upload(req, payload, state.max_request_bytes).await?;
-            return stfs::infer_images(&state.service, upload.fields, upload.files, &mut trace).await;
+            return stfs::infer_images(&state.service, upload.fields, upload.files, trace).await;
         }
         // Otherwise the body is JSON whatever the header says (`curl -d`
         // labels it a form), as TF Serving's routes take it.
         let body = read_body(req, payload, state).await?;
-        crate::call::http::keep_body(state, &mut trace, &body);
-        stfs::infer(&state.service, &body, &mut trace).await
+        crate::call::http::keep_body(state, trace, &body);
+        stfs::infer(&state.service, &body, trace).await
     }
     .await;
-    answer(req, result, None, "", "stfs", &mut trace, started)
+    let outcome = Outcome {
+        result,
+        content_type: None,
+        model: "",
+        api: "stfs",
+    };
+    inference.conclude(req, outcome).into_response()
 }
 
 /// A `multipart/form-data` body: its files and text fields.

@@ -1,12 +1,10 @@
 //! TensorFlow Serving's REST API: `/v1/models/...` predict, classify, regress,
 //! status and metadata, with TF Serving's routes matched the way it matches them.
 
-use std::time::Instant;
-
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use crate::call::http::{answer, decode_segment as decode, read_body};
+use crate::call::http::{decode_segment as decode, read_body, Inference, Outcome};
 use crate::error::ApiError;
 use crate::server::ServerState;
 use crate::service::VersionSelector;
@@ -195,14 +193,20 @@ pub async fn handle(req: &HttpRequest, payload: web::Payload, state: &ServerStat
     let service = &state.service;
     match parse_route(req.method(), req.path())? {
         Route::Infer { model, selector, verb } => {
-            let started = Instant::now();
-            let mut trace = crate::call::http::trace(req);
+            let mut inference = Inference::begin(req);
+            let trace = &mut inference.trace;
             let result = async {
                 let body = read_body(req, payload, state).await?;
-                infer(state, &model, &selector, &verb, &body, &mut trace).await
+                infer(state, &model, &selector, &verb, &body, trace).await
             }
             .await;
-            Ok(answer(req, result, None, &model, verb.api(), &mut trace, started))
+            let outcome = Outcome {
+                result,
+                content_type: None,
+                model: &model,
+                api: verb.api(),
+            };
+            Ok(inference.conclude(req, outcome).into_response())
         }
         Route::Status { model, selector } => pretty(tfs_json::model_status(service, &model, &selector)?),
         Route::Metadata { model, selector } => pretty(tfs_json::model_metadata(service, &model, &selector)?),

@@ -6,7 +6,7 @@
 //! does not take, it hands the connection, with the bytes it has read, to
 //! actix-web, which serves that request and every later one on the
 //! connection. The answers are built by the same code as actix-web's
-//! route's (`dialects::tfs::infer`, `call::http::answer`), so a request is
+//! route's (`dialects::tfs::infer`, `call::http::Inference::conclude`), so a request is
 //! answered alike whichever side serves it. Used only where every request of
 //! that shape would pass the middleware untouched: no TLS, auth or CORS, and
 //! keep-alive on (`server::serve`).

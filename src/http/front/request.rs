@@ -16,7 +16,7 @@ use futures_util::FutureExt;
 use super::parse::{header_text, Head};
 use super::write::{write_answer, write_response};
 use super::{Connection, Front};
-use crate::call::http::{conclude, Answer, Exchange, PeerSocket};
+use crate::call::http::{Answer, Exchange, Inference, Outcome, PeerSocket};
 use crate::dialects::tfs;
 use crate::error::{error_response, ApiError};
 use crate::http::middleware::REQUEST_ID;
@@ -157,16 +157,25 @@ impl Front {
             Some(Err(error)) => (None, Err(error)),
             None => (None, Ok(())),
         };
-        let started = Instant::now();
-        let mut trace = Trace {
+        let mut inference = Inference::with_trace(Trace {
             client_gone: Some(Box::new(move || peer.closed())),
             request_id: Some(id.0.clone()),
             access_logged,
             ..Trace::default()
-        };
+        });
         let body = request.slice(head.len.min(request.len())..);
         let result = match budget.and(arrived) {
-            Ok(()) => tfs::infer(state, &head.model, &head.selector, &head.verb, &body, &mut trace).await,
+            Ok(()) => {
+                tfs::infer(
+                    state,
+                    &head.model,
+                    &head.selector,
+                    &head.verb,
+                    &body,
+                    &mut inference.trace,
+                )
+                .await
+            }
             Err(error) => Err(error),
         };
         let content_type = head.content_type.clone().and_then(|r| header_text(&request[r]));
@@ -176,7 +185,12 @@ impl Front {
             content_type,
             ce_id,
         };
-        let api = head.verb.api();
-        Reply::Answered(conclude(exchange, result, None, &head.model, api, &mut trace, started))
+        let outcome = Outcome {
+            result,
+            content_type: None,
+            model: &head.model,
+            api: head.verb.api(),
+        };
+        Reply::Answered(inference.conclude(exchange, outcome))
     }
 }
