@@ -1,205 +1,20 @@
-//! What an HTTP dialect's handler needs to answer a request: its trace (id,
-//! client-gone check), the body read under the limits, and the answer with
-//! its timing headers and metrics, errors in the status table's words.
+//! An inference request's answer, whichever transport read it: its timing
+//! headers, metrics and access-line facts, and its capture record completed
+//! with the bodies as they crossed the wire.
 
-use std::cell::RefCell;
-use std::future::Future;
-use std::mem::ManuallyDrop;
-use std::os::fd::{FromRawFd, RawFd};
 use std::time::Instant;
 
-use actix_web::dev::Decompress;
-use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use actix_web::http::StatusCode;
-use actix_web::web::{self, Bytes, BytesMut};
+use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
-use futures_util::StreamExt;
-use serde_json::{json, Value};
 
 use crate::capture::{Payload, Record};
-use crate::error::{error_response, ApiError};
+use crate::error::ApiError;
 use crate::metrics::METRICS;
 use crate::server::access_log::Served;
-use crate::server::{BytesHeld, RequestId, ServerState};
-use crate::service::ModelInfo;
+use crate::server::ServerState;
 use crate::service::Trace;
-
-/// A URL path segment, percent-decoded.
-pub fn decode_segment(segment: &str) -> String {
-    // Most names carry no escapes: a copy, without the decoder's pass.
-    if !segment.contains('%') {
-        return segment.to_owned();
-    }
-    percent_encoding::percent_decode_str(segment)
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
-/// The connection's socket, recorded when it is accepted, so a request can
-/// tell whether its client is still there.
-#[derive(Clone, Copy)]
-pub struct PeerSocket(RawFd);
-
-impl PeerSocket {
-    pub fn new(descriptor: RawFd) -> PeerSocket {
-        PeerSocket(descriptor)
-    }
-
-    /// Whether the client closed or reset the connection. Called only while
-    /// the request's handler runs, so the connection (and the descriptor) is open.
-    pub fn closed(self) -> bool {
-        // SAFETY: the descriptor stays owned by the connection; ManuallyDrop
-        // keeps this borrowed view from closing it. The socket is non-blocking.
-        let stream = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(self.0) });
-        match stream.peek(&mut [0u8; 1]) {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) => !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-            ),
-        }
-    }
-}
-
-/// What the outermost middleware knows of the request its handler serves:
-/// its id, whether it gets an access line, and the body bytes it holds of the
-/// budget (given back when the request is done). A task-local rather than
-/// request extensions: those cost a map and a box per value on every request.
-pub struct RequestScope {
-    pub id: RequestId,
-    pub access_logged: bool,
-    held: RefCell<Option<BytesHeld>>,
-}
-
-tokio::task_local! {
-    static REQUEST: RequestScope;
-}
-
-impl RequestScope {
-    pub fn new(id: RequestId, access_logged: bool) -> RequestScope {
-        RequestScope {
-            id,
-            access_logged,
-            held: RefCell::new(None),
-        }
-    }
-
-    /// Runs `future` (the rest of the request's handling) inside this scope.
-    pub fn around<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
-        REQUEST.scope(self, future)
-    }
-}
-
-/// The id the request-id middleware gave the request being handled.
-pub fn request_id() -> Option<RequestId> {
-    REQUEST.try_with(|scope| scope.id.clone()).ok()
-}
-
-/// A fresh trace for an inference request: its id and a way to tell its client left.
-pub fn trace(req: &HttpRequest) -> Trace {
-    let (request_id, access_logged) = REQUEST
-        .try_with(|scope| (Some(scope.id.0.clone()), scope.access_logged))
-        .unwrap_or_default();
-    Trace {
-        client_gone: client_gone(req),
-        request_id,
-        access_logged,
-        ..Trace::default()
-    }
-}
-
-/// A check for the request's client having gone, when the connection is known.
-pub fn client_gone(req: &HttpRequest) -> Option<Box<dyn Fn() -> bool + Send + Sync>> {
-    let peer = req.conn_data::<PeerSocket>().copied()?;
-    Some(Box::new(move || peer.closed()))
-}
-
-/// A handler's result as a response; server-side failures are logged with the request id.
-pub fn respond(req: &HttpRequest, result: Result<HttpResponse, ApiError>) -> HttpResponse {
-    result.unwrap_or_else(|err| {
-        if err.status().is_server_error() {
-            let id = request_id().map(|id| id.0).unwrap_or_default();
-            log::warn!("[{id}] {} {}: {err}", req.method(), req.path());
-        }
-        error_response(err.status(), &err.to_string())
-    })
-}
-
-/// Reads the whole body (gzip already undone by actix), refusing bodies over
-/// `max_request_bytes` and bodies that take longer than `--client_body_timeout_ms`
-/// to arrive (a client trickling its body would hold an in-flight slot).
-pub async fn read_body(req: &HttpRequest, payload: web::Payload, state: &ServerState) -> Result<Bytes, ApiError> {
-    let limit = state.max_request_bytes;
-    let mut held = state.body_budget.start();
-    let body = {
-        let mut read = std::pin::pin!(read_limited(req, payload, limit, &mut held));
-        // A body already in the connection's buffer (most small ones) needs no
-        // timer: only one still arriving is raced against the timeout. The
-        // connection hands a small body over just after the handler's first
-        // poll, so the handler asks to be polled once more before arming one.
-        let mut asked_again = false;
-        let first = std::future::poll_fn(|cx| match std::future::Future::poll(read.as_mut(), cx) {
-            std::task::Poll::Pending if !asked_again => {
-                asked_again = true;
-                cx.waker().wake_by_ref();
-                std::task::Poll::Pending
-            }
-            polled => std::task::Poll::Ready(polled),
-        })
-        .await;
-        match first {
-            std::task::Poll::Ready(body) => body?,
-            std::task::Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
-                Ok(body) => body?,
-                Err(_) => return Err(ApiError::BodyTimeout(state.body_timeout.as_millis() as u64)),
-            },
-        }
-    };
-    // Held until the request is done: its scope (or its extensions) drop with it.
-    let mut held = Some(held);
-    let _ = REQUEST.try_with(|scope| *scope.held.borrow_mut() = held.take());
-    if let Some(held) = held {
-        actix_web::HttpMessage::extensions_mut(req).insert(held);
-    }
-    Ok(body)
-}
-
-async fn read_limited(
-    req: &HttpRequest,
-    payload: web::Payload,
-    limit: usize,
-    held: &mut BytesHeld,
-) -> Result<Bytes, ApiError> {
-    let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if let Some(length) = declared.filter(|&l| l > limit) {
-        return Err(ApiError::PayloadTooLarge {
-            limit,
-            got: Some(length),
-        });
-    }
-    // A declared length is held before reading: a refusal costs no memory.
-    held.grow(declared.unwrap_or(0))?;
-    // The limit applies to the decoded bytes, so a small gzip body cannot expand past it.
-    let mut decoded = Decompress::from_headers(payload.into_inner(), req.headers());
-    let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(limit));
-    while let Some(chunk) = decoded.next().await {
-        let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("failed to read the request body: {e}")))?;
-        if body.len() + chunk.len() > limit {
-            return Err(ApiError::PayloadTooLarge { limit, got: None });
-        }
-        // Decompressed or undeclared bodies hold what they grow to.
-        if body.len() + chunk.len() > held.bytes() {
-            held.grow(body.len() + chunk.len() - held.bytes())?;
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
-}
 
 /// The request an inference answer is for, as far as its capture record
 /// needs it: an actix-web request, or one the HTTP front read itself.
@@ -320,13 +135,6 @@ impl<'a> From<&'a HttpRequest> for Exchange<'a> {
     }
 }
 
-pub fn json_response(body: Vec<u8>) -> HttpResponse {
-    HttpResponse::build(StatusCode::OK)
-        .content_type("application/json")
-        .body(body)
-}
-
-// Constants, so each name is checked once at compile time, not per response.
 const QUEUE_TIME: HeaderName = HeaderName::from_static("x-queue-time-ms");
 const INFERENCE_TIME: HeaderName = HeaderName::from_static("x-inference-time-ms");
 const BATCH_SIZE: HeaderName = HeaderName::from_static("x-batch-size");
@@ -366,7 +174,7 @@ pub struct Outcome<'r> {
 impl Inference {
     /// A request arriving through actix-web: its id and a way to tell its client left.
     pub fn begin(req: &HttpRequest) -> Inference {
-        Inference::with_trace(trace(req))
+        Inference::with_trace(super::trace(req))
     }
 
     /// A request arriving with the trace its transport made.
@@ -415,7 +223,7 @@ impl Inference {
         let mut digits = itoa::Buffer::new();
         // Asked only of requests that resolved no version.
         let configured = |name: &str| exchange.state().is_some_and(|state| state.service.is_served(name));
-        let (model, version) = super::metric_labels(trace, requested, configured, &mut digits);
+        let (model, version) = crate::call::metric_labels(trace, requested, configured, &mut digits);
         let signature = trace.signature_name().unwrap_or("");
         log::debug!(
             "[{}] {api} {model} {version} {signature}: {} in {:.3} ms",
@@ -523,35 +331,9 @@ fn millis(duration: std::time::Duration) -> Millis {
     }
 }
 
-pub fn json(status: StatusCode, value: Value) -> HttpResponse {
-    HttpResponse::build(status)
-        .content_type("application/json")
-        .body(value.to_string())
-}
-
-/// A JSON body, or TF Serving's parse error.
-pub fn body_json(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(ApiError::JsonParse)
-}
-
-/// A model's versions and their states, as the management APIs list them.
-pub fn versions_json(info: &ModelInfo) -> Value {
-    info.versions
-        .iter()
-        .map(|v| json!({"version": v.version.to_string(), "state": v.state.as_str(), "error": v.error.clone().unwrap_or_default()}))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn segments_are_percent_decoded_only_when_escaped() {
-        assert_eq!(decode_segment("half_plus_three"), "half_plus_three");
-        assert_eq!(decode_segment("my%20model"), "my model");
-        assert_eq!(decode_segment("bad%ff"), "bad\u{fffd}");
-    }
 
     #[test]
     fn durations_print_as_milliseconds_with_three_decimals() {
