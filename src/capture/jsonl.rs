@@ -5,8 +5,15 @@
 
 use base64::Engine;
 
+use std::borrow::Cow;
+
+use bytes::Bytes;
+
 use super::time::Utc;
-use super::Payload;
+use super::{Payload, Record};
+use crate::codec::encode::{predict_response, NamedOutput};
+use crate::codec::RequestFormat;
+use crate::tensor::Tensor;
 
 /// How Data Capture stores a body: as text when its content type is JSON or
 /// CSV (and it is UTF-8), else base64.
@@ -99,6 +106,39 @@ pub fn write_line(out: &mut Vec<u8>, event: &Event<'_>, request: Option<&Payload
     out.extend_from_slice(b",\"inferenceTime\":\"");
     out.extend_from_slice(event.inference_time.as_bytes());
     out.extend_from_slice(b"\"},\"eventVersion\":\"0\"}\n");
+}
+
+/// The request as the client sent it, or (gRPC) its tensors as TF Serving's
+/// columnar JSON, `{"inputs": ...}`.
+pub(super) fn request_payload(record: &Record) -> Option<Cow<'_, Payload>> {
+    if let Some(request) = &record.request {
+        return Some(Cow::Borrowed(request));
+    }
+    let json = tensors_json(&record.draft.inputs)?;
+    let body = [&b"{\"inputs\""[..], &json["{\"outputs\"".len()..]].concat();
+    Some(Cow::Owned(Payload {
+        content_type: "application/json".into(),
+        body: Bytes::from(body),
+    }))
+}
+
+/// The response as sent, or (gRPC) its tensors as `{"outputs": ...}`.
+pub(super) fn response_payload(record: &Record) -> Option<Cow<'_, Payload>> {
+    if let Some(response) = &record.response {
+        return Some(Cow::Borrowed(response));
+    }
+    Some(Cow::Owned(Payload {
+        content_type: "application/json".into(),
+        body: Bytes::from(tensors_json(&record.draft.outputs)?),
+    }))
+}
+
+fn tensors_json(named: &[(String, Tensor)]) -> Option<Vec<u8>> {
+    if named.is_empty() {
+        return None;
+    }
+    let outputs: Vec<NamedOutput<'_>> = named.iter().map(|(key, tensor)| NamedOutput { key, tensor }).collect();
+    predict_response(RequestFormat::Columnar, &outputs).ok()
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::metrics::METRICS;
+
 /// How often a failing sink may log.
 pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -53,6 +55,29 @@ impl Losses {
         Some(line)
     }
 }
+
+/// Counts a record a sink could not take; logs it as [`Losses`] allows.
+pub(super) fn failed(sink: &str, target: &str, error: &dyn std::fmt::Display) {
+    METRICS.capture_dropped.with_label_values(&[sink, "write_failed"]).inc();
+    let reason = format!("cannot write to the {sink} sink ({target}): {error}");
+    let line = LOSSES
+        .lock()
+        .ok()
+        .and_then(|mut losses| losses.lost(Instant::now(), reason));
+    if let Some(line) = line {
+        log::warn!("capture: {line}");
+    }
+}
+
+/// The losses not yet logged, logged (the writer's last act).
+pub(super) fn tell_losses() {
+    if let Some(line) = LOSSES.lock().ok().and_then(|mut losses| losses.take()) {
+        log::warn!("capture: {line}");
+    }
+}
+
+/// Only the writer thread writes files; a lock nobody contends with.
+static LOSSES: std::sync::Mutex<Losses> = std::sync::Mutex::new(Losses::new());
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,6 @@
 //! its policies name, rotates files by size, age and (JSON Lines) hour, and
 //! flushes whenever the queue runs dry, so readers see records within moments.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,18 +9,14 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use prometheus::IntCounter;
 
 use super::cloudevents::{self, Poster};
-use super::losses::Losses;
+use super::losses::{failed, tell_losses};
 use super::retention::{self, Limits};
 use super::time::Utc;
-use super::{jsonl, tfrecord, CaptureSettings, Message, Payload, Record};
-use crate::codec::encode::{predict_response, NamedOutput};
-use crate::codec::RequestFormat;
+use super::{jsonl, tfrecord, CaptureSettings, Message, Record};
 use crate::metrics::METRICS;
-use crate::tensor::Tensor;
 
 /// How often retention looks at the capture directories at most.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
@@ -172,8 +167,12 @@ impl Writer {
         if policy.jsonl_dir.is_none() && policy.cloudevents_url.is_none() {
             return;
         }
-        let request = policy.mode.request().then(|| request_payload(record)).flatten();
-        let response = policy.mode.response().then(|| response_payload(record)).flatten();
+        let request = policy.mode.request().then(|| jsonl::request_payload(record)).flatten();
+        let response = policy
+            .mode
+            .response()
+            .then(|| jsonl::response_payload(record))
+            .flatten();
         if let Some(dir) = &policy.jsonl_dir {
             let mut line = std::mem::take(&mut self.line);
             line.clear();
@@ -379,60 +378,4 @@ fn open(path: &Path, hour: u64) -> std::io::Result<OpenFile> {
 /// process's file count.
 fn unique(count: u64) -> String {
     format!("{:x}-{count}", std::process::id())
-}
-
-/// Counts a record a sink could not take; logs it as [`Losses`] allows.
-fn failed(sink: &str, target: &str, error: &dyn std::fmt::Display) {
-    METRICS.capture_dropped.with_label_values(&[sink, "write_failed"]).inc();
-    let reason = format!("cannot write to the {sink} sink ({target}): {error}");
-    let line = LOSSES
-        .lock()
-        .ok()
-        .and_then(|mut losses| losses.lost(Instant::now(), reason));
-    if let Some(line) = line {
-        log::warn!("capture: {line}");
-    }
-}
-
-/// The losses not yet logged, logged (the writer's last act).
-fn tell_losses() {
-    if let Some(line) = LOSSES.lock().ok().and_then(|mut losses| losses.take()) {
-        log::warn!("capture: {line}");
-    }
-}
-
-/// Only the writer thread writes files; a lock nobody contends with.
-static LOSSES: std::sync::Mutex<Losses> = std::sync::Mutex::new(Losses::new());
-
-/// The request as the client sent it, or (gRPC) its tensors as TF Serving's
-/// columnar JSON, `{"inputs": ...}`.
-fn request_payload(record: &Record) -> Option<Cow<'_, Payload>> {
-    if let Some(request) = &record.request {
-        return Some(Cow::Borrowed(request));
-    }
-    let json = tensors_json(&record.draft.inputs)?;
-    let body = [&b"{\"inputs\""[..], &json["{\"outputs\"".len()..]].concat();
-    Some(Cow::Owned(Payload {
-        content_type: "application/json".into(),
-        body: Bytes::from(body),
-    }))
-}
-
-/// The response as sent, or (gRPC) its tensors as `{"outputs": ...}`.
-fn response_payload(record: &Record) -> Option<Cow<'_, Payload>> {
-    if let Some(response) = &record.response {
-        return Some(Cow::Borrowed(response));
-    }
-    Some(Cow::Owned(Payload {
-        content_type: "application/json".into(),
-        body: Bytes::from(tensors_json(&record.draft.outputs)?),
-    }))
-}
-
-fn tensors_json(named: &[(String, Tensor)]) -> Option<Vec<u8>> {
-    if named.is_empty() {
-        return None;
-    }
-    let outputs: Vec<NamedOutput<'_>> = named.iter().map(|(key, tensor)| NamedOutput { key, tensor }).collect();
-    predict_response(RequestFormat::Columnar, &outputs).ok()
 }
