@@ -1,31 +1,17 @@
 //! Models shipping `code/inference.py` (tests/handlers/*): the documented
 //! handler forms run unchanged, over HTTP, in multi-model mode and in
-//! `tfserve transform`; a model without handlers is untouched; a handler
-//! that crashes, hangs or leaks costs only its own worker process.
+//! `tfserve transform`; a model without handlers is untouched. Handlers that
+//! fail: `handler_faults.rs`.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use common::{copy_dir, repo_path, spawn_server, temp_dir};
+use common::handlers::{archive, archive_version, invoke, Answer};
+use common::{repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
 use tfserve::settings::Settings;
-
-/// `case`'s code/ next to a copy of `model`'s version 1, under `root/name`.
-fn archive(root: &Path, name: &str, model: &str, case: Option<&str>) -> PathBuf {
-    archive_version(root, name, &format!("models/{model}/1"), "1", case)
-}
-
-/// `case`'s code/ next to a copy of the SavedModel at `saved_model` as `version`.
-fn archive_version(root: &Path, name: &str, saved_model: &str, version: &str, case: Option<&str>) -> PathBuf {
-    let dir = root.join(name);
-    copy_dir(&repo_path(saved_model), &dir.join(version));
-    if let Some(case) = case {
-        copy_dir(&repo_path(&format!("tests/handlers/{case}/code")), &dir.join("code"));
-    }
-    dir
-}
 
 /// Every case as its own model, plus `plain` without handlers.
 fn models_dir() -> &'static Path {
@@ -57,43 +43,6 @@ fn base_url() -> &'static str {
         settings.http.rest_api_timeout_in_ms = 2000;
         format!("http://{}", spawn_server(settings))
     })
-}
-
-struct Answer {
-    status: u16,
-    content_type: String,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-
-    fn error(&self) -> String {
-        self.json()["error"].as_str().unwrap_or_default().to_string()
-    }
-}
-
-fn invoke(base: &str, path: &str, model: &str, content_type: &str, accept: Option<&str>, body: Vec<u8>) -> Answer {
-    let mut request = reqwest::blocking::Client::new()
-        .post(format!("{base}{path}"))
-        .header("Content-Type", content_type)
-        .header("X-Amzn-SageMaker-Custom-Attributes", format!("tfs-model-name={model}"))
-        .body(body);
-    if let Some(accept) = accept {
-        request = request.header("Accept", accept);
-    }
-    let response = request.send().unwrap();
-    Answer {
-        status: response.status().as_u16(),
-        content_type: response
-            .headers()
-            .get("content-type")
-            .map(|v| v.to_str().unwrap().to_string())
-            .unwrap_or_default(),
-        body: response.text().unwrap(),
-    }
 }
 
 fn invocation(model: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Answer {
@@ -452,145 +401,4 @@ fn transform_runs_records_through_handlers() {
         assert_eq!(answer["predictions"], json!([5.5]), "{model}");
         std::fs::remove_dir_all(&output).unwrap();
     }
-}
-
-/// A server of its own over `faulty` (tests/handlers/faulty), whose body names what goes wrong.
-fn faulty_server(configure: impl FnOnce(&mut Settings)) -> String {
-    let root = temp_dir("handlers-faulty");
-    archive(&root, "faulty", "half_plus_three", Some("faulty"));
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
-    settings.models.models_dir = root;
-    settings.handlers.python_workers = 2;
-    configure(&mut settings);
-    format!("http://{}", spawn_server(settings))
-}
-
-fn faulty_call(base: &str, body: &str) -> Answer {
-    invoke(
-        base,
-        "/invocations",
-        "faulty",
-        "text/plain",
-        None,
-        body.as_bytes().to_vec(),
-    )
-}
-
-fn restarts(base: &str, reason: &str) -> f64 {
-    common::metric(
-        base,
-        &format!("tfserve_python_worker_restarts_total{{reason=\"{reason}\"}}"),
-    )
-}
-
-fn assert_echoes(base: &str) {
-    let answer = faulty_call(base, "1.0");
-    assert_eq!(
-        (answer.status, answer.json()),
-        (200, json!({"predictions": [3.5]})),
-        "{}",
-        answer.body
-    );
-}
-
-#[test]
-fn a_handler_that_kills_its_process_fails_only_its_own_call() {
-    let base = faulty_server(|_| {});
-    assert_echoes(&base);
-    for _ in 0..3 {
-        let answer = faulty_call(&base, "crash");
-        assert_eq!(answer.status, 500, "{}", answer.body);
-        assert!(
-            answer.error().contains("worker running this call exited"),
-            "{}",
-            answer.body
-        );
-        assert!(answer.error().contains("exit status: 3"), "{}", answer.body);
-        // The replacement loads the model's handlers again and answers.
-        assert_echoes(&base);
-    }
-    assert_eq!(restarts(&base, "crash"), 3.0);
-}
-
-#[test]
-fn a_hanging_handler_times_out_and_its_worker_is_replaced() {
-    let base = faulty_server(|settings| settings.http.rest_api_timeout_in_ms = 1000);
-    // Both workers hang at once: each call gets its 504 at the deadline...
-    let hangs: Vec<_> = (0..2)
-        .map(|_| {
-            let base = base.clone();
-            std::thread::spawn(move || faulty_call(&base, "hang"))
-        })
-        .collect();
-    for hang in hangs {
-        let answer = hang.join().unwrap();
-        assert_eq!(answer.status, 504, "{}", answer.body);
-        assert!(answer.error().contains("rest_api_timeout_in_ms"), "{}", answer.body);
-    }
-    // ...and both workers come back rather than staying stuck in sleep().
-    let started = std::time::Instant::now();
-    for _ in 0..4 {
-        assert_echoes(&base);
-    }
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    assert_eq!(restarts(&base, "timeout"), 2.0);
-}
-
-#[test]
-fn a_leaking_handler_is_bounded_by_the_worker_memory_limit() {
-    let base = faulty_server(|settings| {
-        settings.handlers.python_workers = 1;
-        settings.handlers.python_worker_max_rss_mb = 200;
-    });
-    // Each call keeps 64 MiB alive in the worker; without the bound it would grow to 1.3 GB.
-    for _ in 0..20 {
-        let answer = faulty_call(&base, "leak");
-        assert_eq!(answer.status, 200, "{}", answer.body);
-        assert!(answer.json()["held_mib"].as_u64().unwrap() <= 256, "{}", answer.body);
-    }
-    assert!(restarts(&base, "memory") >= 5.0, "{}", restarts(&base, "memory"));
-    assert_echoes(&base);
-}
-
-#[test]
-fn a_server_without_python_serves_plain_models_and_says_what_handlers_need() {
-    let root = temp_dir("handlers-no-python");
-    archive(&root, "pair", "half_plus_three", Some("pair"));
-    archive(&root, "plain", "half_plus_three", None);
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
-    settings.models.models_dir = root.clone();
-    settings.models.model_roots = vec![root.clone()];
-    settings.models.multi_model = true;
-    settings.handlers.python_executable = "/nonexistent/python3".into();
-    let base = format!("http://{}", spawn_server(settings));
-    let client = reqwest::blocking::Client::new();
-    let load = |name: &str| {
-        client
-            .post(format!("{base}/models"))
-            .json(&json!({"model_name": name, "url": root.join(name)}))
-            .send()
-            .unwrap()
-    };
-    let refused = load("pair");
-    let status = refused.status().as_u16();
-    let text = refused.text().unwrap();
-    assert_eq!(status, 500, "{text}");
-    assert!(
-        text.contains("/nonexistent/python3") && text.contains("--python_executable"),
-        "{text}"
-    );
-    assert_eq!(load("plain").status().as_u16(), 200);
-    let answer = invoke(
-        &base,
-        "/models/plain/invoke",
-        "plain",
-        "application/json",
-        None,
-        br#"{"instances": [1.0]}"#.to_vec(),
-    );
-    assert_eq!((answer.status, answer.json()), (200, json!({"predictions": [3.5]})));
 }

@@ -5,6 +5,7 @@
 pub mod capture;
 pub mod grpc;
 pub mod h2raw;
+pub mod handlers;
 #[cfg(not(feature = "tensorflow"))]
 pub mod mock;
 pub mod process;
