@@ -67,3 +67,17 @@ pub fn sigterm_and_wait(server: &mut Server) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A POST as a client with a request id and a bearer token sends it; its answer's body.
+pub fn post(server: &Server, path: &str, content_type: &str, id: &str, body: &str) -> String {
+    let response = super::client()
+        .post(format!("{}{path}", server.url))
+        .header("content-type", content_type)
+        .header("x-request-id", id)
+        .header("authorization", "Bearer secret-token")
+        .body(body.to_string())
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.text().unwrap()
+}
