@@ -2,8 +2,9 @@
 //! requests of three dialects and a gRPC call into all three sinks, and what
 //! reads each sink in production reads them (pandas for the JSON Lines, tf.data
 //! and tensorflow-serving-api for the TFRecords, the `cloudevents` SDK for the
-//! events); a captured TFRecord file then warms a model up; SIGTERM writes out
-//! what is still queued. TF Serving's request logs: `capture_logs.rs`; failing sinks and retention: `capture_limits.rs`.
+//! events); SIGTERM writes out what is still queued. TF Serving's request
+//! logs and warm-up from them: `capture_logs.rs`; failing sinks and
+//! retention: `capture_limits.rs`.
 
 mod common;
 
