@@ -46,6 +46,11 @@ TFSERVE_CLIENT_PYTHON="$(python3 scripts/client_venv.py client)"
 TFSERVE_SAGEMAKER_PYTHON="$(python3 scripts/client_venv.py sagemaker)"
 export TFSERVE_CLIENT_PYTHON TFSERVE_SAGEMAKER_PYTHON
 cargo test
+# TFSERVE_FREE_TEST_BUILD=1 (CI) removes the passed test build (~6 GB) before
+# the fuzz build needs disk of its own.
+if [ "${TFSERVE_FREE_TEST_BUILD:-}" = 1 ]; then
+  rm -rf target/debug
+fi
 # A short fuzz run of every target on its committed corpus (cargo-fuzz needs
 # the nightly toolchain, installed here if missing); TFSERVE_FUZZ_SECONDS sets
 # the time per target (default 20), TFSERVE_SKIP_FUZZ=1 skips it.
