@@ -10,8 +10,9 @@ use tonic::{Request, Response, Status};
 
 use crate::error::ApiError;
 use crate::metrics::{RequestLabels, METRICS};
-use crate::server::access_log::{self, Served};
-use crate::server::{Admitted, RequestId, ServerState};
+use crate::server::access_log::Served;
+use crate::server::lifecycle::{self, Ending, Lifecycle};
+use crate::server::{Admitted, ServerState};
 use crate::service::Trace;
 use crate::status::{grpc_code, Code};
 
@@ -21,8 +22,7 @@ pub struct Call<'a> {
     api: &'static str,
     started: Instant,
     _admitted: Admitted<'a>,
-    /// When the call gets an access line: its size and its peer.
-    access: Option<(usize, Option<std::net::SocketAddr>)>,
+    lifecycle: Lifecycle,
     service: &'a crate::service::Service,
 }
 
@@ -66,17 +66,18 @@ impl<'a> Call<'a> {
         size: impl FnOnce() -> usize,
         api: &'static str,
     ) -> Result<Call<'a>, Status> {
-        let request_id = RequestId::from_header(head.request_id);
-        let admitted = state.in_flight.admit().map_err(|error| {
+        let lifecycle = Lifecycle::begin(Some(&state.access_log), head.request_id, || {
+            (Some(size() as u64), head.peer)
+        });
+        let admitted = lifecycle::admit(state).map_err(|error| {
             let mut status = status_of(&error);
-            set_request_id(status.metadata_mut(), &request_id.0);
+            set_request_id(status.metadata_mut(), &lifecycle.id.0);
             status
         })?;
-        let access = state.access_log.sample().then(|| (size(), head.peer));
         let trace = Trace {
-            request_id: Some(request_id.0),
+            request_id: Some(lifecycle.id.0.clone()),
             deadline: head.timeout.and_then(parse_timeout),
-            access_logged: access.is_some(),
+            access_logged: lifecycle.access_logged(),
             ..Trace::default()
         };
         Ok(Call {
@@ -84,7 +85,7 @@ impl<'a> Call<'a> {
             api,
             started: Instant::now(),
             _admitted: admitted,
-            access,
+            lifecycle,
             service: &state.service,
         })
     }
@@ -116,8 +117,8 @@ impl<'a> Call<'a> {
             record.protocol = "grpc";
             self.service.capture().submit(record);
         }
-        let bytes_out = match (&self.access, &result) {
-            (Some(_), Ok(message)) => Some(size(message) as u64),
+        let bytes_out = match (self.lifecycle.access_logged(), &result) {
+            (true, Ok(message)) => Some(size(message) as u64),
             _ => None,
         };
         let answer = result.map_err(|error| {
@@ -148,20 +149,16 @@ impl<'a> Call<'a> {
             },
             self.started.elapsed().as_secs_f64(),
         );
-        if let Some((bytes_in, client)) = self.access {
+        if self.lifecycle.access_logged() {
             let served = Served::of(self.api, trace);
-            access_log::write(&access_log::Line {
+            self.lifecycle.end(Ending {
                 protocol: "grpc",
-                request_id: &id,
                 method: "gRPC",
                 path: self.api,
                 status: code as u16,
                 grpc_code: Some(code_name(code)),
                 named_model: Some(requested).filter(|m| !m.is_empty()),
-                bytes_in: Some(bytes_in as u64),
                 bytes_out,
-                client,
-                total: self.started.elapsed(),
                 served: Some(&served),
             });
         }
@@ -174,7 +171,7 @@ impl<'a> Call<'a> {
 pub const REQUEST_ID: http::HeaderName = http::HeaderName::from_static(crate::server::request_id::HEADER);
 pub const GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
 
-fn set_request_id(metadata: &mut MetadataMap, id: &str) {
+pub fn set_request_id(metadata: &mut MetadataMap, id: &str) {
     if let Ok(mut value) = http::HeaderValue::from_str(id) {
         // Never indexed by HPACK: every id is new, so indexing one would only
         // evict useful entries, and each response would compare its id with

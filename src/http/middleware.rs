@@ -1,8 +1,6 @@
-//! The HTTP middleware: request ids, contained panics, access lines and
-//! closing connections while draining (the outermost layer), then auth and
-//! admission (inside CORS). The checks themselves are the core's (`crate::server`).
-
-use std::time::Instant;
+//! The HTTP middleware: each request's [`Lifecycle`] (the outermost layer),
+//! then auth and admission (inside CORS). The checks themselves are the
+//! core's (`crate::server`).
 
 use actix_web::body::{BodySize, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -10,79 +8,84 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest};
-use futures_util::FutureExt;
 
 use crate::call::http::RequestScope;
 use crate::error::{error_response, ApiError};
-use crate::server::access_log::{self, Served};
-use crate::server::request_id::{RequestId, HEADER};
+use crate::server::access_log::Served;
+use crate::server::lifecycle::{self, closes_connection, Ending, Lifecycle};
+use crate::server::request_id::HEADER;
 
 /// The request id's header, as actix names it.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static(HEADER);
 use crate::server::{BasicAuth, ServerState};
 
 /// The outermost middleware (`middleware::from_fn`), the one place that
-/// wraps every request: gives it its id and the response the header; turns a
-/// panic while handling it into its 500 ([`super::panics`]); and while the
-/// server drains, asks the client to close the connection ([`crate::server::drain`]).
-/// One layer rather than three: each `from_fn` layer costs a boxed future.
+/// wraps every request in its [`Lifecycle`]: its id and the response's
+/// header, a panic while handling it turned into its 500 ([`super::panics`]),
+/// its access line, and while the server drains, asking the client to close
+/// the connection. One layer rather than three: each `from_fn` layer costs a
+/// boxed future.
 pub async fn assign(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let id = RequestId::from_header(req.headers().get(HEADER).and_then(|v| v.to_str().ok()));
     let state = req.app_data::<web::Data<ServerState>>();
-    // Kept for the log line should the request panic (the request itself is
-    // consumed by routing); both are cheap reference-counted clones.
+    let lifecycle = Lifecycle::begin(
+        state.map(|s| &s.access_log),
+        req.headers().get(HEADER).and_then(|v| v.to_str().ok()),
+        || {
+            let bytes_in = req
+                .headers()
+                .get(actix_web::http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse().ok());
+            (bytes_in, req.peer_addr())
+        },
+    );
+    // Kept for the log lines (the request itself is consumed by routing);
+    // both are cheap reference-counted clones.
     let (method, uri) = (req.method().clone(), req.uri().clone());
-    let access = state.is_some_and(|s| s.access_log.sample()).then(|| {
-        let bytes_in = req
-            .headers()
-            .get(actix_web::http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse().ok());
-        (Instant::now(), bytes_in, req.peer_addr())
-    });
-    let scope = RequestScope::new(id.clone(), access.is_some());
-    let handled = std::panic::AssertUnwindSafe(scope.around(next.call(req)));
-    let mut response = match handled.catch_unwind().await {
+    let scope = RequestScope::new(lifecycle.id.clone(), lifecycle.access_logged());
+    let handled = lifecycle.contain(method.as_str(), uri.path(), scope.around(next.call(req)));
+    let mut response = match handled.await {
         Ok(result) => result?,
-        Err(panic) => return Err(super::panics::contained(&id, &method, &uri, panic.as_ref())),
+        Err(panicked) => return Err(super::panics::answer(panicked)),
     };
-    if let Some((started, bytes_in, client)) = access {
-        let bytes_out = match response.response().body().size() {
-            BodySize::Sized(n) => Some(n),
-            BodySize::None => Some(0),
-            BodySize::Stream => None,
-        };
+    if lifecycle.access_logged() {
+        let bytes_out = body_size(response.response().body());
         let served = response.response().extensions().get::<Served>().cloned();
-        access_log::write(&access_log::Line {
+        lifecycle.end(Ending {
             protocol: "rest",
-            request_id: &id.0,
             method: method.as_str(),
             path: uri.path(),
             status: response.status().as_u16(),
             grpc_code: None,
             named_model: None,
-            bytes_in,
             bytes_out,
-            client,
-            total: started.elapsed(),
             served: served.as_ref(),
         });
     }
-    if let Ok(value) = HeaderValue::from_str(&id.0) {
+    if let Ok(value) = HeaderValue::from_str(&lifecycle.id.0) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
     // The state is read through the response's request: a clone of its
     // `Arc` would touch a counter every worker thread shares.
-    let draining = response
+    let closes = response
         .request()
         .app_data::<web::Data<ServerState>>()
-        .is_some_and(|s| s.drain.is_draining());
-    if draining {
+        .is_some_and(|s| closes_connection(s));
+    if closes {
         close_after(&mut response);
     }
     Ok(response)
+}
+
+/// A response body's size for the access line: `None` when streamed.
+pub fn body_size(body: &impl MessageBody) -> Option<u64> {
+    match body.size() {
+        BodySize::Sized(n) => Some(n),
+        BodySize::None => Some(0),
+        BodySize::Stream => None,
+    }
 }
 
 /// Marks a response to close its connection once sent (while draining).
@@ -116,7 +119,7 @@ pub async fn gate(
         .is_some_and(|auth| !is_liveness(req.path()) && !allows(auth, req.request()));
     let admitted = match denied {
         true => Err(ApiError::Unauthorized),
-        false if req.method() == actix_web::http::Method::POST => state.in_flight.admit().map(Some),
+        false if req.method() == actix_web::http::Method::POST => lifecycle::admit(&state).map(Some),
         false => Ok(None),
     };
     let admitted = match admitted {

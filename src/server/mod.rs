@@ -1,12 +1,13 @@
 //! The transport-neutral server core: the state both transports share
 //! ([`ServerState`]: the service, limits, auth, the drain), admission, auth,
-//! request ids, the drain, model management, and start-up. `http/` and
+//! request ids, one request's lifecycle, the drain, model management, and start-up. `http/` and
 //! `grpc/` sit on it; nothing here knows either.
 
 pub mod access_log;
 pub mod admission;
 pub mod auth;
 pub mod drain;
+pub mod lifecycle;
 pub mod models;
 pub mod request_id;
 pub mod start;
@@ -17,6 +18,7 @@ pub use access_log::AccessLog;
 pub use admission::{Admitted, ByteBudget, BytesBorrowed, BytesHeld, InFlight};
 pub use auth::BasicAuth;
 pub use drain::{Drain, Phase};
+pub use lifecycle::Lifecycle;
 pub use request_id::RequestId;
 pub use start::{build_service, model_sources, StartError};
 

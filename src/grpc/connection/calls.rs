@@ -6,6 +6,7 @@
 //! against the connection's pending-answer budget.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,16 +14,18 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http_body::{Body, Frame};
 use tonic::codegen::http::{self, HeaderMap, HeaderName, HeaderValue, Request, Response};
 use tonic::Status;
 
-use crate::call::grpc::{CallHead, GRPC_TIMEOUT, REQUEST_ID};
+use crate::call::grpc::{set_request_id, CallHead, GRPC_TIMEOUT, REQUEST_ID};
 use crate::dialects::tfs_grpc::{PredictAnswer, PredictionApi};
 use crate::grpc::body::{predict_request, whole, MessageBody};
 use crate::grpc::transport::Services;
+use crate::server::{lifecycle, RequestId};
 
 const PREDICT_PATH: &str = "/tensorflow.serving.PredictionService/Predict";
 const GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
@@ -55,7 +58,7 @@ pub struct CallContext {
 }
 
 /// Runs one stream's call to its end.
-pub async fn run(context: Arc<CallContext>, request: Request<RecvStream>, mut respond: SendResponse<Bytes>) -> Ended {
+pub async fn run(context: Arc<CallContext>, request: Request<RecvStream>, respond: SendResponse<Bytes>) -> Ended {
     let direct = context.predict.is_some()
         && request.method() == http::Method::POST
         && request.uri().path() == PREDICT_PATH
@@ -63,12 +66,40 @@ pub async fn run(context: Arc<CallContext>, request: Request<RecvStream>, mut re
             .headers()
             .get(GRPC_ENCODING)
             .is_none_or(|coding| coding.as_bytes() == b"identity");
-    let ended = if direct {
-        predict(&context, request, &mut respond).await
-    } else {
-        relay(&context, request, Bytes::new(), &mut respond).await
+    let head = request.headers().get(REQUEST_ID).cloned();
+    let uri = request.uri().clone();
+    contained(respond, head, &uri, async |respond: &mut SendResponse<Bytes>| {
+        let ended = if direct {
+            predict(&context, request, respond).await
+        } else {
+            relay(&context, request, Bytes::new(), respond).await
+        };
+        ended.unwrap_or_else(|ended| ended)
+    })
+    .await
+}
+
+/// Runs a call with a panic in it contained: the call answers `INTERNAL`
+/// naming its request id (`given`, or a new one), the panic is logged and
+/// counted, and the connection serves on. `given` and `uri` are the
+/// request's (reference-counted clones), kept as the call takes the request.
+pub(super) async fn contained(
+    mut respond: SendResponse<Bytes>,
+    given: Option<HeaderValue>,
+    uri: &http::Uri,
+    call: impl AsyncFnOnce(&mut SendResponse<Bytes>) -> Ended,
+) -> Ended {
+    let panic = match AssertUnwindSafe(call(&mut respond)).catch_unwind().await {
+        Ok(ended) => return ended,
+        Err(panic) => panic,
     };
-    ended.unwrap_or_else(|ended| ended)
+    let id = RequestId::from_header(given.as_ref().and_then(|v| v.to_str().ok()));
+    let panicked = lifecycle::contained(&id.0, "gRPC", uri.path(), panic.as_ref());
+    let mut status = Status::internal(panicked.to_string());
+    set_request_id(status.metadata_mut(), &id.0);
+    // Refused (and the stream reset as its handle drops) when the answer's
+    // head had already left.
+    trailers_only(&mut respond, &status)
 }
 
 /// Runs `work` until it ends or the client resets the stream, which stops

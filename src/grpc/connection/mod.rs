@@ -10,14 +10,13 @@
 mod calls;
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use h2::Reason;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
@@ -120,14 +119,8 @@ pub async fn serve<IO>(
             Wake::Accepted(Some(Ok((request, respond)))) => {
                 resets.opened();
                 opened += 1;
-                let call = calls::run(context.clone(), request, respond);
-                calls.push(Box::pin(AssertUnwindSafe(call).catch_unwind().map(|ended| {
-                    ended.unwrap_or_else(|_| {
-                        // The stream is reset as its handles drop; the connection serves on.
-                        log::error!("a gRPC call panicked");
-                        Ended::Abandoned
-                    })
-                })));
+                // A panic in the call is contained there: the connection serves on.
+                calls.push(Box::pin(calls::run(context.clone(), request, respond)));
             }
             Wake::Accepted(Some(Err(error))) => {
                 log::debug!("gRPC connection: {error}");

@@ -298,3 +298,36 @@ async fn random_frames_never_panic_a_connection() {
             .expect("no panic");
     }
 }
+
+#[tokio::test]
+async fn a_panicking_call_answers_internal_naming_its_request_id_and_is_counted() {
+    let (client_io, server_io) = tokio::io::duplex(1 << 16);
+    let server = tokio::spawn(async move {
+        let mut connection = h2::server::handshake(server_io).await.unwrap();
+        let (request, respond) = connection.accept().await.unwrap().unwrap();
+        let given = request.headers().get("x-request-id").cloned();
+        let ended = super::calls::contained(respond, given, request.uri(), async |_: &mut _| {
+            if request.method() == http::Method::POST {
+                panic!("a bug in a call");
+            }
+            super::calls::Ended::Answered
+        })
+        .await;
+        // The answer leaves once the connection is polled again.
+        let _ = tokio::time::timeout(Duration::from_millis(200), connection.accept()).await;
+        ended
+    });
+    let (mut sender, connection) = h2::client::handshake(client_io).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let before = crate::metrics::METRICS.panics.with_label_values(&["request"]).get();
+    let (response, _) = sender.send_request(request(PREDICT), true).unwrap();
+    let head = response.await.unwrap();
+    assert_eq!(head.headers()["grpc-status"], "13", "INTERNAL");
+    assert_eq!(head.headers()["x-request-id"], "call-1");
+    let message = head.headers()["grpc-message"].to_str().unwrap();
+    assert!(message.contains("call-1") && message.contains("a%20bug"), "{message}");
+    assert_eq!(server.await.unwrap(), super::calls::Ended::Answered);
+    assert!(crate::metrics::METRICS.panics.with_label_values(&["request"]).get() > before);
+}

@@ -1,17 +1,12 @@
 //! One request on the front: its admission, its body's budget, the call
-//! through TF Serving's route, and its reply with the access line, as
-//! actix-web's middleware and route give them.
+//! through TF Serving's route, and its reply, in the same [`Lifecycle`] the
+//! actix middleware gives the other routes.
 
 use std::ops::Range;
-use std::panic::AssertUnwindSafe;
-use std::time::Instant;
 
-use actix_web::body::MessageBody;
 use actix_web::http::header::HeaderValue;
-use actix_web::http::Method;
 use actix_web::HttpResponse;
 use bytes::Bytes;
-use futures_util::FutureExt;
 
 use super::parse::{header_text, Head};
 use super::write::{write_answer, write_response};
@@ -19,9 +14,9 @@ use super::{Connection, Front};
 use crate::call::http::{Answer, Exchange, Inference, Outcome, PeerSocket};
 use crate::dialects::tfs;
 use crate::error::{error_response, ApiError};
-use crate::http::middleware::REQUEST_ID;
-use crate::server::access_log;
-use crate::server::{Admitted, BytesBorrowed, RequestId};
+use crate::http::middleware::{body_size, REQUEST_ID};
+use crate::server::lifecycle::{self, closes_connection, Ending, Lifecycle};
+use crate::server::{Admitted, BytesBorrowed};
 use crate::service::Trace;
 
 /// What a request holds from its head on.
@@ -59,7 +54,7 @@ impl Front {
     /// taken when its head has arrived, as the gate middleware and the body
     /// reader take them.
     pub(super) fn gate(&self, head: &Head) -> Gate<'_> {
-        let admitted = self.state.in_flight.admit();
+        let admitted = lifecycle::admit(&self.state);
         // Only an admitted request reads its body.
         let held = admitted.is_ok().then(|| self.state.body_budget.hold(head.body));
         Gate { admitted, held }
@@ -80,55 +75,37 @@ impl Front {
         let text = |range: &Option<Range<usize>>| range.clone().and_then(|r| header_text(&request[r]));
         // Read only for a panic's or an access line's sake.
         let path = || std::str::from_utf8(&request[head.path.clone()]).unwrap_or_default();
-        let id = RequestId::from_header(text(&head.request_id));
-        let access = state.access_log.sample().then(Instant::now);
+        let lifecycle = Lifecycle::begin(Some(&state.access_log), text(&head.request_id), || {
+            (Some(head.body as u64), client)
+        });
         let cut_short = answered.unread || answered.arrived.is_err();
-        let handled =
-            AssertUnwindSafe(self.handle((request, head), gate, answered.arrived, &id, access.is_some(), peer))
-                .catch_unwind()
-                .await;
-        let reply = match handled {
+        let handling = self.handle((request, head), gate, answered.arrived, &lifecycle, peer);
+        let reply = match lifecycle.contain("POST", path(), handling).await {
             Ok(reply) => reply,
-            Err(panic) => {
-                let uri = actix_web::http::Uri::try_from(path()).unwrap_or_default();
-                Reply::Refused(
-                    crate::http::panics::contained(&id, &Method::POST, &uri, panic.as_ref()).error_response(),
-                )
-            }
+            Err(panicked) => Reply::Refused(crate::http::panics::answer(panicked).error_response()),
         };
-        if let Some(started) = access {
+        if lifecycle.access_logged() {
             let (status, bytes_out, served) = match &reply {
                 Reply::Answered(answer) => (answer.status, Some(answer.body.len() as u64), answer.served.as_ref()),
-                Reply::Refused(response) => (response.status(), Some(0), None),
+                Reply::Refused(response) => (response.status(), body_size(response.body()), None),
             };
-            let bytes_out = match &reply {
-                Reply::Refused(response) => match response.body().size() {
-                    actix_web::body::BodySize::Sized(n) => Some(n),
-                    actix_web::body::BodySize::None => Some(0),
-                    actix_web::body::BodySize::Stream => None,
-                },
-                Reply::Answered(_) => bytes_out,
-            };
-            access_log::write(&access_log::Line {
+            lifecycle.end(Ending {
                 protocol: "rest",
-                request_id: &id.0,
                 method: "POST",
                 path: path(),
                 status: status.as_u16(),
                 grpc_code: None,
                 named_model: None,
-                bytes_in: Some(head.body as u64),
                 bytes_out,
-                client,
-                total: started.elapsed(),
                 served,
             });
         }
-        let close = head.close || cut_short || state.drain.is_draining();
+        let close = head.close || cut_short || closes_connection(state);
+        let id = &lifecycle.id.0;
         match reply {
-            Reply::Answered(answer) => write_answer(&answer, &id.0, close, out),
+            Reply::Answered(answer) => write_answer(&answer, id, close, out),
             Reply::Refused(mut response) => {
-                if let Ok(value) = HeaderValue::from_str(&id.0) {
+                if let Ok(value) = HeaderValue::from_str(id) {
                     response.headers_mut().insert(REQUEST_ID, value);
                 }
                 write_response(response, close, out).await;
@@ -143,8 +120,7 @@ impl Front {
         (request, head): (&Bytes, &Head),
         gate: Gate<'_>,
         arrived: Result<(), ApiError>,
-        id: &RequestId,
-        access_logged: bool,
+        lifecycle: &Lifecycle,
         peer: PeerSocket,
     ) -> Reply {
         let state = &*self.state;
@@ -159,8 +135,8 @@ impl Front {
         };
         let mut inference = Inference::with_trace(Trace {
             client_gone: Some(Box::new(move || peer.closed())),
-            request_id: Some(id.0.clone()),
-            access_logged,
+            request_id: Some(lifecycle.id.0.clone()),
+            access_logged: lifecycle.access_logged(),
             ..Trace::default()
         });
         let body = request.slice(head.len.min(request.len())..);
