@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn statuses_follow_tf_serving() {
         let cases: Vec<(ApiError, u16)> = vec![
-            (CodecError::invalid("x").into(), 400),
+            (CodecError::NoInstances.into(), 400),
             (CodecError::Unimplemented("half".into()).into(), 501),
             (RegistryError::NotFound("Latest(m)".into()).into(), 404),
             (

@@ -73,18 +73,16 @@ fn common_batch_size(outputs: &[NamedOutput<'_>]) -> Result<usize, CodecError> {
     let mut batch = None;
     for output in outputs {
         let Some(size) = output.tensor.batch_size() else {
-            return Err(CodecError::invalid(format!(
-                "Tensor name: {} has no shape information",
-                output.key
-            )));
+            return Err(CodecError::OutputNoShape(output.key.to_string()));
         };
         match batch {
             None => batch = Some(size),
             Some(expected) if expected != size => {
-                return Err(CodecError::invalid(format!(
-                    "Tensor name: {} has inconsistent batch size: {size} expecting: {expected}",
-                    output.key
-                )))
+                return Err(CodecError::OutputBatch {
+                    name: output.key.to_string(),
+                    size,
+                    expected,
+                })
             }
             Some(_) => {}
         }

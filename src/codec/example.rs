@@ -34,28 +34,27 @@ impl ExamplesRequest {
     pub fn serialized_examples(&self) -> Result<Tensor, CodecError> {
         let examples = match &self.examples {
             Some(Value::Array(items)) if !items.is_empty() => items,
-            Some(Value::Array(_)) => return Err(CodecError::invalid("'examples' array is empty")),
-            Some(_) => return Err(CodecError::invalid("'examples' must be an array of objects")),
-            None => return Err(CodecError::invalid("Missing 'examples' key in the request body")),
+            Some(Value::Array(_)) => return Err(CodecError::NoExamples),
+            Some(_) => return Err(CodecError::ExamplesNotArray),
+            None => return Err(CodecError::MissingExamples),
         };
         let context = match &self.context {
             None => BTreeMap::new(),
             Some(Value::Object(map)) => features_of(map, "context")?,
-            Some(_) => return Err(CodecError::invalid("'context' must be an object of features")),
+            Some(_) => return Err(CodecError::ContextNotObject),
         };
         let mut serialized = Vec::with_capacity(examples.len());
         for (index, example) in examples.iter().enumerate() {
             let Value::Object(map) = example else {
-                return Err(CodecError::invalid(format!(
-                    "element {index} of 'examples' must be an object of features"
-                )));
+                return Err(CodecError::ExampleNotObject(index));
             };
             let mut feature = features_of(map, &format!("examples[{index}]"))?;
             for (name, value) in &context {
                 if feature.contains_key(name) {
-                    return Err(CodecError::invalid(format!(
-                        "feature '{name}' appears in both 'context' and examples[{index}]"
-                    )));
+                    return Err(CodecError::FeatureTwice {
+                        feature: name.to_string(),
+                        index,
+                    });
                 }
                 feature.insert(name.clone(), value.clone());
             }
@@ -100,11 +99,7 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
             .collect::<Result<Vec<_>, _>>();
         match values {
             Ok(value) => Kind::Int64List(Int64List { value }),
-            Err(()) => {
-                return Err(CodecError::invalid(format!(
-                    "feature {place}: integer out of int64 range"
-                )))
-            }
+            Err(()) => return Err(CodecError::FeatureOutOfRange(place.to_string())),
         }
     } else if items.iter().all(Value::is_number) {
         Kind::FloatList(FloatList {
@@ -113,9 +108,10 @@ fn feature_of(value: &Value, place: &str) -> Result<Feature, CodecError> {
     } else if let Some(value) = items.iter().map(bytes_of).collect::<Option<Vec<_>>>() {
         Kind::BytesList(BytesList { value })
     } else {
-        return Err(CodecError::invalid(format!(
-            "feature {place}: values must be all numbers, or all strings / {{\"b64\": ...}} objects, got {value}"
-        )));
+        return Err(CodecError::FeatureMixed {
+            place: place.to_string(),
+            value: value.to_string(),
+        });
     };
     Ok(Feature { kind: Some(kind) })
 }
@@ -135,16 +131,13 @@ pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> R
     let (rows, per_row) = match shape {
         [n] => (*n, 1),
         [n, k] => (*n, *k),
-        other => {
-            return Err(CodecError::invalid(format!(
-                "classification outputs must have shape [batch_size, num_classes], got {other:?}"
-            )))
-        }
+        other => return Err(CodecError::ClassificationShape(other.to_vec())),
     };
     if values.is_some() && labels.is_some() && label_shape != score_shape {
-        return Err(CodecError::invalid(format!(
-            "classification outputs disagree: classes {label_shape:?} vs scores {score_shape:?}"
-        )));
+        return Err(CodecError::ClassificationMismatch {
+            classes: label_shape.to_vec(),
+            scores: score_shape.to_vec(),
+        });
     }
     let mut out = b"{\"results\":[".to_vec();
     for row in 0..rows {
@@ -177,7 +170,7 @@ pub fn classify_response(classes: Option<&Tensor>, scores: Option<&Tensor>) -> R
 fn typed_output<'t, T>(
     tensor: Option<&'t Tensor>,
     key: &str,
-    expected: &str,
+    expected: &'static str,
     values: impl Fn(&'t TensorData) -> Option<&'t T>,
 ) -> Result<(Option<&'t T>, &'t [usize]), CodecError> {
     let Some(tensor) = tensor else {
@@ -185,26 +178,21 @@ fn typed_output<'t, T>(
     };
     match values(&tensor.data) {
         Some(v) => Ok((Some(v), tensor.shape.as_slice())),
-        None => Err(CodecError::invalid(format!(
-            "classification output '{key}' must be {expected} tensor, got {}",
-            tensor.dtype()
-        ))),
+        None => Err(CodecError::ClassificationType {
+            key: key.to_string(),
+            expected,
+            got: tensor.dtype(),
+        }),
     }
 }
 
 /// `{"results": [v, ...]}` from a regression output of shape `[N]` or `[N, 1]`.
 pub fn regress_response(outputs: &Tensor) -> Result<Vec<u8>, CodecError> {
     let TensorData::Float(values) = &outputs.data else {
-        return Err(CodecError::invalid(format!(
-            "regression output 'outputs' must be a float tensor, got {}",
-            outputs.dtype()
-        )));
+        return Err(CodecError::RegressionType(outputs.dtype()));
     };
     if !matches!(outputs.shape.as_slice(), [_] | [_, 1]) {
-        return Err(CodecError::invalid(format!(
-            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got {:?}",
-            outputs.shape
-        )));
+        return Err(CodecError::RegressionShape(outputs.shape.clone()));
     }
     let mut out = b"{\"results\":[".to_vec();
     for (i, v) in values.iter().enumerate() {

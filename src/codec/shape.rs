@@ -1,6 +1,8 @@
 //! Infers a dense shape from nested JSON lists while they stream past, rejecting
 //! ragged nesting without building an intermediate tree.
 
+use super::CodecError;
+
 /// Tracks, per nesting depth, the list length seen first, and the depth at which
 /// scalars appear (the rank).
 #[derive(Debug, Default)]
@@ -11,17 +13,15 @@ pub struct ShapeTracker {
 
 impl ShapeTracker {
     /// Called when a list opens at `depth`.
-    pub fn enter_list(&mut self, depth: usize) -> Result<(), String> {
+    pub fn enter_list(&mut self, depth: usize) -> Result<(), CodecError> {
         match self.rank {
-            Some(rank) if depth >= rank => Err(format!(
-                "a list appears at nesting depth {depth} where other elements have scalars (rank {rank})"
-            )),
+            Some(rank) if depth >= rank => Err(CodecError::ListPastRank { depth, rank }),
             _ => Ok(()),
         }
     }
 
     /// Called when a list of `len` elements closes at `depth`.
-    pub fn close_list(&mut self, depth: usize, len: usize) -> Result<(), String> {
+    pub fn close_list(&mut self, depth: usize, len: usize) -> Result<(), CodecError> {
         if self.dims.len() <= depth {
             self.dims.resize(depth + 1, None);
         }
@@ -31,28 +31,22 @@ impl ShapeTracker {
                 Ok(())
             }
             Some(expected) if expected == len => Ok(()),
-            Some(expected) => Err(format!(
-                "ragged nested lists: dimension {depth} has length {len} here but {expected} elsewhere"
-            )),
+            Some(expected) => Err(CodecError::Ragged { depth, len, expected }),
         }
     }
 
     /// Called for every scalar, found at `depth`.
-    pub fn scalar(&mut self, depth: usize) -> Result<(), String> {
+    pub fn scalar(&mut self, depth: usize) -> Result<(), CodecError> {
         match self.rank {
             None => {
                 if self.dims.len() > depth && self.dims[depth].is_some() {
-                    return Err(format!(
-                        "a scalar appears at nesting depth {depth} where other elements are lists"
-                    ));
+                    return Err(CodecError::ScalarAmongLists(depth));
                 }
                 self.rank = Some(depth);
                 Ok(())
             }
             Some(rank) if rank == depth => Ok(()),
-            Some(rank) => Err(format!(
-                "mismatched nesting: a scalar at depth {depth} where others are at depth {rank}"
-            )),
+            Some(rank) => Err(CodecError::ScalarDepth { depth, rank }),
         }
     }
 
@@ -72,7 +66,7 @@ impl ShapeTracker {
 mod tests {
     use super::*;
 
-    fn walk(value: &serde_json::Value, depth: usize, t: &mut ShapeTracker) -> Result<(), String> {
+    fn walk(value: &serde_json::Value, depth: usize, t: &mut ShapeTracker) -> Result<(), CodecError> {
         match value {
             serde_json::Value::Array(items) => {
                 t.enter_list(depth)?;
@@ -88,7 +82,7 @@ mod tests {
     fn shape_of(json: &str) -> Result<Vec<usize>, String> {
         let value: serde_json::Value = serde_json::from_str(json).unwrap();
         let mut t = ShapeTracker::default();
-        walk(&value, 0, &mut t)?;
+        walk(&value, 0, &mut t).map_err(|e| e.to_string())?;
         Ok(t.finish())
     }
 

@@ -6,18 +6,18 @@ use super::CodecError;
 use crate::proto::tensorflow::{tensor_shape_proto, TensorProto, TensorShapeProto};
 use crate::tensor::{DType, Tensor, TensorData};
 
-fn invalid(message: String) -> CodecError {
-    CodecError::Invalid(message)
-}
-
 /// A request tensor, named `name` in errors.
 pub fn to_tensor(proto: &TensorProto, name: &str) -> Result<Tensor, CodecError> {
     let dtype = DType::from_proto(proto.dtype);
     let shape = shape_of(proto.tensor_shape.as_ref(), name)?;
-    let elements = shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d))
-        .ok_or_else(|| invalid(format!("input '{name}': shape {shape:?} has too many elements")))?;
+    let elements =
+        shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| CodecError::TooManyElements {
+                input: name.to_string(),
+                shape: shape.clone(),
+            })?;
     let data = if !proto.tensor_content.is_empty() {
         from_content(dtype, &proto.tensor_content, elements, name)?
     } else {
@@ -31,16 +31,16 @@ fn shape_of(shape: Option<&TensorShapeProto>, name: &str) -> Result<Vec<usize>, 
         return Ok(Vec::new());
     };
     if shape.unknown_rank {
-        return Err(invalid(format!(
-            "input '{name}': a request tensor must have a known shape"
-        )));
+        return Err(CodecError::UnknownRank(name.to_string()));
     }
     shape
         .dim
         .iter()
         .map(|d| {
-            usize::try_from(d.size)
-                .map_err(|_| invalid(format!("input '{name}': dimension size {} is negative", d.size)))
+            usize::try_from(d.size).map_err(|_| CodecError::NegativeDimension {
+                input: name.to_string(),
+                size: d.size,
+            })
         })
         .collect()
 }
@@ -83,11 +83,7 @@ fn from_content(dtype: DType, bytes: &[u8], elements: usize, name: &str) -> Resu
             check_length(bytes.len(), elements, 1, dtype, name)?;
             TensorData::Bool(bytes.iter().map(|b| *b != 0).collect())
         }
-        DType::String => {
-            return Err(invalid(format!(
-                "input '{name}': string tensors cannot use tensor_content; send string_val"
-            )))
-        }
+        DType::String => return Err(CodecError::StringContent(name.to_string())),
         other => return Err(unsupported(other, name)),
     })
 }
@@ -96,10 +92,13 @@ fn check_length(got: usize, elements: usize, size: usize, dtype: DType, name: &s
     if Some(got) == elements.checked_mul(size) {
         return Ok(());
     }
-    Err(invalid(format!(
-        "input '{name}': tensor_content holds {got} bytes, but {elements} {dtype} elements take {}",
-        elements.saturating_mul(size)
-    )))
+    Err(CodecError::ContentLength {
+        input: name.to_string(),
+        got,
+        elements,
+        dtype,
+        needed: elements.saturating_mul(size),
+    })
 }
 
 fn unsupported(dtype: DType, name: &str) -> CodecError {
@@ -116,15 +115,17 @@ fn from_fields(dtype: DType, proto: &TensorProto, elements: usize, name: &str) -
         values: Vec<T>,
         elements: usize,
         name: &str,
-        field: &str,
+        field: &'static str,
     ) -> Result<Vec<T>, CodecError> {
         use std::cmp::Ordering;
         match values.len().cmp(&elements) {
             Ordering::Equal => Ok(values),
-            Ordering::Greater => Err(invalid(format!(
-                "input '{name}': {field} holds {} values, more than the {elements} its shape has",
-                values.len()
-            ))),
+            Ordering::Greater => Err(CodecError::TooManyValues {
+                input: name.to_string(),
+                field,
+                got: values.len(),
+                elements,
+            }),
             Ordering::Less => {
                 let last = values.last().cloned().unwrap_or_default();
                 let mut values = values;
@@ -139,8 +140,11 @@ fn from_fields(dtype: DType, proto: &TensorProto, elements: usize, name: &str) -
                 .int_val
                 .iter()
                 .map(|&v| {
-                    <$t>::try_from(v)
-                        .map_err(|_| invalid(format!("input '{name}': int_val {v} is out of range for {}", dtype)))
+                    <$t>::try_from(v).map_err(|_| CodecError::IntOutOfRange {
+                        input: name.to_string(),
+                        value: v,
+                        dtype,
+                    })
                 })
                 .collect::<Result<Vec<$t>, _>>()?;
             TensorData::$variant(fill(values, elements, name, "int_val")?)

@@ -47,7 +47,10 @@ impl<'s> Column<'s> {
     }
 
     pub(super) fn fail<E: de::Error>(&mut self, message: String) -> E {
-        let error = CodecError::invalid(format!("input '{}': {message}", self.spec.key));
+        let error = CodecError::InputValue {
+            input: self.spec.key.clone(),
+            detail: message,
+        };
         let text = error.to_string();
         self.error = Some(error);
         E::custom(text)
@@ -62,7 +65,7 @@ impl<'s> Column<'s> {
     }
 
     pub(super) fn scalar<E: de::Error>(&mut self, depth: usize) -> Result<(), E> {
-        self.shape.scalar(depth).map_err(|m| self.fail(m))
+        self.shape.scalar(depth).map_err(|e| self.fail(e.to_string()))
     }
 
     pub(super) fn push_f64<E: de::Error>(&mut self, v: f64) -> Result<(), E> {
@@ -307,7 +310,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
         column
             .shape
             .enter_list(self.depth)
-            .map_err(|m| column.fail::<A::Error>(m))?;
+            .map_err(|e| column.fail::<A::Error>(e.to_string()))?;
         let mut len = 0;
         while seq
             .next_element_seed(ValueSeed {
@@ -318,7 +321,10 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
         {
             len += 1;
         }
-        column.shape.close_list(self.depth, len).map_err(|m| column.fail(m))
+        column
+            .shape
+            .close_list(self.depth, len)
+            .map_err(|e| column.fail(e.to_string()))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {

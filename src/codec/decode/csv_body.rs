@@ -16,10 +16,7 @@ pub fn decode_csv(body: &[u8], signature: &SignatureSpec, scalar_instances: bool
     let [spec] = signature.inputs.as_slice() else {
         // The container turns CSV lines into plain-list instances, which TF
         // Serving refuses for a signature of several inputs, in these words.
-        return Err(CodecError::invalid(format!(
-            "instances is a plain list, but expecting list of objects as multiple input tensors required as per tensorinfo_map (inputs: {})",
-            signature.input_names()
-        )));
+        return Err(CodecError::PlainListForInputs(signature.input_names()));
     };
     let mut column = Column::new(spec)?;
     let mut reader = csv::ReaderBuilder::new()
@@ -32,7 +29,10 @@ pub fn decode_csv(body: &[u8], signature: &SignatureSpec, scalar_instances: bool
     let mut width: Option<usize> = None;
     for (line, record) in reader.records().enumerate() {
         let line = line + 1;
-        let record = record.map_err(|e| CodecError::invalid(format!("CSV line {line}: {e}")))?;
+        let record = record.map_err(|e| CodecError::CsvRecord {
+            line,
+            detail: e.to_string(),
+        })?;
         let scalars = scalar_instances || record.len() == 1;
         let this_width = if scalars { 0 } else { record.len() };
         match width {
@@ -46,11 +46,11 @@ pub fn decode_csv(body: &[u8], signature: &SignatureSpec, scalar_instances: bool
                         format!("{n} values")
                     }
                 };
-                return Err(CodecError::invalid(format!(
-                    "CSV line {line}: instances must all have the same shape, but this line has {} and earlier ones {}",
-                    describe(this_width),
-                    describe(w)
-                )));
+                return Err(CodecError::CsvRagged {
+                    line,
+                    this: describe(this_width),
+                    earlier: describe(w),
+                });
             }
         }
         for field in record.iter() {
@@ -59,7 +59,7 @@ pub fn decode_csv(body: &[u8], signature: &SignatureSpec, scalar_instances: bool
         instances += if scalars { record.len() } else { 1 };
     }
     let shape = match width {
-        None => return Err(CodecError::invalid("the CSV body has no lines")),
+        None => return Err(CodecError::CsvEmpty),
         Some(0) => vec![instances],
         Some(w) => vec![instances, w],
     };
@@ -82,10 +82,10 @@ fn push(column: &mut Column<'_>, field: &str) -> Result<(), CodecError> {
         }
     };
     pushed.map_err(|e| {
-        column
-            .error
-            .take()
-            .unwrap_or_else(|| CodecError::invalid(e.to_string()))
+        column.error.take().unwrap_or_else(|| CodecError::InputValue {
+            input: column.spec.key.clone(),
+            detail: e.to_string(),
+        })
     })
 }
 
@@ -208,9 +208,6 @@ mod tests {
         assert!(error.contains("CSV line 2") && error.contains("same shape"), "{error}");
         let error = decode_csv(b"1,2\n3,4,5\n", &floats, false).unwrap_err().to_string();
         assert!(error.contains("3 values") && error.contains("2 values"), "{error}");
-        assert_eq!(
-            decode_csv(b"", &floats, false).unwrap_err(),
-            CodecError::invalid("the CSV body has no lines")
-        );
+        assert_eq!(decode_csv(b"", &floats, false).unwrap_err(), CodecError::CsvEmpty);
     }
 }

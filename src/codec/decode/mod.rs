@@ -91,14 +91,10 @@ impl<'a> PredictEnvelope<'a> {
             Payload::Scanned { instances, inputs, .. } => (instances.is_some(), inputs.is_some()),
         };
         match (instances, inputs) {
-            (true, true) => Err(CodecError::invalid(
-                "Not both of 'instances' and 'inputs' can be specified in the request body",
-            )),
+            (true, true) => Err(CodecError::BothLayouts),
             (true, false) => Ok(RequestFormat::Row),
             (false, true) => Ok(RequestFormat::Columnar),
-            (false, false) => Err(CodecError::invalid(
-                "Missing 'inputs' or 'instances' key in the request body",
-            )),
+            (false, false) => Err(CodecError::NoLayout),
         }
     }
 
@@ -159,10 +155,7 @@ fn first_column_error(columns: &mut [Column<'_>], fallback: serde_json::Error) -
 
 fn new_columns(signature: &SignatureSpec) -> Result<Vec<Column<'_>>, CodecError> {
     if signature.inputs.is_empty() {
-        return Err(CodecError::invalid(format!(
-            "signature '{}' has no inputs",
-            signature.name
-        )));
+        return Err(CodecError::NoSignatureInputs(signature.name.clone()));
     }
     signature.inputs.iter().map(Column::new).collect()
 }
@@ -229,12 +222,12 @@ pub fn decode_instance_values<'v>(
 /// The tensors of `rows` instances: each column's outer dimension closed.
 fn finish_rows(columns: Vec<Column<'_>>, rows: usize) -> Result<Vec<Tensor>, CodecError> {
     if rows == 0 {
-        return Err(CodecError::invalid("No values in 'instances' array"));
+        return Err(CodecError::NoInstances);
     }
     columns
         .into_iter()
         .map(|mut column| {
-            column.shape.close_list(0, rows).map_err(CodecError::invalid)?;
+            column.shape.close_list(0, rows)?;
             column.finish()
         })
         .collect()
@@ -267,10 +260,7 @@ fn decode_inputs_with_serde(
     .deserialize(&mut deserializer)
     .map_err(|e| first_column_error(&mut columns, e))?;
     if let Some(missing) = seen.iter().position(|s| !s) {
-        return Err(CodecError::invalid(format!(
-            "Missing named input: {} in 'inputs' object",
-            signature.inputs[missing].key
-        )));
+        return Err(CodecError::MissingInput(signature.inputs[missing].key.clone()));
     }
     columns.into_iter().map(Column::finish).collect()
 }

@@ -32,15 +32,12 @@ impl Layout {
         if expected == is_object {
             return Ok(());
         }
-        let message = if expected {
-            format!("Expecting object but got list at item {} of input list", self.index)
-        } else {
-            format!(
-                "Expecting value/list but got object at item {} of input list",
-                self.index
-            )
+        let error = match expected {
+            true => CodecError::ListForObject(self.index),
+            false => CodecError::ObjectForList(self.index),
         };
-        self.error = Some(CodecError::invalid(message.clone()));
+        let message = error.to_string();
+        self.error = Some(error);
         Err(E::custom(message))
     }
 }
@@ -83,10 +80,12 @@ impl<'de> Visitor<'de> for InstancesSeed<'_, '_> {
 /// Prefixes a column's error with the element it came from, in TF Serving's words.
 pub(super) fn name_failed_element(columns: &mut [Column<'_>], index: usize) {
     if let Some(column) = columns.iter_mut().find(|c| c.error.is_some()) {
-        let inner = column.error.take().map(|e| e.to_string()).unwrap_or_default();
-        column.error = Some(CodecError::invalid(format!(
-            "Failed to process element: {index} of 'instances' list. Error: {inner}"
-        )));
+        if let Some(inner) = column.error.take() {
+            column.error = Some(CodecError::Element {
+                index,
+                inner: Box::new(inner),
+            });
+        }
     }
 }
 

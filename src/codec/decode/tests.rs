@@ -213,10 +213,7 @@ fn instances_given_one_by_one_decode_as_a_list() {
     assert!(error.contains("element: 1"), "{error}");
     let error = decode_instance_values(["[1.0]", "[2.0]]"], &sig).unwrap_err();
     assert!(matches!(error, CodecError::JsonParse(_)), "{error}");
-    assert_eq!(
-        decode_instance_values([], &sig).unwrap_err(),
-        CodecError::invalid("No values in 'instances' array")
-    );
+    assert_eq!(decode_instance_values([], &sig).unwrap_err(), CodecError::NoInstances);
     let two = signature(vec![spec("a", DType::Int32, None), spec("b", DType::String, None)]);
     let objects = decode_instance_values([r#"{"a": 1, "b": "x"}"#, r#"{"a": 2, "b": "y"}"#], &two).unwrap();
     assert_eq!(objects[0].data, TensorData::Int32(vec![1, 2]));

@@ -9,8 +9,37 @@ use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
 use crate::error::ApiError;
 use crate::tensor::{DType, TensorData};
 
-fn invalid(message: String) -> ApiError {
-    ApiError::BadRequest(message)
+/// An input's elements that do not fit its datatype and shape.
+#[derive(Debug, thiserror::Error)]
+pub enum ValuesError {
+    #[error(
+        "input '{input}': {got} bytes of data, but its shape needs {elements} {datatype} elements ({needed} bytes)"
+    )]
+    RawLength {
+        input: String,
+        got: usize,
+        elements: usize,
+        datatype: &'static str,
+        needed: usize,
+    },
+    #[error("input '{input}': {got} bytes of FP16 data, but its shape needs {elements} elements")]
+    HalfLength { input: String, got: usize, elements: usize },
+    #[error("input '{input}': {got} bytes of BOOL data, but its shape needs {elements}")]
+    BoolLength { input: String, got: usize, elements: usize },
+    #[error("input '{input}': BYTES data is truncated at element {index}")]
+    BytesTruncated { input: String, index: usize },
+    #[error("input '{input}': {got} BYTES elements, but its shape needs {elements}")]
+    BytesCount { input: String, got: usize, elements: usize },
+    #[error("input '{input}': datatype {datatype} is not supported")]
+    Unsupported { input: String, datatype: &'static str },
+    #[error("input '{input}': data: {detail}")]
+    Data { input: String, detail: String },
+}
+
+impl From<ValuesError> for ApiError {
+    fn from(error: ValuesError) -> ApiError {
+        ApiError::BadRequest(error.to_string())
+    }
 }
 
 pub fn from_le_bytes(name: &str, dtype: DType, raw: &[u8], elements: usize) -> Result<TensorData, ApiError> {
@@ -18,13 +47,14 @@ pub fn from_le_bytes(name: &str, dtype: DType, raw: &[u8], elements: usize) -> R
         ($variant:ident, $t:ty) => {{
             const SIZE: usize = std::mem::size_of::<$t>();
             if Some(raw.len()) != elements.checked_mul(SIZE) {
-                return Err(invalid(format!(
-                    "input '{name}': {} bytes of data, but its shape needs {} {} elements ({} bytes)",
-                    raw.len(),
+                return Err(ValuesError::RawLength {
+                    input: name.to_string(),
+                    got: raw.len(),
                     elements,
-                    super::datatype(dtype),
-                    elements.saturating_mul(SIZE)
-                )));
+                    datatype: super::datatype(dtype),
+                    needed: elements.saturating_mul(SIZE),
+                }
+                .into());
             }
             TensorData::$variant(
                 raw.chunks_exact(SIZE)
@@ -38,10 +68,12 @@ pub fn from_le_bytes(name: &str, dtype: DType, raw: &[u8], elements: usize) -> R
         DType::Double => read!(Double, f64),
         DType::Half => {
             if Some(raw.len()) != elements.checked_mul(2) {
-                return Err(invalid(format!(
-                    "input '{name}': {} bytes of FP16 data, but its shape needs {elements} elements",
-                    raw.len()
-                )));
+                return Err(ValuesError::HalfLength {
+                    input: name.to_string(),
+                    got: raw.len(),
+                    elements,
+                }
+                .into());
             }
             TensorData::Half(
                 raw.chunks_exact(2)
@@ -59,31 +91,34 @@ pub fn from_le_bytes(name: &str, dtype: DType, raw: &[u8], elements: usize) -> R
         DType::UInt64 => read!(UInt64, u64),
         DType::Bool => {
             if raw.len() != elements {
-                return Err(invalid(format!(
-                    "input '{name}': {} bytes of BOOL data, but its shape needs {elements}",
-                    raw.len()
-                )));
+                return Err(ValuesError::BoolLength {
+                    input: name.to_string(),
+                    got: raw.len(),
+                    elements,
+                }
+                .into());
             }
             TensorData::Bool(raw.iter().map(|b| *b != 0).collect())
         }
         DType::String => TensorData::String(length_prefixed(name, raw, elements)?),
-        other => {
-            return Err(invalid(format!(
-                "input '{name}': datatype {} is not supported",
-                super::datatype(other)
-            )))
-        }
+        other => return Err(unsupported(name, other)),
     })
+}
+
+fn unsupported(name: &str, dtype: DType) -> ApiError {
+    ValuesError::Unsupported {
+        input: name.to_string(),
+        datatype: super::datatype(dtype),
+    }
+    .into()
 }
 
 fn length_prefixed(name: &str, mut raw: &[u8], elements: usize) -> Result<Vec<Vec<u8>>, ApiError> {
     let mut items = Vec::with_capacity(elements.min(raw.len() / 4));
     while !raw.is_empty() {
-        let truncated = || {
-            invalid(format!(
-                "input '{name}': BYTES data is truncated at element {}",
-                items.len()
-            ))
+        let truncated = || ValuesError::BytesTruncated {
+            input: name.to_string(),
+            index: items.len(),
         };
         let header: [u8; 4] = raw.get(..4).and_then(|h| h.try_into().ok()).ok_or_else(truncated)?;
         let length = u32::from_le_bytes(header) as usize;
@@ -92,10 +127,12 @@ fn length_prefixed(name: &str, mut raw: &[u8], elements: usize) -> Result<Vec<Ve
         raw = &raw[4 + length..];
     }
     if items.len() != elements {
-        return Err(invalid(format!(
-            "input '{name}': {} BYTES elements, but its shape needs {elements}",
-            items.len()
-        )));
+        return Err(ValuesError::BytesCount {
+            input: name.to_string(),
+            got: items.len(),
+            elements,
+        }
+        .into());
     }
     Ok(items)
 }
@@ -278,7 +315,10 @@ fn flatten<T: Element>(json: &str) -> Result<Vec<T>, serde_json::Error> {
 
 /// Reads an input's JSON `data` (nested or flat) as `dtype` elements.
 pub fn from_json(name: &str, dtype: DType, json: &str) -> Result<TensorData, ApiError> {
-    let error = |e: serde_json::Error| invalid(format!("input '{name}': data: {e}"));
+    let error = |e: serde_json::Error| ValuesError::Data {
+        input: name.to_string(),
+        detail: e.to_string(),
+    };
     Ok(match dtype {
         DType::Float => TensorData::Float(flatten(json).map_err(error)?),
         DType::Double => TensorData::Double(flatten(json).map_err(error)?),
@@ -293,12 +333,7 @@ pub fn from_json(name: &str, dtype: DType, json: &str) -> Result<TensorData, Api
         DType::UInt64 => TensorData::UInt64(flatten(json).map_err(error)?),
         DType::Bool => TensorData::Bool(flatten(json).map_err(error)?),
         DType::String => TensorData::String(flatten(json).map_err(error)?),
-        other => {
-            return Err(invalid(format!(
-                "input '{name}': datatype {} is not supported",
-                super::datatype(other)
-            )))
-        }
+        other => return Err(unsupported(name, other)),
     })
 }
 
