@@ -7,19 +7,20 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::FutureExt;
 use h2::server::SendResponse;
-use h2::{Reason, RecvStream, SendStream};
-use http_body::{Body, Frame};
+use h2::RecvStream;
 use tonic::codegen::http::{self, HeaderMap, HeaderName, HeaderValue, Request, Response};
 use tonic::Status;
+
+use super::relay::relay;
+use super::writing::{over_budget, write, Reservation};
 
 use crate::call::grpc::{set_request_id, CallHead, GRPC_TIMEOUT, REQUEST_ID};
 use crate::dialects::tfs_grpc::{PredictAnswer, PredictionApi};
@@ -28,7 +29,7 @@ use crate::grpc::transport::Services;
 use crate::server::{lifecycle, RequestId};
 
 const PREDICT_PATH: &str = "/tensorflow.serving.PredictionService/Predict";
-const GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
+pub(super) const GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
 // Names looked up or set on every call: as text each would be parsed each time.
 const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
@@ -104,7 +105,7 @@ pub(super) async fn contained(
 
 /// Runs `work` until it ends or the client resets the stream, which stops
 /// it (its batch slot and its answer are dropped), as tonic's calls stop.
-async fn watching<T>(respond: &mut SendResponse<Bytes>, work: impl Future<Output = T>) -> Result<T, Ended> {
+pub(super) async fn watching<T>(respond: &mut SendResponse<Bytes>, work: impl Future<Output = T>) -> Result<T, Ended> {
     let mut work = std::pin::pin!(work);
     std::future::poll_fn(|cx| {
         if let Poll::Ready(done) = work.as_mut().poll(cx) {
@@ -220,71 +221,8 @@ async fn collect_message(body: &mut RecvStream, limit: usize) -> Result<Collecte
     }
 }
 
-/// Any call through the tonic services: `read` is what was already taken
-/// from the body, handed over as its start.
-async fn relay(
-    context: &CallContext,
-    request: Request<RecvStream>,
-    read: Bytes,
-    respond: &mut SendResponse<Bytes>,
-) -> Result<Ended, Ended> {
-    let (parts, body) = request.into_parts();
-    let mut request = Request::from_parts(parts, RecvBody::new(read, body));
-    if let Some(peer) = &context.peer {
-        request.extensions_mut().insert(peer.clone());
-    }
-    let mut services = context.services.clone();
-    let Ok(response) = watching(respond, services.route(request)).await?;
-    let (parts, body) = response.into_parts();
-    let head = Response::from_parts(parts, ());
-    if body.is_end_stream() {
-        respond.send_response(head, true).map_err(|_| Ended::Abandoned)?;
-        return Ok(Ended::Answered);
-    }
-    let mut send = respond.send_response(head, false).map_err(|_| Ended::Abandoned)?;
-    let mut body = std::pin::pin!(body);
-    loop {
-        // A streaming answer (health's Watch) may wait forever: a reset ends it.
-        let frame = std::future::poll_fn(|cx| match body.as_mut().poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(Ok(frame)),
-            Poll::Pending => match send.poll_reset(cx) {
-                Poll::Ready(Ok(_)) => Poll::Ready(Err(Ended::ResetByClient)),
-                Poll::Ready(Err(_)) => Poll::Ready(Err(Ended::Abandoned)),
-                Poll::Pending => Poll::Pending,
-            },
-        })
-        .await?;
-        let frame = match frame {
-            None => {
-                send.send_data(Bytes::new(), true).map_err(|_| Ended::Abandoned)?;
-                return Ok(Ended::Answered);
-            }
-            Some(Ok(frame)) => frame,
-            Some(Err(error)) => {
-                log::debug!("gRPC response body failed: {error}");
-                send.send_reset(Reason::INTERNAL_ERROR);
-                return Err(Ended::Abandoned);
-            }
-        };
-        match frame.into_data() {
-            Ok(data) => {
-                let Some(reservation) = Reservation::take(context, data.len()) else {
-                    send.send_reset(Reason::CANCEL);
-                    return Err(Ended::Abandoned);
-                };
-                write(&mut send, data, reservation, context.stall).await?;
-            }
-            Err(frame) => {
-                let trailers = frame.into_trailers().unwrap_or_default();
-                send.send_trailers(trailers).map_err(|_| Ended::Abandoned)?;
-                return Ok(Ended::Answered);
-            }
-        }
-    }
-}
-
 /// A call's whole answer in one HEADERS frame: its status, no message.
-fn trailers_only(respond: &mut SendResponse<Bytes>, status: &Status) -> Ended {
+pub(super) fn trailers_only(respond: &mut SendResponse<Bytes>, status: &Status) -> Ended {
     let mut head = Response::new(());
     head.headers_mut().insert(http::header::CONTENT_TYPE, GRPC);
     // A message no header can carry is replaced by tonic with its own status.
@@ -295,132 +233,5 @@ fn trailers_only(respond: &mut SendResponse<Bytes>, status: &Status) -> Ended {
     match respond.send_response(head, true) {
         Ok(_) => Ended::Answered,
         Err(_) => Ended::Abandoned,
-    }
-}
-
-fn over_budget(context: &CallContext, len: usize) -> Status {
-    Status::resource_exhausted(format!(
-        "the answer ({len} bytes) was dropped: {} bytes of earlier answers on this connection are still \
-         waiting for the client to read them (limit --grpc_max_pending_answer_bytes={})",
-        context.pending.load(Ordering::Relaxed),
-        context.pending_limit
-    ))
-}
-
-/// Answer bytes counted against the connection's budget until written.
-struct Reservation<'a> {
-    pending: &'a AtomicUsize,
-    left: usize,
-}
-
-impl<'a> Reservation<'a> {
-    /// None when earlier answers already hold the budget; one answer alone
-    /// may always be larger than it.
-    fn take(context: &'a CallContext, len: usize) -> Option<Reservation<'a>> {
-        let before = context.pending.fetch_add(len, Ordering::AcqRel);
-        if before > 0 && before + len > context.pending_limit {
-            context.pending.fetch_sub(len, Ordering::AcqRel);
-            return None;
-        }
-        Some(Reservation {
-            pending: &context.pending,
-            left: len,
-        })
-    }
-
-    fn release(&mut self, written: usize) {
-        let written = written.min(self.left);
-        self.left -= written;
-        self.pending.fetch_sub(written, Ordering::AcqRel);
-    }
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        self.pending.fetch_sub(self.left, Ordering::AcqRel);
-    }
-}
-
-/// Hands `data` to the stream as the windows (and the stream's send buffer)
-/// take it, so what the client does not read stays here, counted. A stream
-/// granted no window for `stall` is reset.
-async fn write(
-    send: &mut SendStream<Bytes>,
-    mut data: Bytes,
-    mut reservation: Reservation<'_>,
-    stall: Duration,
-) -> Result<(), Ended> {
-    while !data.is_empty() {
-        send.reserve_capacity(data.len());
-        let mut granted = send.capacity();
-        if granted == 0 {
-            let capacity = std::future::poll_fn(|cx| send.poll_capacity(cx));
-            granted = match tokio::time::timeout(stall, capacity).await {
-                Ok(Some(Ok(granted))) => granted,
-                Ok(Some(Err(error))) if error.is_reset() => return Err(Ended::ResetByClient),
-                Ok(Some(Err(_)) | None) => return Err(Ended::Abandoned),
-                Err(_) => {
-                    log::debug!("gRPC answer dropped: the client granted no window for {stall:?}");
-                    send.send_reset(Reason::CANCEL);
-                    return Err(Ended::Abandoned);
-                }
-            };
-        }
-        let chunk = data.split_to(granted.min(data.len()));
-        let len = chunk.len();
-        send.send_data(chunk, false).map_err(|_| Ended::Abandoned)?;
-        reservation.release(len);
-    }
-    Ok(())
-}
-
-/// A relayed request's body: what was read before the relay, then the stream.
-pub struct RecvBody {
-    read: Bytes,
-    stream: Option<RecvStream>,
-}
-
-impl RecvBody {
-    pub fn new(read: Bytes, stream: RecvStream) -> RecvBody {
-        RecvBody {
-            read,
-            stream: Some(stream),
-        }
-    }
-}
-
-impl Body for RecvBody {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        if !self.read.is_empty() {
-            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut self.read)))));
-        }
-        let Some(stream) = self.stream.as_mut() else {
-            return Poll::Ready(None);
-        };
-        let failed = |error: h2::Error| Status::cancelled(format!("the request body failed: {error}"));
-        match stream.poll_data(cx) {
-            Poll::Ready(Some(Ok(chunk))) => {
-                let _ = stream.flow_control().release_capacity(chunk.len());
-                return Poll::Ready(Some(Ok(Frame::data(chunk))));
-            }
-            Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(failed(error)))),
-            Poll::Ready(None) => {}
-            Poll::Pending => return Poll::Pending,
-        }
-        match stream.poll_trailers(cx) {
-            Poll::Ready(Ok(trailers)) => {
-                self.stream = None;
-                Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))))
-            }
-            Poll::Ready(Err(error)) => Poll::Ready(Some(Err(failed(error)))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.read.is_empty() && self.stream.as_ref().is_none_or(RecvStream::is_end_stream)
     }
 }

@@ -8,6 +8,8 @@
 //! multi-threaded runtime, free to move to an idle thread.
 
 mod calls;
+mod relay;
+mod writing;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,8 +25,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::transport::server::TcpConnectInfo;
 
-pub use calls::RecvBody;
 use calls::{CallContext, Ended};
+pub use relay::RecvBody;
 
 use crate::grpc::transport::{ConnectionOptions, Services};
 

@@ -1,171 +1,13 @@
-//! Tensor elements in the Open Inference Protocol's forms: raw little-endian
-//! bytes (BYTES as 4-byte-length-prefixed elements), and JSON `data` arrays
-//! (nested or flat) read straight into typed buffers.
+//! JSON `data` arrays, nested or flat, read straight into typed buffers
+//! (no `serde_json::Value` tree), and written back flat.
 
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
 
+use super::{unsupported, ValuesError};
 use crate::error::ApiError;
 use crate::tensor::{DType, TensorData};
-
-/// An input's elements that do not fit its datatype and shape.
-#[derive(Debug, thiserror::Error)]
-pub enum ValuesError {
-    #[error(
-        "input '{input}': {got} bytes of data, but its shape needs {elements} {datatype} elements ({needed} bytes)"
-    )]
-    RawLength {
-        input: String,
-        got: usize,
-        elements: usize,
-        datatype: &'static str,
-        needed: usize,
-    },
-    #[error("input '{input}': {got} bytes of FP16 data, but its shape needs {elements} elements")]
-    HalfLength { input: String, got: usize, elements: usize },
-    #[error("input '{input}': {got} bytes of BOOL data, but its shape needs {elements}")]
-    BoolLength { input: String, got: usize, elements: usize },
-    #[error("input '{input}': BYTES data is truncated at element {index}")]
-    BytesTruncated { input: String, index: usize },
-    #[error("input '{input}': {got} BYTES elements, but its shape needs {elements}")]
-    BytesCount { input: String, got: usize, elements: usize },
-    #[error("input '{input}': datatype {datatype} is not supported")]
-    Unsupported { input: String, datatype: &'static str },
-    #[error("input '{input}': data: {detail}")]
-    Data { input: String, detail: String },
-}
-
-impl From<ValuesError> for ApiError {
-    fn from(error: ValuesError) -> ApiError {
-        ApiError::BadRequest(error.to_string())
-    }
-}
-
-pub fn from_le_bytes(name: &str, dtype: DType, raw: &[u8], elements: usize) -> Result<TensorData, ApiError> {
-    macro_rules! read {
-        ($variant:ident, $t:ty) => {{
-            const SIZE: usize = std::mem::size_of::<$t>();
-            if Some(raw.len()) != elements.checked_mul(SIZE) {
-                return Err(ValuesError::RawLength {
-                    input: name.to_string(),
-                    got: raw.len(),
-                    elements,
-                    datatype: super::datatype(dtype),
-                    needed: elements.saturating_mul(SIZE),
-                }
-                .into());
-            }
-            TensorData::$variant(
-                raw.chunks_exact(SIZE)
-                    .map(|c| <$t>::from_le_bytes(c.try_into().unwrap_or([0; SIZE])))
-                    .collect(),
-            )
-        }};
-    }
-    Ok(match dtype {
-        DType::Float => read!(Float, f32),
-        DType::Double => read!(Double, f64),
-        DType::Half => {
-            if Some(raw.len()) != elements.checked_mul(2) {
-                return Err(ValuesError::HalfLength {
-                    input: name.to_string(),
-                    got: raw.len(),
-                    elements,
-                }
-                .into());
-            }
-            TensorData::Half(
-                raw.chunks_exact(2)
-                    .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
-                    .collect(),
-            )
-        }
-        DType::Int8 => read!(Int8, i8),
-        DType::Int16 => read!(Int16, i16),
-        DType::Int32 => read!(Int32, i32),
-        DType::Int64 => read!(Int64, i64),
-        DType::UInt8 => read!(UInt8, u8),
-        DType::UInt16 => read!(UInt16, u16),
-        DType::UInt32 => read!(UInt32, u32),
-        DType::UInt64 => read!(UInt64, u64),
-        DType::Bool => {
-            if raw.len() != elements {
-                return Err(ValuesError::BoolLength {
-                    input: name.to_string(),
-                    got: raw.len(),
-                    elements,
-                }
-                .into());
-            }
-            TensorData::Bool(raw.iter().map(|b| *b != 0).collect())
-        }
-        DType::String => TensorData::String(length_prefixed(name, raw, elements)?),
-        other => return Err(unsupported(name, other)),
-    })
-}
-
-fn unsupported(name: &str, dtype: DType) -> ApiError {
-    ValuesError::Unsupported {
-        input: name.to_string(),
-        datatype: super::datatype(dtype),
-    }
-    .into()
-}
-
-fn length_prefixed(name: &str, mut raw: &[u8], elements: usize) -> Result<Vec<Vec<u8>>, ApiError> {
-    let mut items = Vec::with_capacity(elements.min(raw.len() / 4));
-    while !raw.is_empty() {
-        let truncated = || ValuesError::BytesTruncated {
-            input: name.to_string(),
-            index: items.len(),
-        };
-        let header: [u8; 4] = raw.get(..4).and_then(|h| h.try_into().ok()).ok_or_else(truncated)?;
-        let length = u32::from_le_bytes(header) as usize;
-        let item = raw.get(4..4 + length).ok_or_else(truncated)?;
-        items.push(item.to_vec());
-        raw = &raw[4 + length..];
-    }
-    if items.len() != elements {
-        return Err(ValuesError::BytesCount {
-            input: name.to_string(),
-            got: items.len(),
-            elements,
-        }
-        .into());
-    }
-    Ok(items)
-}
-
-pub fn to_le_bytes(data: &TensorData) -> Vec<u8> {
-    macro_rules! write {
-        ($v:expr) => {
-            $v.iter().flat_map(|x| x.to_le_bytes()).collect()
-        };
-    }
-    match data {
-        TensorData::Float(v) => write!(v),
-        TensorData::Double(v) => write!(v),
-        TensorData::Half(v) => v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect(),
-        TensorData::Int8(v) => write!(v),
-        TensorData::Int16(v) => write!(v),
-        TensorData::Int32(v) => write!(v),
-        TensorData::Int64(v) => write!(v),
-        TensorData::UInt8(v) => v.clone(),
-        TensorData::UInt16(v) => write!(v),
-        TensorData::UInt32(v) => write!(v),
-        TensorData::UInt64(v) => write!(v),
-        TensorData::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
-        TensorData::String(v) => {
-            let mut out = Vec::with_capacity(v.iter().map(|s| s.len() + 4).sum());
-            for item in v {
-                out.extend_from_slice(&(item.len() as u32).to_le_bytes());
-                out.extend_from_slice(item);
-            }
-            out
-        }
-    }
-}
 
 /// An element type JSON `data` can be read into.
 trait Element: Sized {
@@ -372,23 +214,6 @@ pub fn write_json(out: &mut Vec<u8>, data: &TensorData) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn raw_bytes_round_trip_every_type() {
-        for data in [
-            TensorData::Float(vec![1.5, -0.25]),
-            TensorData::Int64(vec![i64::MIN, 7]),
-            TensorData::UInt16(vec![65535, 1]),
-            TensorData::Bool(vec![true, false]),
-            TensorData::String(vec![b"ab".to_vec(), Vec::new()]),
-        ] {
-            let raw = to_le_bytes(&data);
-            assert_eq!(from_le_bytes("x", data.dtype(), &raw, data.len()).unwrap(), data);
-        }
-        let error = from_le_bytes("x", DType::Float, &[0; 7], 2).unwrap_err().to_string();
-        assert!(error.contains("7 bytes") && error.contains("'x'"), "{error}");
-        assert!(from_le_bytes("s", DType::String, &[5, 0, 0, 0, b'a'], 1).is_err());
-    }
 
     #[test]
     fn json_data_reads_nested_or_flat() {
