@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use common::raw_http::{connect, post, read_answer};
 use common::{repo_path, spawn_server};
 use tfserve::settings::Settings;
 
@@ -19,73 +20,6 @@ fn server() -> SocketAddr {
     settings.models.model_name = "half".into();
     settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
     spawn_server(settings)
-}
-
-struct Answer {
-    status: String,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-
-    /// Its headers with the values that differ from one request to the next blanked.
-    fn comparable_headers(&self) -> Vec<(String, String)> {
-        let mut headers: Vec<(String, String)> = self
-            .headers
-            .iter()
-            .map(|(name, value)| match name.as_str() {
-                "date" | "x-queue-time-ms" | "x-inference-time-ms" => (name.clone(), String::new()),
-                _ => (name.clone(), value.clone()),
-            })
-            .collect();
-        headers.sort();
-        headers
-    }
-}
-
-fn connect(addr: SocketAddr) -> BufReader<TcpStream> {
-    let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    BufReader::new(stream)
-}
-
-fn read_answer(reader: &mut BufReader<TcpStream>) -> Answer {
-    let mut status = String::new();
-    reader.read_line(&mut status).unwrap();
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        let (name, value) = line.split_once(':').unwrap();
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-    }
-    let length: usize = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .map(|(_, v)| v.parse().unwrap())
-        .unwrap_or(0);
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    Answer {
-        status: status.trim_end().to_string(),
-        headers,
-        body: String::from_utf8(body).unwrap(),
-    }
-}
-
-fn post(path: &str, body: &str, extra: &str) -> String {
-    format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Request-Id: req-1\r\n{extra}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
 }
 
 const STATUS: &str = "GET /v1/models/half HTTP/1.1\r\nHost: x\r\n\r\n";

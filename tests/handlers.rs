@@ -1,7 +1,7 @@
 //! Models shipping `code/inference.py` (tests/handlers/*): the documented
-//! handler forms run unchanged, over HTTP, in multi-model mode and in
-//! `tfserve transform`; a model without handlers is untouched. Handlers that
-//! fail: `handler_faults.rs`.
+//! handler forms run unchanged, over HTTP and in `tfserve transform`; a
+//! model without handlers is untouched. Handlers that
+//! fail: `handler_faults.rs`; in multi-model mode: `handler_models.rs`.
 
 mod common;
 
@@ -315,64 +315,6 @@ fn models_without_handlers_keep_the_default_conversions() {
     };
     assert_eq!(handlers("pair"), Some(json!(true)));
     assert_eq!(handlers("plain"), Some(json!(false)));
-}
-
-#[test]
-fn multi_model_endpoints_load_each_models_handlers() {
-    let root = temp_dir("handlers-mme");
-    let pair = archive(&root, "pair", "half_plus_three", Some("pair"));
-    let plain = archive(&root, "plain", "half_plus_three", None);
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
-    settings.models.multi_model = true;
-    settings.models.models_dir = root.clone();
-    settings.models.model_roots = vec![root.clone()];
-    settings.handlers.python_workers = 1;
-    let base = format!("http://{}", spawn_server(settings));
-    let client = reqwest::blocking::Client::new();
-    for (name, path) in [("m1", &pair), ("m2", &plain)] {
-        let response = client
-            .post(format!("{base}/models"))
-            .json(&json!({"model_name": name, "url": path}))
-            .send()
-            .unwrap();
-        assert_eq!(response.status().as_u16(), 200, "{}", response.text().unwrap());
-    }
-    // m1's handler reads CSV as one row of floats; m2 takes the container's
-    // conversion, where each line is an instance.
-    let answer = invoke(&base, "/models/m1/invoke", "", "text/csv", None, b"1.0,2.0".to_vec());
-    assert_eq!(
-        (answer.status, answer.json()),
-        (200, json!({"predictions": [3.5, 4.0]}))
-    );
-    let answer = invoke(&base, "/models/m1/invoke", "", "text/csv", None, b"1.0\n2.0".to_vec());
-    assert_eq!(answer.status, 500, "{}", answer.body);
-    let answer = invoke(&base, "/models/m2/invoke", "", "text/csv", None, b"1.0\n2.0".to_vec());
-    assert_eq!(
-        (answer.status, answer.json()),
-        (200, json!({"predictions": [3.5, 4.0]}))
-    );
-    let answer = invoke(&base, "/models/m1/invoke", "", "text/plain", None, b"x".to_vec());
-    assert_eq!(answer.status, 500);
-    let response = client.delete(format!("{base}/models/m1")).send().unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    // requirements.txt that pip cannot install: the load fails, naming it, and nothing is added.
-    let broken = archive(&root, "broken", "half_plus_three", Some("withlib"));
-    std::fs::remove_dir_all(broken.join("code").join("lib")).unwrap();
-    let response = client
-        .post(format!("{base}/models"))
-        .json(&json!({"model_name": "m3", "url": broken}))
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 500);
-    let message = response.json::<Value>().unwrap()["error"].as_str().unwrap().to_string();
-    assert!(
-        message.starts_with("model m3: cannot load ") && message.contains("pip install -r"),
-        "{message}"
-    );
-    let response = client.get(format!("{base}/models/m3")).send().unwrap();
-    assert_eq!(response.status().as_u16(), 404);
 }
 
 #[test]

@@ -9,6 +9,7 @@ pub mod handlers;
 #[cfg(not(feature = "tensorflow"))]
 pub mod mock;
 pub mod process;
+pub mod raw_http;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
