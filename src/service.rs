@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::batcher::{BatchError, BatchOutput, Pending};
-use crate::capture::{Capture, LogKind, Record};
+use crate::capture::{Capture, Draft, LogKind, Record};
 use crate::codec::encode::{predict_response, NamedOutput};
 use crate::codec::RequestFormat;
 use crate::error::ApiError;
@@ -168,31 +168,7 @@ impl Service {
             .queue(&signature.name)
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
-        let mut capture = match trace.capture {
-            None => self.capture.sample(
-                &servable.shared_name,
-                servable.version,
-                &signature.name,
-                servable.logging.as_ref(),
-            ),
-            // A handler calling the model again: the first run is the record.
-            Some(_) => None,
-        };
-        if let Some(draft) = capture.as_mut() {
-            draft.kind = trace.log_kind;
-        }
-        // Tensors are copied only for a sink that writes tensors, or when the
-        // transport has no body of its own to capture (gRPC).
-        let keep_tensors = capture
-            .as_ref()
-            .is_some_and(|draft| draft.needs_tensors(trace.raw_request.is_some()));
-        if let Some(draft) = capture.as_mut().filter(|_| keep_tensors) {
-            draft.inputs = names
-                .iter()
-                .map(|n| n.to_string())
-                .zip(inputs.iter().cloned())
-                .collect();
-        }
+        let (capture, keep_tensors) = self.capture_draft(servable, signature, trace, &names, &inputs);
         let submitted = queue.submit_or_drive(inputs, &names, trace.request_id.clone())?;
         let mut pending = submitted.pending;
         if let Some(drive) = submitted.drive {
@@ -222,6 +198,43 @@ impl Service {
             trace.capture = Some(Record::new(draft, trace.request_id.clone()));
         }
         Ok(output.outputs)
+    }
+
+    /// A sampled request's capture record begun, and whether it keeps the
+    /// tensors: only a sink that writes tensors, or a transport with no body
+    /// of its own to capture (gRPC), needs them copied.
+    fn capture_draft(
+        &self,
+        servable: &Servable,
+        signature: &SignatureSpec,
+        trace: &Trace,
+        names: &[&str],
+        inputs: &[Tensor],
+    ) -> (Option<Draft>, bool) {
+        let mut capture = match trace.capture {
+            None => self.capture.sample(
+                &servable.shared_name,
+                servable.version,
+                &signature.name,
+                servable.logging.as_ref(),
+            ),
+            // A handler calling the model again: the first run is the record.
+            Some(_) => None,
+        };
+        if let Some(draft) = capture.as_mut() {
+            draft.kind = trace.log_kind;
+        }
+        let keep_tensors = capture
+            .as_ref()
+            .is_some_and(|draft| draft.needs_tensors(trace.raw_request.is_some()));
+        if let Some(draft) = capture.as_mut().filter(|_| keep_tensors) {
+            draft.inputs = names
+                .iter()
+                .map(|n| n.to_string())
+                .zip(inputs.iter().cloned())
+                .collect();
+        }
+        (capture, keep_tensors)
     }
 
     /// Waits for a queued request's answer, until the request timeout, checking

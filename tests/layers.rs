@@ -2,6 +2,8 @@
 //! dialects over the request glue over the server core over the service over
 //! the models and the runtime. Each module may import only from layers below
 //! it (or from the shared modules beside them), and no dialect imports another.
+//! Also the sources' sizes: every file reads in one sitting, and a long
+//! production function says why it is kept whole.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -182,4 +184,97 @@ fn the_status_table_stands_alone_and_the_error_type_names_no_dialect() {
         .filter(|module| ["dialects", "http", "grpc", "call", "server", "serve"].contains(&module.as_str()))
         .collect();
     assert!(named.is_empty(), "error.rs names {named:?}");
+}
+
+/// Files longer than this are split by topic.
+const MAX_FILE_LINES: usize = 400;
+/// Production functions longer than this say why (`// Kept whole: ...`).
+const MAX_FUNCTION_LINES: usize = 60;
+
+fn rust_files(dirs: &[&str]) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in dirs {
+        sources(&root.join(dir), &mut files);
+    }
+    files
+}
+
+#[test]
+fn every_source_file_reads_in_one_sitting() {
+    let long: Vec<String> = rust_files(&["src", "tests", "benches", "examples"])
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path).unwrap().lines().count();
+            (lines > MAX_FILE_LINES).then(|| format!("{} ({lines} lines)", path.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "over {MAX_FILE_LINES} lines: {long:?}");
+}
+
+/// `(name, lines, whether a `Kept whole:` comment sits above it)` of each
+/// function in `text` before its tests: from its `fn` line to the brace
+/// closing at the same indent.
+fn functions(text: &str) -> Vec<(String, usize, bool)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len());
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < end {
+        let line = lines[i];
+        let indent = line.len() - line.trim_start().len();
+        let words: Vec<&str> = line.split_whitespace().take_while(|w| *w != "fn").collect();
+        let is_fn = line.contains("fn ")
+            && words.len() < line.split_whitespace().count()
+            && words
+                .iter()
+                .all(|w| ["pub", "async", "const", "unsafe"].contains(w) || w.starts_with("pub("));
+        let opens = (i..end).find(|&j| lines[j].trim_end().ends_with('{') || lines[j].trim_end().ends_with(';'));
+        match opens {
+            Some(open) if is_fn && lines[open].trim_end().ends_with('{') => {
+                let closing = format!("{}}}", " ".repeat(indent));
+                let close = (open + 1..end).find(|&j| lines[j] == closing).unwrap_or(end);
+                let name = identifier(line.split("fn ").nth(1).unwrap_or_default());
+                let reason = lines[i.saturating_sub(12)..i].iter().any(|l| l.contains("Kept whole:"));
+                found.push((name, close - i + 1, reason));
+                i = close + 1;
+            }
+            _ => i += 1,
+        }
+    }
+    found
+}
+
+#[test]
+fn a_long_production_function_says_why_it_is_kept_whole() {
+    let mut unexplained = Vec::new();
+    for path in rust_files(&["src"]) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let is_tests =
+            path.file_name().is_some_and(|n| n == "tests.rs") || path.components().any(|c| c.as_os_str() == "tests");
+        if is_tests {
+            continue;
+        }
+        for (name, lines, reason) in functions(&text) {
+            if lines > MAX_FUNCTION_LINES && !reason {
+                unexplained.push(format!("{}: {name} ({lines} lines)", path.display()));
+            }
+        }
+    }
+    assert!(
+        unexplained.is_empty(),
+        "over {MAX_FUNCTION_LINES} lines with no `// Kept whole: why` above: {unexplained:?}"
+    );
+}
+
+#[test]
+fn the_function_check_measures_from_fn_to_its_closing_brace() {
+    let text = "fn short() {\n    1;\n}\n\n// Kept whole: a reason.\npub async fn long() {\n    a;\n    b;\n}\n";
+    assert_eq!(
+        functions(text),
+        [("short".to_string(), 3, false), ("long".to_string(), 4, true)]
+    );
 }

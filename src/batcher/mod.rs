@@ -297,6 +297,8 @@ impl Batcher {
     /// `add_queue`, with at most `running_limit` of its batches running at
     /// once (None: as many as there are batch threads). Such a queue's
     /// batches always run on the batch threads.
+    // Kept whole: a queue's parts are derived one from another (inline limit, shards, sizes,
+    // controller) before it is registered.
     pub fn add_limited_queue(
         &self,
         name: String,

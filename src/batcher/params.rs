@@ -164,6 +164,7 @@ impl BatchParams {
     /// Reads TF Serving's `BatchingParameters` text format, e.g.
     /// `max_batch_size { value: 32 }`. Unset fields keep TF Serving's defaults;
     /// `num_batch_threads` is returned separately because it is global.
+    // Kept whole: one line per `BatchingParameters` field.
     pub fn from_textproto(text: &str) -> Result<(BatchParams, Option<usize>), String> {
         let root = textproto::parse(text).map_err(|e| e.to_string())?;
         let wrapped = |name: &str| -> Result<Option<u64>, String> {

@@ -65,6 +65,8 @@ pub(super) fn run_contained(work: Work) {
 }
 
 /// Runs one batch: drop abandoned requests, assemble, run, split, reply.
+// Kept whole: one batch's steps in order (drop the abandoned, assemble, run, split, reply) over its
+// locals.
 fn process(work: Work) {
     let Work { batch, context, merge } = work;
     let super::QueueContext {

@@ -293,6 +293,7 @@ impl CaptureSettings {
     }
 
     /// The first setting out of range, as `(name, value, reason)`.
+    // Kept whole: one check per capture setting.
     pub fn invalid(&self) -> Option<(String, String, &'static str)> {
         let rate_range = "must be between 0 and 1";
         if !(0.0..=1.0).contains(&self.capture_sampling_rate) {

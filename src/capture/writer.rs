@@ -2,6 +2,7 @@
 //! its policies name, rotates files by size, age and (JSON Lines) hour, and
 //! flushes whenever the queue runs dry, so readers see records within moments.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,10 +13,11 @@ use std::time::{Duration, Instant};
 use prometheus::IntCounter;
 
 use super::cloudevents::{self, Poster};
+use super::files::{open, unique, OpenFile};
 use super::losses::{failed, tell_losses};
 use super::retention::{self, Limits};
 use super::time::Utc;
-use super::{jsonl, tfrecord, CaptureSettings, Message, Record};
+use super::{jsonl, tfrecord, CaptureSettings, Message, Payload, Record};
 use crate::metrics::METRICS;
 
 /// How often retention looks at the capture directories at most.
@@ -27,16 +29,6 @@ const DRAIN_TICK: Duration = Duration::from_millis(10);
 /// How long the writer's end (its queue closed without a flush: the
 /// server's state dropped) waits for the CloudEvents still queued.
 const EVENTS_FLUSH_LIMIT: Duration = Duration::from_secs(2);
-
-/// An open capture file and when it must give way to a new one.
-struct OpenFile {
-    file: std::io::BufWriter<std::fs::File>,
-    path: PathBuf,
-    opened: Instant,
-    written: u64,
-    /// JSON Lines files hold one hour each (hours since the epoch).
-    hour: u64,
-}
 
 /// A directory's open JSON Lines files, by model.
 type ModelFiles = Vec<(Arc<str>, OpenFile)>;
@@ -174,58 +166,78 @@ impl Writer {
             .then(|| jsonl::response_payload(record))
             .flatten();
         if let Some(dir) = &policy.jsonl_dir {
-            let mut line = std::mem::take(&mut self.line);
-            line.clear();
-            let second = draft
-                .time
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            if self.second.0 != second {
-                self.second = (second, time.rfc3339());
-            }
-            let inference_time = &self.second.1;
-            let event = jsonl::Event {
-                id: &record.event_id,
-                inference_id: record.inference_id.as_deref(),
-                custom_attributes: record.custom_attributes.as_deref(),
-                inference_time,
-            };
-            jsonl::write_line(&mut line, &event, request.as_deref(), response.as_deref());
-            match self.append_jsonl(dir, &draft.model, second / 3600, &time, &line) {
-                Ok(()) => self.jsonl_written.inc(),
-                Err(e) => failed("jsonl", &dir.display().to_string(), &e),
-            }
-            self.line = line;
+            self.write_jsonl(record, dir, &time, request.as_deref(), response.as_deref());
         }
         if let Some(url) = &policy.cloudevents_url {
-            if self.events.is_none() {
-                match Poster::start(self.queue_size) {
-                    Ok(poster) => self.events = Some(poster),
-                    Err(e) => return failed("cloudevents", "its thread", &e),
-                }
+            self.post_events(record, url, &time, [request, response]);
+        }
+    }
+
+    /// Appends the record's JSON line to its model's file under `dir`.
+    fn write_jsonl(
+        &mut self,
+        record: &Record,
+        dir: &Path,
+        time: &Utc,
+        request: Option<&Payload>,
+        response: Option<&Payload>,
+    ) {
+        let draft = &record.draft;
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        let second = draft
+            .time
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if self.second.0 != second {
+            self.second = (second, time.rfc3339());
+        }
+        let inference_time = &self.second.1;
+        let event = jsonl::Event {
+            id: &record.event_id,
+            inference_id: record.inference_id.as_deref(),
+            custom_attributes: record.custom_attributes.as_deref(),
+            inference_time,
+        };
+        jsonl::write_line(&mut line, &event, request, response);
+        match self.append_jsonl(dir, &draft.model, second / 3600, time, &line) {
+            Ok(()) => self.jsonl_written.inc(),
+            Err(e) => failed("jsonl", &dir.display().to_string(), &e),
+        }
+        self.line = line;
+    }
+
+    /// Posts the record's request and response as CloudEvents to `url`.
+    fn post_events(&mut self, record: &Record, url: &str, time: &Utc, payloads: [Option<Cow<'_, Payload>>; 2]) {
+        let draft = &record.draft;
+        if self.events.is_none() {
+            match Poster::start(self.queue_size) {
+                Ok(poster) => self.events = Some(poster),
+                Err(e) => return failed("cloudevents", "its thread", &e),
             }
-            let Some(events) = &self.events else {
-                return;
-            };
-            let sides = [
-                (request, cloudevents::REQUEST_TYPE),
-                (response, cloudevents::RESPONSE_TYPE),
-            ];
-            for (payload, kind) in sides {
-                if let Some(payload) = payload {
-                    let payload = payload.into_owned();
-                    events.post(cloudevents::Event {
-                        url: url.clone(),
-                        id: record.event_id.to_string(),
-                        kind,
-                        time: time.rfc3339(),
-                        source: self.source.clone(),
-                        service: self.service.clone().unwrap_or_else(|| draft.model.clone()),
-                        endpoint: self.endpoint.clone(),
-                        metadata: cloudevents::metadata_json(&record.metadata),
-                        payload,
-                    });
-                }
+        }
+        let Some(events) = &self.events else {
+            return;
+        };
+        let [request, response] = payloads;
+        let sides = [
+            (request, cloudevents::REQUEST_TYPE),
+            (response, cloudevents::RESPONSE_TYPE),
+        ];
+        for (payload, kind) in sides {
+            if let Some(payload) = payload {
+                let payload = payload.into_owned();
+                events.post(cloudevents::Event {
+                    url: url.to_string(),
+                    id: record.event_id.to_string(),
+                    kind,
+                    time: time.rfc3339(),
+                    source: self.source.clone(),
+                    service: self.service.clone().unwrap_or_else(|| draft.model.clone()),
+                    endpoint: self.endpoint.clone(),
+                    metadata: cloudevents::metadata_json(&record.metadata),
+                    payload,
+                });
             }
         }
     }
@@ -358,24 +370,4 @@ impl Writer {
             }
         }
     }
-}
-
-fn open(path: &Path, hour: u64) -> std::io::Result<OpenFile> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-    Ok(OpenFile {
-        file: std::io::BufWriter::with_capacity(64 * 1024, file),
-        path: path.to_path_buf(),
-        opened: Instant::now(),
-        written: 0,
-        hour,
-    })
-}
-
-/// A file name part no other process's file shares: the process id and this
-/// process's file count.
-fn unique(count: u64) -> String {
-    format!("{:x}-{count}", std::process::id())
 }

@@ -110,6 +110,7 @@ fn unsupported(dtype: DType, name: &str) -> CodecError {
 
 /// Reads the typed field, as TensorFlow's `FromProto` does: as many values as
 /// elements, or fewer with the last repeated, or none for zeros.
+// Kept whole: one arm per dtype.
 fn from_fields(dtype: DType, proto: &TensorProto, elements: usize, name: &str) -> Result<TensorData, CodecError> {
     fn fill<T: Clone + Default>(
         values: Vec<T>,

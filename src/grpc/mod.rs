@@ -136,6 +136,7 @@ struct Work {
 
 /// Accepts on the runtime until the drain closes the listeners and every
 /// connection has finished, keeping health in step with readiness meanwhile.
+// Kept whole: start-up, serving and the drain of the listeners on one runtime, in order.
 fn serve_listeners(
     runtime: tokio::runtime::Runtime,
     work: Work,

@@ -194,6 +194,7 @@ pub enum Listener {
 /// (closing the socket), sends every connection GOAWAY and returns once
 /// their calls have been answered and they have closed.
 /// Each connection is a task of the runtime this runs on.
+// Kept whole: the accept loop and the drain share the listener and the set of live connections.
 pub async fn serve(
     listener: Listener,
     services: Services,

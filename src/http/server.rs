@@ -31,6 +31,8 @@ type Served = (
 /// before any request is taken). Under TLS that is a loopback-only plain
 /// HTTP listener of its own; auth, when on, still applies. Returns the
 /// server, its scheme and its public addresses.
+// Kept whole: the listeners (plain, TLS and the handlers' loopback one) are bound in order, each
+// with its error.
 pub fn serve(
     settings: &Settings,
     state: web::Data<ServerState>,

@@ -111,6 +111,7 @@ impl SessionOverrides {
     }
 
     /// Reads Simple TensorFlow Serving's `session_config` object.
+    // Kept whole: one arm per `session_config` key.
     pub fn from_json(model: &str, config: &Json) -> Result<SessionOverrides, String> {
         let Some(object) = config.as_object() else {
             return Err(format!("model '{model}': session_config must be an object"));

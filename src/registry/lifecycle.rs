@@ -128,6 +128,8 @@ impl Registry {
     }
 
     /// Brings one model's versions in line with its base path and policy.
+    // Kept whole: what to load and unload, then doing it in the swap policy's order, over one
+    // snapshot of the versions.
     fn reconcile(&self, name: &str) {
         let Some(source) = self.read().get(name).map(|e| e.source.clone()) else {
             return;

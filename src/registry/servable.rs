@@ -171,6 +171,8 @@ pub struct LoadOptions {
 
 /// Loads, warms up (the shipped warm-up requests, else every batch size on
 /// synthetic inputs) and queues a version. Only returns once it can serve.
+// Kept whole: load, warm-up and queueing in the order a version passes them, each step's failure
+// named.
 pub fn build(
     model: &str,
     version: i64,

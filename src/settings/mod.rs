@@ -174,6 +174,7 @@ impl Settings {
         Ok(settings)
     }
 
+    // Kept whole: one check per setting, read top to bottom.
     fn validate(&self) -> Result<(), SettingsError> {
         let positive = |name: &'static str, value: u64| {
             if value == 0 {

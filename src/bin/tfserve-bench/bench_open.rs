@@ -118,63 +118,87 @@ async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
             tally.clone(),
             load.address.clone(),
         );
-        tasks.push(tokio::spawn(async move {
-            let outcome = async {
-                let mut stream = match connection {
-                    Some(stream) => stream,
-                    None => {
-                        let stream = TcpStream::connect(&address).await?;
-                        stream.set_nodelay(true)?;
-                        stream
-                    }
-                };
-                // Read while writing, as curl does: a server may answer (503,
-                // 413) and close before taking a large body, and that answer
-                // is what the client gets, not the failed write.
-                let (mut reader, mut writer) = stream.split();
-                let read = async { (read_answer(&mut reader).await, Instant::now()) };
-                let (written, (answer, answered_at)) = tokio::join!(writer.write_all(&request), read);
-                let mut answer = answer?;
-                if written.is_err() {
-                    answer.keep_alive = false;
-                }
-                std::io::Result::Ok((stream, answer, answered_at))
-            };
-            let outcome = tokio::time::timeout(Duration::from_secs(30), outcome).await;
-            let mut latency = due.elapsed().as_micros() as u64;
-            let status = match outcome {
-                Ok(Ok((stream, answer, answered_at))) => {
-                    // From due until the answer arrived, not until the body was all written.
-                    latency = answered_at.duration_since(due).as_micros() as u64;
-                    if answer.keep_alive {
-                        if let Ok(mut idle) = idle.lock() {
-                            idle.push(stream);
-                        }
-                    } else {
-                        open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    if answer.retry_after {
-                        if let Ok(mut t) = tally.lock() {
-                            t.retry_after += 1;
-                        }
-                    }
-                    answer.status
-                }
-                _ => {
-                    open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                    0
-                }
-            };
-            if let Ok(mut t) = tally.lock() {
-                t.latencies.entry(status).or_default().push(latency);
-            }
-        }));
+        tasks.push(tokio::spawn(send(
+            connection,
+            due,
+            request,
+            address,
+            Shared { idle, open, tally },
+        )));
     }
     for task in tasks {
         let _ = task.await;
     }
-    let elapsed = start.elapsed().as_secs_f64();
     let tally = tally.lock().map_err(|_| "tally poisoned")?;
+    report(load.rate, start.elapsed().as_secs_f64(), total, &tally);
+    Ok(())
+}
+
+/// What the requests in flight share: the idle connections, how many are
+/// open, and the tally.
+struct Shared {
+    idle: Arc<Mutex<Vec<TcpStream>>>,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+    tally: Arc<Mutex<Tally>>,
+}
+
+/// Sends one request due at `due` on `connection` (a new one when `None`)
+/// and tallies its status and latency from when it was due.
+async fn send(connection: Option<TcpStream>, due: Instant, request: Arc<Vec<u8>>, address: String, shared: Shared) {
+    let Shared { idle, open, tally } = shared;
+    let outcome = async {
+        let mut stream = match connection {
+            Some(stream) => stream,
+            None => {
+                let stream = TcpStream::connect(&address).await?;
+                stream.set_nodelay(true)?;
+                stream
+            }
+        };
+        // Read while writing, as curl does: a server may answer (503,
+        // 413) and close before taking a large body, and that answer
+        // is what the client gets, not the failed write.
+        let (mut reader, mut writer) = stream.split();
+        let read = async { (read_answer(&mut reader).await, Instant::now()) };
+        let (written, (answer, answered_at)) = tokio::join!(writer.write_all(&request), read);
+        let mut answer = answer?;
+        if written.is_err() {
+            answer.keep_alive = false;
+        }
+        std::io::Result::Ok((stream, answer, answered_at))
+    };
+    let outcome = tokio::time::timeout(Duration::from_secs(30), outcome).await;
+    let mut latency = due.elapsed().as_micros() as u64;
+    let status = match outcome {
+        Ok(Ok((stream, answer, answered_at))) => {
+            // From due until the answer arrived, not until the body was all written.
+            latency = answered_at.duration_since(due).as_micros() as u64;
+            if answer.keep_alive {
+                if let Ok(mut idle) = idle.lock() {
+                    idle.push(stream);
+                }
+            } else {
+                open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if answer.retry_after {
+                if let Ok(mut t) = tally.lock() {
+                    t.retry_after += 1;
+                }
+            }
+            answer.status
+        }
+        _ => {
+            open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            0
+        }
+    };
+    if let Ok(mut t) = tally.lock() {
+        t.latencies.entry(status).or_default().push(latency);
+    };
+}
+
+/// Prints the run as one JSON line: per status, the count and latency quantiles.
+fn report(rate: f64, elapsed: f64, total: u64, tally: &Tally) {
     let mut statuses = serde_json::Map::new();
     for (status, latencies) in &tally.latencies {
         let mut sorted = latencies.clone();
@@ -193,7 +217,7 @@ async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{}",
         serde_json::json!({
-            "rate": load.rate,
+            "rate": rate,
             "seconds": elapsed,
             "sent": total as usize - tally.unsent,
             "unsent": tally.unsent,
@@ -201,7 +225,6 @@ async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
             "statuses": statuses,
         })
     );
-    Ok(())
 }
 
 /// Reads one response: its status, whether it carried Retry-After and

@@ -111,6 +111,7 @@ enum Command {
     },
 }
 
+// Kept whole: one arm per subcommand, each passing its flags on.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     match Cli::parse().command {
         Command::Open {

@@ -188,6 +188,8 @@ impl Inference {
     /// Its answer, with timing headers, recorded in the request metrics; a
     /// sampled request's capture record completed with the bodies and
     /// content types as they crossed the wire, and queued.
+    // Kept whole: the answer, its headers, its metrics and its capture record all read the one
+    // outcome it consumes.
     pub fn conclude<'a>(mut self, exchange: impl Into<Exchange<'a>>, outcome: Outcome<'_>) -> Answer {
         let Outcome {
             result,

@@ -42,6 +42,7 @@ pub(super) fn parse(body: &[u8]) -> Result<Parts<&str>, CodecError> {
 /// before the body's last `}` is taken to run to there without walking it:
 /// the dense decoder reads it whole or declines, and a body it reads whole
 /// has nothing after the payload.
+// Kept whole: one forward scan over the body's top-level keys; the position is its only state.
 pub(super) fn scan(body: &[u8]) -> Option<Parts<&[u8]>> {
     let mut at = skip_space(body, 0);
     if body.get(at) != Some(&b'{') {

@@ -58,6 +58,8 @@ pub fn decode_infer_body(body: &[u8], header_length: Option<usize>) -> Result<us
     decode(body, header_length).map(|decoded| decoded.inputs.len())
 }
 
+// Kept whole: the body's JSON header and its binary tail are read in one pass, each input taking
+// its bytes in order.
 pub(super) fn decode(body: &[u8], header_length: Option<usize>) -> Result<Decoded, ApiError> {
     let (json, mut binary) = match header_length {
         Some(length) if length > body.len() => {

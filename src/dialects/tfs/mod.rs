@@ -83,6 +83,7 @@ fn strip_prefix_ignore_case<'a>(path: &'a str, prefix: &str) -> Option<&'a str> 
 /// Parses a `/v1/...` request line into a route, with TF Serving's errors.
 /// The grammar is TF Serving's route patterns (case-insensitive), read
 /// segment by segment rather than through a regex on every request.
+// Kept whole: TF Serving's route grammar, read top to bottom one segment at a time.
 pub fn parse_route(method: &Method, path: &str) -> Result<Route, ApiError> {
     let malformed = || -> ApiError {
         TfsError::MalformedRequest {

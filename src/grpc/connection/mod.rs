@@ -43,6 +43,8 @@ type Call = Pin<Box<dyn Future<Output = Ended> + Send>>;
 /// Serves one connection until it closes: GOAWAY when `shutdown` turns true,
 /// at the connection's age or after it idles, closed when the grace after
 /// that ends.
+// Kept whole: one `select!` loop whose arms share the connection's timers, its calls and its reset
+// count; each arm is a few lines.
 pub async fn serve<IO>(
     io: IO,
     services: Services,

@@ -113,6 +113,9 @@ enum End {
 impl Front {
     /// Serves a connection until its client closes it, it idles out, the
     /// server stops, or a request goes to actix-web (`app`).
+    // Kept whole: the connection's state (its buffers, its one timer, the request whose body is
+    // arriving) lives in locals across the awaits; split, every step would re-borrow all of it, on
+    // the path every request takes.
     async fn serve<A>(&self, mut stream: TcpStream, app: &A, stopping: &Stopping)
     where
         A: Service<(Prefixed, Protocol, Option<SocketAddr>), Response = ()>,
@@ -232,23 +235,7 @@ impl Front {
         if !out.is_empty() && stream.write_all(&out).await.is_err() {
             return;
         }
-        match end {
-            End::Close => {
-                // Closing with bytes unread (a body not read, requests
-                // pipelined after a `Connection: close` one) would reset the
-                // connection, and the client could lose the answers: as
-                // actix-web does, read and drop what still comes for a moment first.
-                let _ = stream.shutdown().await;
-                let mut sink = [0u8; 4096];
-                let drain = async { while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {} };
-                let _ = tokio::time::timeout(LINGER, drain).await;
-            }
-            End::HandOff => {
-                let _ = app
-                    .call((Prefixed { head: buf, stream }, Protocol::Http1, connection.client))
-                    .await;
-            }
-        }
+        end_connection(end, stream, buf, app, connection.client).await;
     }
 
     /// What a connection whose request did not all arrive in time is
@@ -289,6 +276,30 @@ impl Front {
             None => {
                 write_response(HttpResponse::RequestTimeout().finish(), true, out).await;
             }
+        }
+    }
+}
+
+/// Closes a connection, or hands it to actix-web with the bytes already read.
+async fn end_connection<A>(end: End, mut stream: TcpStream, buf: BytesMut, app: &A, client: Option<SocketAddr>)
+where
+    A: Service<(Prefixed, Protocol, Option<SocketAddr>), Response = ()>,
+{
+    match end {
+        End::Close => {
+            // Closing with bytes unread (a body not read, requests pipelined
+            // after a `Connection: close` one) would reset the connection,
+            // and the client could lose the answers: as actix-web does, read
+            // and drop what still comes for a moment first.
+            let _ = stream.shutdown().await;
+            let mut sink = [0u8; 4096];
+            let drain = async { while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {} };
+            let _ = tokio::time::timeout(LINGER, drain).await;
+        }
+        End::HandOff => {
+            let _ = app
+                .call((Prefixed { head: buf, stream }, Protocol::Http1, client))
+                .await;
         }
     }
 }

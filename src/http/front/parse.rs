@@ -49,6 +49,8 @@ pub(super) enum Parsed {
 /// not checked as actix-web would: anything else goes to actix-web, which
 /// refuses what is malformed (a missing `Host` among it: RFC 9112 §3.2) and
 /// answers the rest as it always has.
+// Kept whole: each check in the order the request's head is read; whatever fails one goes to
+// actix-web.
 pub(super) fn parse(buf: &[u8], body_limit: usize) -> Parsed {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);

@@ -76,6 +76,8 @@ fn runs_on_gpu(session: &Session, dir: &Path) -> bool {
 }
 
 impl LoadedModel {
+    // Kept whole: the C API's load steps in the order TensorFlow requires them, each with its own
+    // error.
     pub fn load(dir: &Path, tags: &[String], config: &SessionConfig) -> Result<Self, RuntimeError> {
         let load_error = |message: String| RuntimeError::Load {
             path: dir.display().to_string(),

@@ -69,6 +69,8 @@ impl Scanner<'_> {
     /// integers; decimals whose digits fit 2^53 and whose power of ten is
     /// exact are one correctly rounded multiply or divide; the rest go
     /// through the standard library's correctly rounded parser.
+    // Kept whole: one pass over a number's digits on the hottest decode path; split, the position
+    // and the digits gathered so far would cross calls that must inline anyway.
     #[inline(always)]
     pub(super) fn number(&mut self) -> Option<Number> {
         let start = self.pos;

@@ -6,6 +6,7 @@ use super::{unsupported, ValuesError};
 use crate::error::ApiError;
 use crate::tensor::{DType, TensorData};
 
+// Kept whole: one arm per dtype.
 pub fn from_le_bytes(name: &str, dtype: DType, raw: &[u8], elements: usize) -> Result<TensorData, ApiError> {
     macro_rules! read {
         ($variant:ident, $t:ty) => {{
