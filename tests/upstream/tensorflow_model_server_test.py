@@ -330,8 +330,9 @@ class TensorflowModelServerTest(TensorflowModelServerTestBase):
         resp_data = model_server_base.CallREST(url, None)
         self.assertIn("# TYPE", resp_data.decode("utf-8") if resp_data is not None else None)
 
-    @unittest.skip("gRPC Python sends the percent-encoded socket path as :authority "
-                   "(grpc/grpc#38142), which the HTTP/2 library refuses as malformed; "
+    @unittest.skip("gRPC Python (1.85) sends the percent-encoded socket path as :authority "
+                   "(grpc/grpc#38142, e.g. 'tmp%2Fu.sock'), which h2 0.4.20 resets as a "
+                   "malformed authority (hyperium/h2#487, open); "
                    "testPredictUDSWithLocalhostAuthority runs the same call with the "
                    "authority grpc-go and Kubernetes send")
     def testPredictUDS(self):
