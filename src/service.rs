@@ -287,6 +287,20 @@ impl Service {
         Ok(self.registry.resolve(model, selector)?)
     }
 
+    /// A request refused before its body is read because the queue ahead
+    /// would make it miss its latency objective ([`Servable::late_now`]).
+    /// Free while no queue has an objective; a request that resolves no
+    /// version is left for its route to refuse in its dialect's words.
+    pub fn late_before_reading(&self, model: &str, selector: &VersionSelector) -> Result<(), ApiError> {
+        if !crate::batcher::any_steered() {
+            return Ok(());
+        }
+        match self.registry.resolve(model, selector) {
+            Ok(servable) => servable.late_now().map_or(Ok(()), |late| Err(late.into())),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// The states of a model's versions (TF Serving's GetModelStatus).
     pub fn versions(&self, model: &str, selector: &VersionSelector) -> Result<Vec<VersionStatus>, ApiError> {
         Ok(self.registry.status(model, selector)?)

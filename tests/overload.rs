@@ -1,5 +1,7 @@
 //! The bound on requests in flight: past `max_in_flight_requests`, POSTs
-//! answer 503 with `Retry-After` at once while probes keep answering.
+//! answer 503 with `Retry-After` at once while probes keep answering; past
+//! the byte budget, bodies are refused before being read; and under a latency
+//! objective, a request the queue would make late is refused at its head.
 
 mod common;
 
@@ -136,5 +138,123 @@ fn bodies_past_the_byte_budget_get_503_before_being_read() {
             "the budget never came back ({status})"
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+// On the mock runtime, whose model the test slows and holds.
+#[cfg(feature = "mock")]
+mod late {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc, Mutex};
+    use std::time::Duration;
+
+    use super::common;
+    use super::common::repo_path;
+    use tfserve::runtime::mock::{float_signature, MockModel};
+    use tfserve::runtime::{Loader, Model, RuntimeError, SessionConfig};
+    use tfserve::settings::Settings;
+
+    /// half_plus_three whose every run takes 30 ms, and once `armed`, waits
+    /// for the test to release it (telling it when a run has begun).
+    struct SlowGated {
+        armed: Arc<AtomicBool>,
+        entered: Mutex<mpsc::Sender<()>>,
+        release: Mutex<mpsc::Receiver<()>>,
+    }
+
+    struct SlowGatedLoader(Arc<SlowGated>);
+
+    impl Loader for SlowGatedLoader {
+        fn load(
+            &self,
+            _dir: &Path,
+            _tags: &[String],
+            _session: &SessionConfig,
+        ) -> Result<Arc<dyn Model>, RuntimeError> {
+            let gate = self.0.clone();
+            let signature = float_signature("serving_default", &["x"], &["y"]);
+            Ok(Arc::new(MockModel::new(vec![signature], move |_, inputs| {
+                std::thread::sleep(Duration::from_millis(30));
+                if gate.armed.load(Ordering::SeqCst) {
+                    let _ = gate.entered.lock().unwrap().send(());
+                    let _ = gate.release.lock().unwrap().recv();
+                }
+                Ok(inputs)
+            })))
+        }
+    }
+
+    #[test]
+    fn a_request_the_queue_would_make_late_is_refused_before_its_body_is_read() {
+        let (entered, runs) = mpsc::channel();
+        let (go, release) = mpsc::channel();
+        let gate = Arc::new(SlowGated {
+            armed: Arc::new(AtomicBool::new(false)),
+            entered: Mutex::new(entered),
+            release: Mutex::new(release),
+        });
+        let mut settings = Settings::default();
+        settings.http.host = "127.0.0.1".into();
+        settings.http.rest_api_port = Some(0);
+        settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+        settings.models.model_name = "half_plus_three".into();
+        settings.batching.enable_batching = true;
+        settings.batching.max_batch_size = Some(2);
+        settings.batching.num_batch_threads = Some(1);
+        settings.batching.batching_target_latency_ms = Some(10.0);
+        let (sender, receiver) = mpsc::channel();
+        let loader = SlowGatedLoader(gate.clone());
+        std::thread::spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                let running = tfserve::start_with(&settings, Arc::new(loader)).expect("server starts");
+                sender.send(running.addrs[0]).unwrap();
+                let _ = running.server.await;
+            })
+        });
+        let addr = receiver.recv().unwrap();
+        let url = format!("http://{addr}/v1/models/half_plus_three:predict");
+        let body = r#"{"instances": [1.0]}"#;
+        // A run is measured (30 ms: past half the 10 ms objective), then one is held running.
+        let client = common::client();
+        assert_eq!(client.post(&url).body(body).send().unwrap().status(), 200);
+        gate.armed.store(true, Ordering::SeqCst);
+        let held = std::thread::spawn({
+            let (client, url) = (client.clone(), url.clone());
+            move || client.post(&url).body(body).send().unwrap().status().as_u16()
+        });
+        runs.recv().unwrap();
+        // Behind it, a request would wait a run and take one: it is refused as
+        // soon as its head arrives, its body never sent.
+        let mut socket = TcpStream::connect(addr).unwrap();
+        write!(
+            socket,
+            "POST /v1/models/half_plus_three:predict HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut answer = vec![0u8; 4096];
+        let read = std::io::Read::read(&mut socket, &mut answer).unwrap();
+        let answer = String::from_utf8_lossy(&answer[..read]).to_string();
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.contains("latency objective of 10.0 ms (p99)"), "{answer}");
+        gate.armed.store(false, Ordering::SeqCst);
+        go.send(()).unwrap();
+        assert_eq!(held.join().unwrap(), 200);
+        let metrics = client
+            .get(format!("http://{addr}/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("tfserve_rejected_total") && l.contains("reason=\"late\"") && l.ends_with(" 1")),
+            "{metrics}"
+        );
     }
 }

@@ -247,18 +247,41 @@ impl QueueHandle {
         controller.arrived(rows, Instant::now());
         if let Err(late) = controller.admits(rows, queue.rows(), running) {
             self.context.metrics.rejected_late.inc();
-            let objective = self.context.params.objective();
-            return Err(BatchError::Late {
-                queue: self.name.clone(),
-                queued_rows: late.queued_rows,
-                estimate_ms: late.estimate.as_secs_f64() * 1000.0,
-                objective_ms: objective.map_or(0.0, |o| o.latency.as_secs_f64() * 1000.0),
-                percentile: objective.map_or(0.0, |o| o.percentile),
-            });
+            return Err(self.late(late));
         }
         let steering = controller.steering();
         queue.steer(steering.cap, steering.timeout);
         Ok(())
+    }
+
+    fn late(&self, late: objective::Late) -> BatchError {
+        let objective = self.context.params.objective();
+        BatchError::Late {
+            queue: self.name.clone(),
+            queued_rows: late.queued_rows,
+            estimate_ms: late.estimate.as_secs_f64() * 1000.0,
+            objective_ms: objective.map_or(0.0, |o| o.latency.as_secs_f64() * 1000.0),
+            percentile: objective.map_or(0.0, |o| o.percentile),
+        }
+    }
+
+    /// Whether a request of one row would be refused as late were it queued
+    /// now: the check the queue makes at enqueue, made before the request's
+    /// body is read so that a refusal costs no decoding. Counts nothing
+    /// (the caller counts the refusal it makes, [`QueueHandle::count_late`]).
+    /// `None` for a queue without an objective.
+    pub fn late_now(&self) -> Option<BatchError> {
+        let controller = self.context.controller.as_ref()?;
+        let queued_rows = self.shared.lock().queues.get(&self.id).map_or(0, |e| e.queue.rows());
+        let running = self.context.running.load(Ordering::Relaxed);
+        let controller = controller.lock().unwrap_or_else(|p| p.into_inner());
+        let late = controller.admits(1, queued_rows, running).err()?;
+        Some(self.late(late))
+    }
+
+    /// Counts a request refused as late before it was queued.
+    pub fn count_late(&self) {
+        self.context.metrics.rejected_late.inc();
     }
 
     /// Puts the tasks on the shared queue, or refuses them all (full, too
@@ -295,10 +318,22 @@ pub(super) fn batch_rows(inputs: &[Tensor]) -> Option<usize> {
     dims.all(|d| d == Some(first)).then_some(first)
 }
 
+/// How many queues in the process have a latency objective: while none
+/// does, requests skip the check before their bodies are read.
+pub(super) static STEERED_QUEUES: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether any queue has a latency objective.
+pub fn any_steered() -> bool {
+    STEERED_QUEUES.load(Ordering::Relaxed) > 0
+}
+
 impl Drop for QueueHandle {
     /// An empty queue goes at once (its runner, and so the model, with it);
     /// one still holding requests drains first and is removed by a batch thread.
     fn drop(&mut self) {
+        if self.context.controller.is_some() {
+            STEERED_QUEUES.fetch_sub(1, Ordering::Relaxed);
+        }
         let removed = {
             let mut state = self.shared.lock();
             match state.queues.get_mut(&self.id) {

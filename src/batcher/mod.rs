@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-pub use handle::{Drive, QueueHandle, Submitted};
+pub use handle::{any_steered, Drive, QueueHandle, Submitted};
 use inline::{RunClock, Shards};
 use objective::Controller;
 pub use params::{BatchParams, ParamsError, ParamsOverride};
@@ -305,7 +305,7 @@ impl Batcher {
         params: BatchParams,
         merge: bool,
         runner: Arc<dyn Runner>,
-        metrics: QueueMetrics,
+        mut metrics: QueueMetrics,
         running_limit: Option<usize>,
     ) -> QueueHandle {
         // A batch that waits for its timeout needs a thread to watch the
@@ -329,7 +329,7 @@ impl Batcher {
         let steering = controller
             .as_ref()
             .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).steering());
-        let mut metrics = metrics;
+        handle::STEERED_QUEUES.fetch_add(usize::from(controller.is_some()), Ordering::Relaxed);
         if let Some(steering) = steering {
             metrics.steered().set(steering.cap, steering.timeout);
         }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use crate::batcher::{BatchParams, Batcher, ParamsOverride, QueueHandle, Runner};
+use crate::batcher::{BatchError, BatchParams, Batcher, ParamsOverride, QueueHandle, Runner};
 use crate::imaging::ImagePolicy;
 use crate::metrics::{QueueMetrics, METRICS};
 use crate::runtime::{replicas, Loader, Model, RuntimeError, SessionConfig};
@@ -46,6 +46,22 @@ impl Servable {
 
     pub fn queue(&self, signature: &str) -> Option<&QueueHandle> {
         self.queues.get(signature)
+    }
+
+    /// Why a request for this version would be refused as late were it
+    /// queued now, before its body is read: only when every one of its
+    /// queues has a latency objective and would refuse it (the signature is
+    /// not known yet). The refusal is counted on the queue it names.
+    pub fn late_now(&self) -> Option<BatchError> {
+        let mut first = None;
+        for queue in self.queues.values() {
+            let late = queue.late_now()?;
+            first.get_or_insert((queue, late));
+        }
+        first.map(|(queue, late)| {
+            queue.count_late();
+            late
+        })
     }
 
     /// What tells when this version's memory is free: every request done with

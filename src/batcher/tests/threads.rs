@@ -253,6 +253,11 @@ fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
     // An idle queue takes the next; one behind it would wait 20 ms and run 20.
     let second = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
     runs.recv().unwrap();
+    // Asked before a body is read: the same refusal, counted only by its caller.
+    assert!(crate::batcher::any_steered());
+    let early = handle.late_now().expect("late before reading");
+    assert_eq!(early.code(), Code::Unavailable);
+    assert_eq!(metrics.rejected_late.get(), 0);
     let late = handle.submit(vec![rows(&[3.0])], &["x"], None).unwrap_err();
     assert_eq!(late.code(), Code::Unavailable);
     let message = late.to_string();

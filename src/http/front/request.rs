@@ -52,9 +52,15 @@ pub(super) enum Reply {
 impl Front {
     /// A request's admission and its declared body's bytes of the budget,
     /// taken when its head has arrived, as the gate middleware and the body
-    /// reader take them.
+    /// reader take them; under a latency objective, refused at once when the
+    /// queue ahead would make it late, before its body is read or decoded.
     pub(super) fn gate(&self, head: &Head) -> Gate<'_> {
-        let admitted = lifecycle::admit(&self.state);
+        let service = &self.state.service;
+        let admitted = lifecycle::admit(&self.state).and_then(|admitted| {
+            service
+                .late_before_reading(&head.model, &head.selector)
+                .map(|()| admitted)
+        });
         // Only an admitted request reads its body.
         let held = admitted.is_ok().then(|| self.state.body_budget.hold(head.body));
         Gate { admitted, held }
