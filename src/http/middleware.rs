@@ -45,7 +45,7 @@ pub async fn assign(
     // both are cheap reference-counted clones.
     let (method, uri) = (req.method().clone(), req.uri().clone());
     let scope = RequestScope::new(lifecycle.id.clone(), lifecycle.access_logged());
-    let handled = lifecycle.contain(method.as_str(), uri.path(), scope.around(next.call(req)));
+    let handled = lifecycle.contain(method.as_str(), || uri.path(), scope.around(next.call(req)));
     let mut response = match handled.await {
         Ok(result) => result?,
         Err(panicked) => return Err(super::panics::answer(panicked)),

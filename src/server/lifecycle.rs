@@ -84,12 +84,19 @@ impl Lifecycle {
         self.access.is_some()
     }
 
-    /// Runs the handling of the request, a panic in it contained.
-    pub async fn contain<F: Future>(&self, method: &str, path: &str, handling: F) -> Result<F::Output, Panicked> {
+    /// Runs the handling of the request, a panic in it contained. `path`
+    /// is read only for a panic's log line.
+    /// Not an `async fn`: that would be one more state machine around
+    /// `handling`, moved whole (a request's future is kilobytes) on each call.
+    pub fn contain<'l, F: Future + 'l, P: AsRef<str>>(
+        &'l self,
+        method: &'l str,
+        path: impl FnOnce() -> P + 'l,
+        handling: F,
+    ) -> impl Future<Output = Result<F::Output, Panicked>> + 'l {
         AssertUnwindSafe(handling)
             .catch_unwind()
-            .await
-            .map_err(|panic| contained(&self.id.0, method, path, panic.as_ref()))
+            .map(move |handled| handled.map_err(|panic| contained(&self.id.0, method, path().as_ref(), panic.as_ref())))
     }
 
     /// Ends the request: its access line, when it gets one.
@@ -152,7 +159,7 @@ mod tests {
     fn a_panic_is_contained_named_by_the_request_id_and_counted() {
         let lifecycle = Lifecycle::begin(None, Some("req-7"), || unreachable!("no access log"));
         let before = METRICS.panics.with_label_values(&["request"]).get();
-        let panicked = block_on(lifecycle.contain("POST", "/p", async {
+        let panicked = block_on(lifecycle.contain("POST", || "/p", async {
             if lifecycle.id.0.len() == 5 {
                 panic!("boom");
             }
@@ -163,7 +170,7 @@ mod tests {
         assert!(panicked.to_string().contains("req-7"), "{panicked}");
         // Other tests' panics count in the same process-wide counter.
         assert!(METRICS.panics.with_label_values(&["request"]).get() > before);
-        assert_eq!(block_on(lifecycle.contain("POST", "/p", async { 3 })).ok(), Some(3));
+        assert_eq!(block_on(lifecycle.contain("POST", || "/p", async { 3 })).ok(), Some(3));
     }
 
     #[test]

@@ -67,9 +67,11 @@ pub async fn run(context: Arc<CallContext>, request: Request<RecvStream>, respon
             .headers()
             .get(GRPC_ENCODING)
             .is_none_or(|coding| coding.as_bytes() == b"identity");
-    let head = request.headers().get(REQUEST_ID).cloned();
-    let uri = request.uri().clone();
-    contained(respond, head, &uri, async |respond: &mut SendResponse<Bytes>| {
+    // Kept for a panic's log line: the direct Predict's path is known.
+    let given = request.headers().get(REQUEST_ID).cloned();
+    let uri = (!direct).then(|| request.uri().clone());
+    let path = uri.as_ref().map_or(PREDICT_PATH, |uri| uri.path());
+    contained(respond, given, path, async |respond: &mut SendResponse<Bytes>| {
         let ended = if direct {
             predict(&context, request, respond).await
         } else {
@@ -82,12 +84,12 @@ pub async fn run(context: Arc<CallContext>, request: Request<RecvStream>, respon
 
 /// Runs a call with a panic in it contained: the call answers `INTERNAL`
 /// naming its request id (`given`, or a new one), the panic is logged and
-/// counted, and the connection serves on. `given` and `uri` are the
-/// request's (reference-counted clones), kept as the call takes the request.
+/// counted, and the connection serves on. `given` and `path` are the
+/// request's, kept as the call takes the request.
 pub(super) async fn contained(
     mut respond: SendResponse<Bytes>,
     given: Option<HeaderValue>,
-    uri: &http::Uri,
+    path: &str,
     call: impl AsyncFnOnce(&mut SendResponse<Bytes>) -> Ended,
 ) -> Ended {
     let panic = match AssertUnwindSafe(call(&mut respond)).catch_unwind().await {
@@ -95,7 +97,7 @@ pub(super) async fn contained(
         Err(panic) => panic,
     };
     let id = RequestId::from_header(given.as_ref().and_then(|v| v.to_str().ok()));
-    let panicked = lifecycle::contained(&id.0, "gRPC", uri.path(), panic.as_ref());
+    let panicked = lifecycle::contained(&id.0, "gRPC", path, panic.as_ref());
     let mut status = Status::internal(panicked.to_string());
     set_request_id(status.metadata_mut(), &id.0);
     // Refused (and the stream reset as its handle drops) when the answer's

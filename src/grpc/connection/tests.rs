@@ -306,7 +306,7 @@ async fn a_panicking_call_answers_internal_naming_its_request_id_and_is_counted(
         let mut connection = h2::server::handshake(server_io).await.unwrap();
         let (request, respond) = connection.accept().await.unwrap().unwrap();
         let given = request.headers().get("x-request-id").cloned();
-        let ended = super::calls::contained(respond, given, request.uri(), async |_: &mut _| {
+        let ended = super::calls::contained(respond, given, request.uri().path(), async |_: &mut _| {
             if request.method() == http::Method::POST {
                 panic!("a bug in a call");
             }

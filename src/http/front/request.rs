@@ -86,7 +86,7 @@ impl Front {
         });
         let cut_short = answered.unread || answered.arrived.is_err();
         let handling = self.handle((request, head), gate, answered.arrived, &lifecycle, peer);
-        let reply = match lifecycle.contain("POST", path(), handling).await {
+        let reply = match lifecycle.contain("POST", path, handling).await {
             Ok(reply) => reply,
             Err(panicked) => Reply::Refused(crate::http::panics::answer(panicked).error_response()),
         };
