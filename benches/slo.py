@@ -19,6 +19,7 @@ arrival to answer), the share refused (503) and the refusals' p99.
 
     python3 benches/slo.py                         # mnist_cnn and mlp, objectives 5 and 20 ms
     python3 benches/slo.py --models mlp --seconds 20 --objectives 5
+    python3 benches/slo.py --models mlp --server-cpus 1   # the generators on the other cores
 """
 import argparse
 import json
@@ -44,12 +45,17 @@ def mnist_body(path):
     path.write_text('{"instances": [' + image + "]}")
 
 
+# The cores the server runs on (--server-cpus); None: any.
+SERVER_CPUS = None
+
+
 def serve(model, model_dir, work, label, flags):
     env = dict(os.environ, RUST_LOG="warn", TF_CPP_MIN_LOG_LEVEL="2")
     log = open(work / f"server-{model}-{label}.log", "w")
+    pin = (lambda: os.sched_setaffinity(0, SERVER_CPUS)) if SERVER_CPUS else None
     proc = subprocess.Popen([str(bench.RELEASE / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(PORT),
                              "--port", str(PORT + 1), "--model_name", model, "--model_base_path", str(model_dir),
-                             *flags], env=env, stdout=log, stderr=log)
+                             *flags], env=env, stdout=log, stderr=log, preexec_fn=pin)
     bench.wait_ready(proc, PORT, model)
     return proc
 
@@ -57,7 +63,7 @@ def serve(model, model_dir, work, label, flags):
 def settings(grid_cell=None, objective=None, tfs=False):
     if tfs:
         return ["--enable_batching", "--max_batch_size", "1000000", "--batch_timeout_micros", "0",
-                "--max_enqueued_batches", "1000000", "--num_batch_threads", str(os.cpu_count())]
+                "--max_enqueued_batches", "1000000", "--num_batch_threads", str(len(SERVER_CPUS or os.sched_getaffinity(0)))]
     if grid_cell:
         size, timeout = grid_cell
         return ["--enable_batching", "--max_batch_size", str(size), "--batch_timeout_micros", str(timeout),
@@ -185,7 +191,17 @@ def main():
     parser.add_argument("--out", type=pathlib.Path, default=bench.ROOT / "target" / "bench" / "slo")
     parser.add_argument("--only", help="run only the configs whose labels contain one of these (comma-separated)")
     parser.add_argument("--capacity", type=float, help="req/s to take as capacity instead of measuring it")
+    parser.add_argument("--server-cpus", help="cores the server runs on (e.g. 1), so that the load generators, "
+                        "pinned to the others, do not take its cycles")
     args = parser.parse_args()
+    if args.server_cpus:
+        global SERVER_CPUS
+        SERVER_CPUS = {int(c) for c in args.server_cpus.split(",")}
+        others = set(os.sched_getaffinity(0)) - SERVER_CPUS
+        if not others:
+            parser.error(f"--server-cpus {args.server_cpus} leaves no core for the load generators")
+        # wrk and tfserve-bench inherit this process's cores.
+        os.sched_setaffinity(0, others)
     bench.ensure_wrk()
     bench.build()
     args.out.mkdir(parents=True, exist_ok=True)
