@@ -4,32 +4,9 @@
 
 mod common;
 
-use common::{copy_dir, repo_path, spawn_server, temp_dir};
+use common::{call, copy_dir, repo_path, rest_server as server, temp_dir};
 use serde_json::{json, Value};
 use tfserve::settings::Settings;
-
-fn call(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, Value) {
-    let client = reqwest::blocking::Client::new();
-    let mut request = client.request(method, url);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().expect("request is answered");
-    let status = response.status().as_u16();
-    (status, response.json().unwrap_or(Value::Null))
-}
-
-fn server(settings: Settings) -> String {
-    format!(
-        "http://{}",
-        spawn_server({
-            let mut settings = settings;
-            settings.http.host = "127.0.0.1".into();
-            settings.http.rest_api_port = Some(0);
-            settings
-        })
-    )
-}
 
 #[test]
 fn management_api_loads_and_unloads_within_the_roots() {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{copy_dir, repo_path, spawn_server, temp_dir};
+use common::{call, copy_dir, repo_path, rest_server as server, temp_dir};
 use serde_json::{json, Value};
 use tfserve::model_config::DefaultVersionPolicy;
 use tfserve::registry::SwapPolicy;
@@ -24,35 +24,12 @@ fn publish_version(from: &Path, base: &Path, version: u32) {
     std::fs::rename(&staging, base.join(version.to_string())).unwrap();
 }
 
-fn call(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, Value) {
-    let client = reqwest::blocking::Client::new();
-    let mut request = client.request(method, url);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().expect("request is answered");
-    let status = response.status().as_u16();
-    (status, response.json().unwrap_or(Value::Null))
-}
-
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn server(settings: Settings) -> String {
-    format!(
-        "http://{}",
-        spawn_server({
-            let mut settings = settings;
-            settings.http.host = "127.0.0.1".into();
-            settings.http.rest_api_port = Some(0);
-            settings
-        })
-    )
 }
 
 #[test]

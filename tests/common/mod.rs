@@ -209,3 +209,28 @@ pub fn metric(base: &str, series: &str) -> f64 {
         .map(|v| v.trim().parse().unwrap())
         .unwrap_or(0.0)
 }
+
+/// One request with an optional JSON body: its status and JSON answer (null if none).
+pub fn call(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, Value) {
+    let client = reqwest::blocking::Client::new();
+    let mut request = client.request(method, url);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().expect("request is answered");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+/// A server with `settings` on 127.0.0.1 and an ephemeral REST port: its base URL.
+pub fn rest_server(settings: Settings) -> String {
+    format!(
+        "http://{}",
+        spawn_server({
+            let mut settings = settings;
+            settings.http.host = "127.0.0.1".into();
+            settings.http.rest_api_port = Some(0);
+            settings
+        })
+    )
+}
