@@ -250,6 +250,13 @@ fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
     go.send(()).unwrap();
     answer(first).unwrap();
     assert_eq!(gauges.cap.get(), 1);
+    // The answer can arrive before its batch thread counts the run finished:
+    // wait until the queue is idle (asking counts nothing).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handle.late_now().is_some() {
+        assert!(Instant::now() < deadline, "the queue never went idle");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     // An idle queue takes the next; one behind it would wait 20 ms and run 20.
     let second = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
     runs.recv().unwrap();
