@@ -1,8 +1,9 @@
 //! A queue's latency objective and the controller that keeps it: from the
 //! run times it measures per batch size and the rate requests arrive at, it
 //! picks the largest batch whose run fits half the objective (a request may
-//! wait behind one run and then take one), how long a batch may wait to fill,
-//! and refuses a request the queue ahead of it would make late. Free of
+//! wait behind one run and then take one), how long a batch may wait to fill
+//! (when single runs fall behind: long enough for a batch that keeps up, not
+//! for the largest), and refuses a request the queue ahead of it would make late. Free of
 //! threads and clocks: every input carries its time, so tests drive it with
 //! a simulated one.
 
@@ -189,7 +190,9 @@ impl Controller {
         let one = self.runs[0].map_or(0.0, |(mean, _)| mean);
         let timeout = match self.row_gap {
             Some(gap) if gap > 0.0 && one / gap >= self.parallel as f64 => {
-                let fill = cap as f64 * gap;
+                // Waiting for the cap would spend the objective on every
+                // request; a batch that keeps up is enough.
+                let fill = self.keeping_up(gap, cap) as f64 * gap;
                 fill.min(self.budget() - 2.0 * run).max(0.0)
             }
             _ => 0.0,
@@ -199,7 +202,28 @@ impl Controller {
             timeout: Duration::from_secs_f64(timeout),
         };
     }
+
+    /// The smallest batch, up to `cap`, whose planned run takes at most
+    /// [`KEEP_UP_SHARE`] of the time its rows take to arrive `gap` apart:
+    /// batches of it keep up with arrivals with room to spare. `cap` when
+    /// none does.
+    fn keeping_up(&self, gap: f64, cap: usize) -> usize {
+        let mut size = 1;
+        while size < cap {
+            let arriving = size as f64 * gap * self.parallel as f64;
+            if self.estimate(size).is_some_and(|run| run <= KEEP_UP_SHARE * arriving) {
+                return size;
+            }
+            size *= 2;
+        }
+        cap
+    }
 }
+
+/// The share of their time a queue's batch threads may spend running while
+/// it keeps up: the rest of the request path (reading, decoding, answering)
+/// needs the same cores, and on a small model costs as much as the run.
+const KEEP_UP_SHARE: f64 = 0.5;
 
 /// The power of two `rows` rounds up to, as an index: 1 → 0, 2 → 1, 3..4 → 2.
 fn bucket(rows: usize) -> usize {
@@ -294,6 +318,34 @@ mod tests {
         }
         runs(&mut busy, 1.0, 0.25, &[32]);
         assert_eq!(busy.steering().timeout, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_batch_waits_for_the_rows_that_keep_up_not_for_the_cap() {
+        // 0.5 ms per run and 0.01 ms per row: 128 rows run in 1.8 ms, so
+        // the cap is 128, but single runs fall behind one row every 0.25 ms.
+        let mut controller = Controller::new(objective(20), 128, 1);
+        let start = Instant::now();
+        for i in 0..400 {
+            controller.arrived(1, start + Duration::from_micros(250 * i));
+        }
+        runs(&mut controller, 0.5, 0.01, &[1, 2, 4, 8, 16, 32, 64, 128]);
+        let steering = controller.steering();
+        assert_eq!(steering.cap, 128);
+        // 8 rows run in 0.58 ms, under half of the 2 ms they take to
+        // arrive (4 rows: 0.54 of 1 ms): the wait fills 8, not 128 (32 ms,
+        // which the objective would have cut to 16).
+        let timeout = steering.timeout.as_secs_f64() * 1000.0;
+        assert!((1.8..=2.2).contains(&timeout), "{timeout} ms");
+        // Arrivals twice as fast: 16 rows keep up (0.66 of 2 ms; 8 rows:
+        // 0.58 of 1 ms do not), filled in the same 2 ms.
+        let later = start + Duration::from_secs(1);
+        for i in 0..400 {
+            controller.arrived(1, later + Duration::from_micros(125 * i));
+        }
+        runs(&mut controller, 0.5, 0.01, &[16]);
+        let timeout = controller.steering().timeout.as_secs_f64() * 1000.0;
+        assert!((1.8..=2.2).contains(&timeout), "{timeout} ms");
     }
 
     #[test]
