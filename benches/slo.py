@@ -19,7 +19,9 @@ request (a steady 64 connections, no bursts), so percentages of wrk's figure
 would put "60%" past saturation already. Both figures are reported.
 Reported per rate: answered requests per second, p50/p99 of the answered (from
 when each request was due), the server's own p99 (tfserve_request_duration_seconds,
-arrival to answer), the share refused (503) and the refusals' p99.
+arrival to answer), the share refused (503), the refusals' p99, and the share the
+generator could not send because all its connections (4000) were waiting: past
+that the load is no longer open-loop, and latency is connections / throughput.
 
     python3 benches/slo.py                         # mnist_cnn and mlp, objectives 5 and 20 ms
     python3 benches/slo.py --models mlp --seconds 20 --objectives 5
@@ -128,7 +130,7 @@ def measure(model, model_dir, body, work, label, flags, rates, seconds):
         rows = []
         for rate in rates:
             before = request_buckets(model)
-            row = dict(open_loop(model, body, rate, seconds), config=label)
+            row = dict(open_loop(model, body, rate, seconds), config=label, seconds=seconds)
             row["server_p99_ms"] = server_p99_ms(before, request_buckets(model))
             rows.append(row)
     finally:
@@ -158,13 +160,15 @@ def capacity(model, model_dir, body, work, script, seconds):
 def table(model, cap, closed, rows, objectives):
     closed_text = f", {closed:,.0f} closed-loop" if closed else ""
     lines = [f"### {model} (capacity {cap:,.0f} req/s open-loop{closed_text})", "",
-             "| config | load | rate/s | answered/s | p50 ms | p99 ms | server p99 ms | refused | refusals' p99 ms |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| config | load | rate/s | answered/s | p50 ms | p99 ms | server p99 ms | refused | refusals' p99 ms "
+             "| unsent |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
+        sent = row["rate"] * row.get("seconds", 1)
         lines.append(f"| {row['config']} | {row['load']:.0%} | {row['rate']:,.0f} | {row['answered_per_s']:,.0f} | "
                      f"{row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['server_p99_ms']:.2f} | "
                      f"{row['refused_share']:.1%} | "
-                     f"{row['refused_p99_ms']:.2f} |")
+                     f"{row['refused_p99_ms']:.2f} | {row['unsent'] / max(sent, 1):.1%} |")
     lines.append("")
     by = {(r["config"], r["load"]): r for r in rows}
     for objective in objectives:
