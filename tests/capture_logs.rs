@@ -144,3 +144,63 @@ fn each_api_is_logged_as_its_own_prediction_log_and_the_file_warms_a_model_up() 
     drop(warm);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two models naming one `filename_prefix`: TF Serving's config is accepted
+/// with its warning, in its words, and both models log into the same files,
+/// each record naming its model.
+#[test]
+fn models_sharing_a_filename_prefix_are_warned_about_and_share_its_files() {
+    let dir = temp_dir("capture-shared-prefix");
+    let prefix = dir.join("logs/shared");
+    let model = |name: &str| {
+        format!(
+            "config {{ name: '{name}' base_path: '{}' model_platform: 'tensorflow'\n\
+             logging_config {{ log_collector_config {{ filename_prefix: '{}' }}\n\
+             sampling_config {{ sampling_rate: 1.0 }} }} }}",
+            repo_path("models/half_plus_three").display(),
+            prefix.display()
+        )
+    };
+    let config = dir.join("models.config");
+    std::fs::write(
+        &config,
+        format!("model_config_list {{ {} {} }}", model("a"), model("b")),
+    )
+    .unwrap();
+    let mut server = start(&[
+        "--rest_api_port=0",
+        "--port=0",
+        "--host=127.0.0.1",
+        &format!("--model_config_file={}", config.display()),
+    ]);
+    server.wait_for_line(&format!(
+        "Duplicate LogCollectorConfig::filename_prefix(): {}. Possibly a misconfiguration.",
+        prefix.display()
+    ));
+    for (model, x) in [("a", 1.0), ("b", 2.0), ("a", 3.0)] {
+        let answer = post(
+            &server,
+            &format!("/v1/models/{model}:predict"),
+            "application/json",
+            model,
+            &format!(r#"{{"instances": [{x:.1}]}}"#),
+        );
+        assert!(answer.contains("predictions"), "{answer}");
+    }
+    sigterm_and_wait(&mut server);
+
+    let read = consumers(&["logs", &prefix.display().to_string()]);
+    assert_eq!(read["files"].as_array().unwrap().len(), 1, "{read}");
+    let logs = read["logs"].as_array().unwrap();
+    let mut seen: Vec<(String, f64)> = logs
+        .iter()
+        .map(|l| (l["model"].as_str().unwrap().to_string(), common::floats(&l["x"])[0]))
+        .collect();
+    seen.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(
+        seen,
+        [("a".to_string(), 1.0), ("a".to_string(), 3.0), ("b".to_string(), 2.0)],
+        "{logs:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
