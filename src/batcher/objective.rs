@@ -126,13 +126,12 @@ impl Controller {
             return Ok(());
         }
         let cap = self.steering.cap;
-        let Some(run) = self.estimate(cap) else {
-            return Ok(());
-        };
         let batches = (queued_rows + rows).div_ceil(cap);
         let waves = batches.div_ceil(self.parallel);
-        let behind_running = if running >= self.parallel { run } else { 0.0 };
-        let estimate = behind_running + waves as f64 * run;
+        let behind_running = usize::from(running >= self.parallel);
+        let Some(estimate) = self.estimate_runs(cap, behind_running + waves) else {
+            return Ok(());
+        };
         if estimate <= self.budget() {
             return Ok(());
         }
@@ -146,25 +145,37 @@ impl Controller {
         self.objective.latency.as_secs_f64()
     }
 
-    /// The run time planned for a batch of `rows`: measured at its power of
-    /// two, else scaled linearly from the nearest smaller one measured (runs
-    /// grow at most linearly with rows), else the nearest larger one's.
+    /// The run time planned for a batch of `rows`, at the objective's
+    /// percentile.
     fn estimate(&self, rows: usize) -> Option<f64> {
+        self.estimate_runs(rows, 1)
+    }
+
+    /// The time `count` runs of `rows` take one after another, at the
+    /// objective's percentile: their means add up, but their spreads mostly
+    /// cancel (as √count, for independent runs), so a queue several batches
+    /// deep is not planned as if every batch were slow.
+    fn estimate_runs(&self, rows: usize, count: usize) -> Option<f64> {
+        let (mean, deviation) = self.measured(rows)?;
+        let count = count as f64;
+        Some(count * mean + self.objective.deviations() * deviation * count.sqrt())
+    }
+
+    /// The mean run time of a batch of `rows` and its deviation: measured at
+    /// its power of two, else scaled linearly from the nearest smaller one
+    /// measured (runs grow at most linearly with rows), else the nearest
+    /// larger one's.
+    fn measured(&self, rows: usize) -> Option<(f64, f64)> {
         let target = bucket(rows.min(self.max_batch));
-        let planned = |(mean, deviation): (f64, f64)| mean + self.objective.deviations() * deviation;
         if let Some(Some(run)) = self.runs.get(target) {
-            return Some(planned(*run));
+            return Some(*run);
         }
         let below = (0..target).rev().find_map(|b| self.runs[b].map(|run| (b, run)));
-        if let Some((b, run)) = below {
-            return Some(planned(run) * (1u64 << (target - b)) as f64);
+        if let Some((b, (mean, deviation))) = below {
+            let scale = (1u64 << (target - b)) as f64;
+            return Some((mean * scale, deviation * scale));
         }
-        self.runs
-            .iter()
-            .skip(target + 1)
-            .flatten()
-            .next()
-            .map(|&run| planned(run))
+        self.runs.iter().skip(target + 1).flatten().next().copied()
     }
 
     /// The largest batch whose run fits half the budget, and the wait that
@@ -363,6 +374,24 @@ mod tests {
         let late = controller.admits(1, 100, 2).unwrap_err();
         assert_eq!(late.queued_rows, 100);
         assert!(late.estimate > Duration::from_millis(20), "{late:?}");
+    }
+
+    #[test]
+    fn a_deep_queue_is_planned_at_the_percentile_of_its_runs_together() {
+        let mut controller = Controller::new(objective(100), 8, 1);
+        // Runs of 8 rows alternate 6 and 12 ms: mean 9, deviation 3, one
+        // planned at 9 + 2.33 × 3 = 16 ms.
+        for i in 0..100 {
+            controller.ran(8, Duration::from_millis(if i % 2 == 0 { 6 } else { 12 }));
+        }
+        assert_eq!(controller.steering().cap, 8);
+        // Behind a running batch and 40 rows: 7 runs, 7 × 9 + 2.33 × 3 × √7
+        // = 81.5 ms (7 × 16 = 112 would refuse it).
+        assert_eq!(controller.admits(1, 40, 1), Ok(()));
+        // Behind 80 rows: 12 runs, 108 + 24 = 132 ms.
+        let late = controller.admits(1, 80, 1).unwrap_err();
+        let ms = late.estimate.as_secs_f64() * 1000.0;
+        assert!((125.0..140.0).contains(&ms), "{ms} ms");
     }
 
     #[test]
