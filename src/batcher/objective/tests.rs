@@ -1,0 +1,175 @@
+//! The controller on a simulated clock: models that speed up, slow down
+//! and spread, arrivals that change rate, queues of every depth.
+
+use super::*;
+
+fn objective(ms: u64) -> Objective {
+    Objective {
+        latency: Duration::from_millis(ms),
+        percentile: 99.0,
+    }
+}
+
+/// A model whose run takes `fixed + per_row × rows` milliseconds.
+fn runs(controller: &mut Controller, fixed: f64, per_row: f64, sizes: &[usize]) {
+    for _ in 0..20 {
+        for &rows in sizes {
+            let run = Duration::from_secs_f64((fixed + per_row * rows as f64) / 1000.0);
+            controller.ran(rows, run);
+        }
+    }
+}
+
+#[test]
+fn the_cap_is_the_largest_batch_whose_run_fits_half_the_objective() {
+    let mut controller = Controller::new(objective(20), 128, 1);
+    assert_eq!(controller.steering().cap, 1, "nothing measured yet");
+    // 1 ms + 0.25 ms per row: 32 rows take 9 ms, 64 take 17.
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    assert_eq!(controller.steering().cap, 32);
+    let mut tight = Controller::new(objective(5), 128, 1);
+    runs(&mut tight, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    assert_eq!(tight.steering().cap, 4, "4 rows take 2 ms, 8 take 3");
+}
+
+#[test]
+fn unmeasured_sizes_are_planned_linearly_so_the_cap_grows_as_it_learns() {
+    let mut controller = Controller::new(objective(21), 128, 1);
+    runs(&mut controller, 1.0, 0.25, &[1]);
+    // 1.25 ms at 1 row, so 8 rows are planned at 10 ms: the cap.
+    assert_eq!(controller.steering().cap, 8);
+    runs(&mut controller, 1.0, 0.25, &[8]);
+    // 8 rows measured at 3 ms: 16 planned at 6, 32 at 12.
+    assert_eq!(controller.steering().cap, 16);
+    runs(&mut controller, 1.0, 0.25, &[16]);
+    assert_eq!(controller.steering().cap, 32);
+}
+
+#[test]
+fn a_model_that_slows_down_gets_smaller_batches() {
+    let mut controller = Controller::new(objective(20), 128, 1);
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    assert_eq!(controller.steering().cap, 32);
+    // Now four times slower (another tenant on the cores): 4 rows take
+    // 8 ms, 8 take 12.
+    for _ in 0..3 {
+        runs(&mut controller, 4.0, 1.0, &[1, 2, 4, 8, 16, 32, 64]);
+    }
+    assert_eq!(controller.steering().cap, 4);
+}
+
+#[test]
+fn batches_wait_to_fill_only_when_single_runs_cannot_keep_up() {
+    let mut controller = Controller::new(objective(20), 128, 1);
+    let start = Instant::now();
+    // One row every 10 ms against 1.25 ms runs: no waiting.
+    for i in 0..50 {
+        controller.arrived(1, start + Duration::from_millis(10 * i));
+    }
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    assert_eq!(controller.steering().timeout, Duration::ZERO);
+    // One row every 0.5 ms: runs of one would fall behind.
+    let later = start + Duration::from_secs(1);
+    for i in 0..200 {
+        controller.arrived(1, later + Duration::from_micros(500 * i));
+    }
+    runs(&mut controller, 1.0, 0.25, &[32]);
+    let steering = controller.steering();
+    assert_eq!(steering.cap, 32);
+    // Filling 32 rows takes ~16 ms, but 20 - 2 × 9 leaves 2 ms.
+    let timeout = steering.timeout.as_secs_f64() * 1000.0;
+    assert!((1.5..=2.5).contains(&timeout), "{timeout} ms");
+    // A queue that has only run large batches has no measured run of one:
+    // it does not wait on a guess.
+    let mut busy = Controller::new(objective(20), 128, 1);
+    for i in 0..200 {
+        busy.arrived(1, later + Duration::from_micros(500 * i));
+    }
+    runs(&mut busy, 1.0, 0.25, &[32]);
+    assert_eq!(busy.steering().timeout, Duration::ZERO);
+}
+
+#[test]
+fn a_batch_waits_for_the_rows_that_keep_up_not_for_the_cap() {
+    // 0.5 ms per run and 0.01 ms per row: 128 rows run in 1.8 ms, so
+    // the cap is 128, but single runs fall behind one row every 0.25 ms.
+    let mut controller = Controller::new(objective(20), 128, 1);
+    let start = Instant::now();
+    for i in 0..400 {
+        controller.arrived(1, start + Duration::from_micros(250 * i));
+    }
+    runs(&mut controller, 0.5, 0.01, &[1, 2, 4, 8, 16, 32, 64, 128]);
+    let steering = controller.steering();
+    assert_eq!(steering.cap, 128);
+    // 8 rows run in 0.58 ms, under half of the 2 ms they take to
+    // arrive (4 rows: 0.54 of 1 ms): the wait fills 8, not 128 (32 ms,
+    // which the objective would have cut to 16).
+    let timeout = steering.timeout.as_secs_f64() * 1000.0;
+    assert!((1.8..=2.2).contains(&timeout), "{timeout} ms");
+    // Arrivals twice as fast: 16 rows keep up (0.66 of 2 ms; 8 rows:
+    // 0.58 of 1 ms do not), filled in the same 2 ms.
+    let later = start + Duration::from_secs(1);
+    for i in 0..400 {
+        controller.arrived(1, later + Duration::from_micros(125 * i));
+    }
+    runs(&mut controller, 0.5, 0.01, &[16]);
+    let timeout = controller.steering().timeout.as_secs_f64() * 1000.0;
+    assert!((1.8..=2.2).contains(&timeout), "{timeout} ms");
+}
+
+#[test]
+fn a_request_the_queue_would_make_late_is_refused() {
+    let mut controller = Controller::new(objective(20), 128, 2);
+    assert_eq!(controller.admits(1, 10_000, 2), Ok(()), "unmeasured: let in");
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    assert_eq!(controller.steering().cap, 32);
+    assert_eq!(controller.admits(1000, 0, 1), Ok(()), "an idle thread: let in");
+    // Behind 40 rows with both threads free: 2 batches, one wave of 9 ms.
+    assert_eq!(controller.admits(1, 40, 0), Ok(()));
+    // Behind 40 rows with both threads busy: 9 + 9 ms.
+    assert_eq!(controller.admits(1, 40, 2), Ok(()));
+    // Behind 100 rows, both busy: 9 + 2 waves × 9 = 27 ms.
+    let late = controller.admits(1, 100, 2).unwrap_err();
+    assert_eq!(late.queued_rows, 100);
+    assert!(late.estimate > Duration::from_millis(20), "{late:?}");
+}
+
+#[test]
+fn a_deep_queue_is_planned_at_the_percentile_of_its_runs_together() {
+    let mut controller = Controller::new(objective(100), 8, 1);
+    // Runs of 8 rows alternate 6 and 12 ms: mean 9, deviation 3, one
+    // planned at 9 + 2.33 × 3 = 16 ms.
+    for i in 0..100 {
+        controller.ran(8, Duration::from_millis(if i % 2 == 0 { 6 } else { 12 }));
+    }
+    assert_eq!(controller.steering().cap, 8);
+    // Behind a running batch and 40 rows: 7 runs, 7 × 9 + 2.33 × 3 × √7
+    // = 81.5 ms (7 × 16 = 112 would refuse it).
+    assert_eq!(controller.admits(1, 40, 1), Ok(()));
+    // Behind 80 rows: 12 runs, 108 + 24 = 132 ms.
+    let late = controller.admits(1, 80, 1).unwrap_err();
+    let ms = late.estimate.as_secs_f64() * 1000.0;
+    assert!((125.0..140.0).contains(&ms), "{ms} ms");
+}
+
+#[test]
+fn the_percentile_plans_for_the_spread_of_run_times() {
+    let spread = |percentile: f64| {
+        let mut controller = Controller::new(
+            Objective {
+                latency: Duration::from_millis(20),
+                percentile,
+            },
+            128,
+            1,
+        );
+        // Runs of 32 rows alternate 6 and 12 ms (mean 9, deviation 3).
+        for i in 0..100 {
+            let ms = if i % 2 == 0 { 6 } else { 12 };
+            controller.ran(32, Duration::from_millis(ms));
+        }
+        controller.steering().cap
+    };
+    assert_eq!(spread(50.0), 32, "9 ms on average fits 10");
+    assert!(spread(99.0) < 32, "9 + 2.33 × 3 ms does not");
+}
