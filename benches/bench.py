@@ -31,7 +31,10 @@ import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RELEASE = ROOT / "target" / "release"
+# TFSERVE_BENCH_RELEASE: a folder of prebuilt tfserve and tfserve-bench (a
+# machine with no toolchain), which build() then leaves alone.
+PREBUILT = os.environ.get("TFSERVE_BENCH_RELEASE")
+RELEASE = pathlib.Path(PREBUILT) if PREBUILT else ROOT / "target" / "release"
 WRK_SCRIPT = """
 local f = io.open(os.getenv("TFSERVE_BENCH_BODY"), "rb")
 wrk.body = f:read("*a")
@@ -74,6 +77,9 @@ def ensure_wrk():
 
 
 def build():
+    if PREBUILT:
+        log(f"using the prebuilt binaries in {RELEASE}")
+        return
     run([sys.executable, str(ROOT / "scripts" / "setup_libtensorflow.py")])
     run(["cargo", "build", "--release", "--bin", "tfserve", "--bin", "tfserve-bench"], cwd=ROOT)
 
@@ -81,8 +87,13 @@ def build():
 def model_dirs(names):
     dirs = {"half_plus_three": ROOT / "models" / "half_plus_three"}
     if set(names) - {"half_plus_three"}:
-        out = run([sys.executable, str(ROOT / "benches" / "make_models.py")], capture_output=True).stdout
-        bench_models = pathlib.Path(out.strip().splitlines()[-1])
+        # TFSERVE_BENCH_MODELS: make_models.py's output, made elsewhere.
+        made = os.environ.get("TFSERVE_BENCH_MODELS")
+        if made:
+            bench_models = pathlib.Path(made)
+        else:
+            out = run([sys.executable, str(ROOT / "benches" / "make_models.py")], capture_output=True).stdout
+            bench_models = pathlib.Path(out.strip().splitlines()[-1])
         dirs["mlp"] = bench_models / "mlp"
         dirs["resnet50"] = bench_models / "resnet50"
         dirs["image_head"] = bench_models / "image_head"

@@ -26,6 +26,9 @@ that the load is no longer open-loop, and latency is connections / throughput.
     python3 benches/slo.py                         # mnist_cnn and mlp, objectives 5 and 20 ms
     python3 benches/slo.py --models mlp --seconds 20 --objectives 5
     python3 benches/slo.py --models mlp --server-cpus 1   # the generators on the other cores
+    python3 benches/slo.py --models mlp --server-cpus 0 --client-cpus 1-3 --port 19000 --out /tmp/a &
+    python3 benches/slo.py --models mnist_cnn --server-cpus 4 --client-cpus 5-7 --port 19010 --out /tmp/b
+                                                          # side by side on a machine with cores to spare
 """
 import argparse
 import json
@@ -53,6 +56,15 @@ def mnist_body(path):
 
 # The cores the server runs on (--server-cpus); None: any.
 SERVER_CPUS = None
+
+
+def cpu_list(text):
+    """`1`, `0,2` or `4-7` as a set of cores."""
+    cores = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cores.update(range(int(first), int(last or first) + 1))
+    return cores
 
 
 def serve(model, model_dir, work, label, flags):
@@ -196,6 +208,7 @@ def table(model, cap, closed, rows, objectives):
 
 
 def main():
+    global SERVER_CPUS, PORT
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="mnist_cnn,mlp")
     parser.add_argument("--objectives", default="5,20")
@@ -203,15 +216,18 @@ def main():
     parser.add_argument("--out", type=pathlib.Path, default=bench.ROOT / "target" / "bench" / "slo")
     parser.add_argument("--only", help="run only the configs whose labels contain one of these (comma-separated)")
     parser.add_argument("--capacity", type=float, help="req/s to take as (open-loop) capacity instead of measuring it")
-    parser.add_argument("--server-cpus", help="cores the server runs on (e.g. 1), so that the load generators, "
-                        "pinned to the others, do not take its cycles")
+    parser.add_argument("--server-cpus", help="cores the server runs on (e.g. 1, or 0-3), so that the load "
+                        "generators, pinned to the others, do not take its cycles")
+    parser.add_argument("--client-cpus", help="cores the load generators run on (default: all the server's not)")
+    parser.add_argument("--port", type=int, default=PORT, help="the server's REST port (gRPC: the next one)")
     args = parser.parse_args()
+    PORT = args.port
     if args.server_cpus:
-        global SERVER_CPUS
-        SERVER_CPUS = {int(c) for c in args.server_cpus.split(",")}
-        others = set(os.sched_getaffinity(0)) - SERVER_CPUS
-        if not others:
-            parser.error(f"--server-cpus {args.server_cpus} leaves no core for the load generators")
+        SERVER_CPUS = cpu_list(args.server_cpus)
+    if args.server_cpus or args.client_cpus:
+        others = cpu_list(args.client_cpus) if args.client_cpus else set(os.sched_getaffinity(0)) - SERVER_CPUS
+        if not others or others & (SERVER_CPUS or set()):
+            parser.error("the load generators need cores of their own, apart from --server-cpus")
         # wrk and tfserve-bench inherit this process's cores.
         os.sched_setaffinity(0, others)
     bench.ensure_wrk()

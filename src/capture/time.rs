@@ -12,6 +12,8 @@ pub struct Utc {
     pub minute: u32,
     pub second: u32,
     pub millis: u32,
+    /// Whole seconds since the epoch.
+    pub epoch_seconds: u64,
 }
 
 impl Utc {
@@ -36,6 +38,7 @@ impl Utc {
             minute: (rest % 3600 / 60) as u32,
             second: (rest % 60) as u32,
             millis: since.subsec_millis(),
+            epoch_seconds: since.as_secs(),
         }
     }
 

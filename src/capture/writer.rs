@@ -47,6 +47,9 @@ pub struct Writer {
     jsonl_written: IntCounter,
     tfrecord_written: IntCounter,
     tfrecord: HashMap<String, OpenFile>,
+    /// When the writer last woke: files' ages are told by it, not by a clock
+    /// read per record.
+    now: Instant,
     /// Started with the first CloudEvent.
     events: Option<Poster>,
     files_made: u64,
@@ -77,6 +80,7 @@ impl Writer {
             tfrecord_written: METRICS.capture_records.with_label_values(&["tfrecord"]),
             tfrecord: HashMap::new(),
             events: None,
+            now: Instant::now(),
             files_made: 0,
             endpoint_name: settings.capture_endpoint_name.as_deref().map(Into::into),
             variant_name: settings.capture_variant_name.as_str().into(),
@@ -98,6 +102,7 @@ impl Writer {
     /// thread wake-up for each captured request.
     pub(super) fn run(mut self, receiver: Receiver<Message>) {
         'idle: while let Ok(message) = receiver.recv() {
+            self.now = Instant::now();
             self.handle(message);
             loop {
                 let mut drained = 0usize;
@@ -117,6 +122,7 @@ impl Writer {
                     continue 'idle;
                 }
                 std::thread::sleep(DRAIN_TICK);
+                self.now = Instant::now();
             }
         }
         self.flush_files();
@@ -185,10 +191,7 @@ impl Writer {
         let draft = &record.draft;
         let mut line = std::mem::take(&mut self.line);
         line.clear();
-        let second = draft
-            .time
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let second = time.epoch_seconds;
         if self.second.0 != second {
             self.second = (second, time.rfc3339());
         }
@@ -277,7 +280,7 @@ impl Writer {
         line: &[u8],
     ) -> std::io::Result<()> {
         let (rotate_bytes, rotate_age) = (self.rotate_bytes, self.rotate_age);
-        let slot = match self.jsonl.iter().position(|(d, _)| d == dir) {
+        let slot = match self.jsonl.iter().position(|(d, _)| d.as_os_str() == dir.as_os_str()) {
             Some(slot) => slot,
             None => {
                 self.jsonl.push((dir.to_path_buf(), Vec::new()));
@@ -288,7 +291,10 @@ impl Writer {
         let mut found = models.iter().position(|(m, _)| m == model);
         if let Some(at) = found {
             let open = &models[at].1;
-            if open.hour != hour || open.written >= rotate_bytes || open.opened.elapsed() >= rotate_age {
+            if open.hour != hour
+                || open.written >= rotate_bytes
+                || self.now.saturating_duration_since(open.opened) >= rotate_age
+            {
                 let (_, mut old) = models.swap_remove(at);
                 old.file.flush()?;
                 found = None;
@@ -312,10 +318,9 @@ impl Writer {
     }
 
     fn append_tfrecord(&mut self, prefix: &str, time: &Utc, framed: &[u8]) -> std::io::Result<()> {
-        let stale = self
-            .tfrecord
-            .get(prefix)
-            .is_some_and(|open| open.written >= self.rotate_bytes || open.opened.elapsed() >= self.rotate_age);
+        let stale = self.tfrecord.get(prefix).is_some_and(|open| {
+            open.written >= self.rotate_bytes || self.now.saturating_duration_since(open.opened) >= self.rotate_age
+        });
         if stale {
             if let Some(mut old) = self.tfrecord.remove(prefix) {
                 old.file.flush()?;
