@@ -5,6 +5,7 @@
 //! drops the record, counted in `/metrics`, never the request.
 
 mod cloudevents;
+mod escape;
 mod files;
 mod jsonl;
 mod losses;
