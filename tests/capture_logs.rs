@@ -12,6 +12,16 @@ use common::process::start;
 use common::{repo_path, temp_dir};
 
 /// A MultiInference call classifying and regressing one example, x = 2.
+/// The server on free ports, serving what the model config file lists.
+fn start_with_config(config: &std::path::Path) -> common::process::Server {
+    start(&[
+        "--rest_api_port=0",
+        "--port=0",
+        "--host=127.0.0.1",
+        &format!("--model_config_file={}", config.display()),
+    ])
+}
+
 fn grpc_multi_inference(grpc: &str) {
     use std::collections::BTreeMap;
     use tfserve::proto::tensorflow::serving::{
@@ -71,12 +81,7 @@ fn each_api_is_logged_as_its_own_prediction_log_and_the_file_warms_a_model_up() 
         ),
     )
     .unwrap();
-    let mut server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        &format!("--model_config_file={}", config.display()),
-    ]);
+    let mut server = start_with_config(&config);
     post(
         &server,
         "/v1/models/half:predict",
@@ -167,12 +172,7 @@ fn models_sharing_a_filename_prefix_are_warned_about_and_share_its_files() {
         format!("model_config_list {{ {} {} }}", model("a"), model("b")),
     )
     .unwrap();
-    let mut server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        &format!("--model_config_file={}", config.display()),
-    ]);
+    let mut server = start_with_config(&config);
     server.wait_for_line(&format!(
         "Duplicate LogCollectorConfig::filename_prefix(): {}. Possibly a misconfiguration.",
         prefix.display()

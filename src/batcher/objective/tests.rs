@@ -58,21 +58,24 @@ fn a_model_that_slows_down_gets_smaller_batches() {
     assert_eq!(controller.steering().cap, 4);
 }
 
+/// One row arriving every `interval`, `count` times from `start`.
+fn arrive_every(controller: &mut Controller, count: u32, start: Instant, interval: Duration) {
+    for i in 0..count {
+        controller.arrived(1, start + interval * i);
+    }
+}
+
 #[test]
 fn batches_wait_to_fill_only_when_single_runs_cannot_keep_up() {
     let mut controller = Controller::new(objective(20), 128, 1);
     let start = Instant::now();
     // One row every 10 ms against 1.25 ms runs: no waiting.
-    for i in 0..50 {
-        controller.arrived(1, start + Duration::from_millis(10 * i));
-    }
+    arrive_every(&mut controller, 50, start, Duration::from_millis(10));
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     assert_eq!(controller.steering().timeout, Duration::ZERO);
     // One row every 0.5 ms: runs of one would fall behind.
     let later = start + Duration::from_secs(1);
-    for i in 0..200 {
-        controller.arrived(1, later + Duration::from_micros(500 * i));
-    }
+    arrive_every(&mut controller, 200, later, Duration::from_micros(500));
     runs(&mut controller, 1.0, 0.25, &[32]);
     let steering = controller.steering();
     assert_eq!(steering.cap, 32);
@@ -82,9 +85,7 @@ fn batches_wait_to_fill_only_when_single_runs_cannot_keep_up() {
     // A queue that has only run large batches has no measured run of one:
     // it does not wait on a guess.
     let mut busy = Controller::new(objective(20), 128, 1);
-    for i in 0..200 {
-        busy.arrived(1, later + Duration::from_micros(500 * i));
-    }
+    arrive_every(&mut busy, 200, later, Duration::from_micros(500));
     runs(&mut busy, 1.0, 0.25, &[32]);
     assert_eq!(busy.steering().timeout, Duration::ZERO);
 }
@@ -95,9 +96,7 @@ fn a_batch_waits_for_the_rows_that_keep_up_not_for_the_cap() {
     // the cap is 128, but single runs fall behind one row every 0.25 ms.
     let mut controller = Controller::new(objective(20), 128, 1);
     let start = Instant::now();
-    for i in 0..400 {
-        controller.arrived(1, start + Duration::from_micros(250 * i));
-    }
+    arrive_every(&mut controller, 400, start, Duration::from_micros(250));
     runs(&mut controller, 0.5, 0.01, &[1, 2, 4, 8, 16, 32, 64, 128]);
     let steering = controller.steering();
     assert_eq!(steering.cap, 128);
@@ -109,9 +108,7 @@ fn a_batch_waits_for_the_rows_that_keep_up_not_for_the_cap() {
     // Arrivals twice as fast: 16 rows keep up (0.66 of 2 ms; 8 rows:
     // 0.58 of 1 ms do not), filled in the same 2 ms.
     let later = start + Duration::from_secs(1);
-    for i in 0..400 {
-        controller.arrived(1, later + Duration::from_micros(125 * i));
-    }
+    arrive_every(&mut controller, 400, later, Duration::from_micros(125));
     runs(&mut controller, 0.5, 0.01, &[16]);
     let timeout = controller.steering().timeout.as_secs_f64() * 1000.0;
     assert!((1.8..=2.2).contains(&timeout), "{timeout} ms");
