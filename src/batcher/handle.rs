@@ -48,7 +48,7 @@ impl QueueHandle {
         input_names: &[&str],
         request_id: Option<Arc<str>>,
     ) -> Result<Pending, BatchError> {
-        self.queue_request(inputs, input_names, request_id, false)
+        self.queue_request(inputs, input_names, request_id, None)
             .map(|submitted| submitted.pending)
     }
 
@@ -64,7 +64,9 @@ impl QueueHandle {
             inputs,
             input_names,
             request_id,
-            self.context.clock.within(self.inline_limit),
+            self.context
+                .inline_cap()
+                .filter(|_| self.context.clock.within(self.inline_limit)),
         )
     }
 
@@ -73,6 +75,11 @@ impl QueueHandle {
     pub fn run_ready(&self, drive: Drive) -> bool {
         let work = match drive {
             Drive::Shard(shard) => self.shards.pop_ready(shard, Instant::now()).map(|batch| {
+                // A steered queue's controller counts every running batch
+                // (`Shared::finished` counts it out), wherever it runs.
+                if self.context.counts_running() {
+                    self.context.running.fetch_add(1, Ordering::Relaxed);
+                }
                 let merge = self.merge && !batch.runs_alone();
                 Work {
                     batch,
@@ -92,12 +99,15 @@ impl QueueHandle {
         }
     }
 
+    /// Queues a request; `inline`: the largest batch its caller may run
+    /// (see [`super::context::QueueContext::inline_cap`]), None when the
+    /// batch threads run it.
     fn queue_request(
         &self,
         inputs: Vec<Tensor>,
         input_names: &[&str],
         request_id: Option<Arc<str>>,
-        inline: bool,
+        inline: Option<usize>,
     ) -> Result<Submitted, BatchError> {
         let (rows, alone) = self.rows_of(&inputs, input_names);
         let (sender, receiver) = oneshot::channel();
@@ -121,13 +131,16 @@ impl QueueHandle {
             enqueued: Instant::now(),
             reply: Reply::Whole(sender),
         };
-        let drive = match self.shards.this_thread().filter(|_| inline) {
-            Some(shard) => {
+        let drive = match self.shards.this_thread().zip(inline) {
+            Some((shard, cap)) => {
                 if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
                     return Err(BatchError::ShuttingDown);
                 }
-                match self.shards.push(shard, task) {
-                    Ok(()) => Some(Drive::Shard(shard)),
+                match self.shards.push(shard, task, cap) {
+                    Ok(()) => {
+                        self.arrived_inline(rows);
+                        Some(Drive::Shard(shard))
+                    }
                     // The shared queue takes it or refuses it, in its own words.
                     Err(task) => {
                         self.enqueue(vec![task], true)?;
@@ -136,14 +149,25 @@ impl QueueHandle {
                 }
             }
             None => {
-                self.enqueue(vec![task], inline)?;
-                inline.then_some(Drive::Shared)
+                self.enqueue(vec![task], inline.is_some())?;
+                inline.map(|_| Drive::Shared)
             }
         };
         Ok(Submitted {
             pending: receiver,
             drive,
         })
+    }
+
+    /// A steered queue's controller counts the arrivals its callers run too:
+    /// when single runs stop keeping up with them, it chooses to wait, and
+    /// the queue's batches go back to the batch threads, whose queue it can
+    /// refuse from.
+    fn arrived_inline(&self, rows: usize) {
+        if let Some(controller) = &self.context.controller {
+            let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
+            controller.arrived(rows, Instant::now());
+        }
     }
 
     /// The request's rows, and whether it must run alone. As TF Serving's

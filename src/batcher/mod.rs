@@ -7,6 +7,7 @@
 //! has gone are dropped before compute.
 
 pub mod assemble;
+mod context;
 mod handle;
 mod inline;
 pub mod objective;
@@ -24,8 +25,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use context::QueueContext;
 pub use handle::{any_steered, Drive, QueueHandle, Submitted};
-use inline::{RunClock, Shards};
+use inline::Shards;
 use objective::Controller;
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Queue, Task};
@@ -100,52 +102,6 @@ struct Entry {
     context: Arc<QueueContext>,
     /// Its handle was dropped: remove once drained.
     closing: bool,
-}
-
-/// What running one of a queue's batches needs, shared by the queue's entry
-/// and its handle: one reference count per batch rather than one per part.
-struct QueueContext {
-    /// Describes the queue in log lines and errors.
-    name: Arc<str>,
-    runner: Arc<dyn Runner>,
-    metrics: QueueMetrics,
-    params: BatchParams,
-    clock: Arc<RunClock>,
-    /// Run times per allowed batch size, when sizes are allowed.
-    sizes: Option<Arc<RunSizes>>,
-    /// At most this many of the queue's batches run at once (a model on a
-    /// GPU: more at once only makes each batch smaller); None: no bound.
-    running_limit: Option<usize>,
-    /// Batches of the queue running now, counted only under a limit or an objective.
-    running: AtomicUsize,
-    /// The queue's latency objective and what it steers.
-    controller: Option<Mutex<Controller>>,
-}
-
-impl QueueContext {
-    /// Whether the queue counts its running batches.
-    fn counts_running(&self) -> bool {
-        self.running_limit.is_some() || self.controller.is_some()
-    }
-
-    /// One of the queue's batches ran: the controller learns from it.
-    fn ran(&self, rows: usize, run: Duration) {
-        let Some(controller) = &self.controller else { return };
-        let steering = {
-            let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            controller.ran(rows, run);
-            controller.steering()
-        };
-        if let Some(gauges) = &self.metrics.steering {
-            gauges.set(steering.cap, steering.timeout);
-        }
-    }
-
-    /// Whether the queue's running batches are at its limit: its ready batch waits.
-    fn at_running_limit(&self) -> bool {
-        self.running_limit
-            .is_some_and(|limit| self.running.load(Ordering::Relaxed) >= limit)
-    }
 }
 
 #[derive(Default)]
@@ -309,10 +265,11 @@ impl Batcher {
         running_limit: Option<usize>,
     ) -> QueueHandle {
         // A batch that waits for its timeout needs a thread to watch the
-        // clock, and one steered by an objective may be told to wait.
+        // clock (one steered by an objective runs inline only while its
+        // controller waits for nothing: `QueueContext::inline_cap`).
         let objective = params.objective().filter(|_| merge);
         let inline_limit = match params.batch_timeout_micros {
-            0 if running_limit.is_none() && objective.is_none() => self.inline_limit,
+            0 if running_limit.is_none() => self.inline_limit,
             _ => Duration::ZERO,
         };
         // Without merging, every request is a batch of its own: callers may
@@ -333,17 +290,15 @@ impl Batcher {
         if let Some(steering) = steering {
             metrics.steered().set(steering.cap, steering.timeout);
         }
-        let context = Arc::new(QueueContext {
-            name: name.as_str().into(),
+        let context = Arc::new(QueueContext::new(
+            name.as_str().into(),
             runner,
             metrics,
             params,
-            clock: Arc::new(RunClock::default()),
             sizes,
-            running_limit: running_limit.map(|limit| limit.max(1)),
-            running: AtomicUsize::new(0),
+            running_limit,
             controller,
-        });
+        ));
         let mut queue = match &context.sizes {
             Some(sizes) => Queue::new(context.params.clone(), merge).with_run_sizes(sizes.clone()),
             None => Queue::new(context.params.clone(), merge),

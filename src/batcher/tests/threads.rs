@@ -1,7 +1,7 @@
 //! Which threads run batches: callers running fast queues inline, per-thread
 //! shards, the running limit, and a latency objective's refusals.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
@@ -275,4 +275,70 @@ fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
     assert_eq!(metrics.rejected_late.get(), 1);
     go.send(()).unwrap();
     assert_eq!(floats(&answer(second)), vec![2.0]);
+}
+
+/// Runs that take a millisecond a row; records each batch's thread and rows.
+#[derive(Default)]
+struct MillisecondRows {
+    batches: Mutex<Vec<(std::thread::ThreadId, usize)>>,
+}
+
+impl Runner for MillisecondRows {
+    fn run(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
+        let rows = inputs[0].shape[0];
+        std::thread::sleep(Duration::from_millis(rows as u64));
+        self.batches.lock().unwrap().push((std::thread::current().id(), rows));
+        Ok(inputs)
+    }
+}
+
+#[test]
+fn a_steered_queue_that_waits_for_nothing_is_run_by_its_callers_within_its_cap() {
+    let batcher = Batcher::with_inline_limit(1, Duration::from_secs(1)).unwrap();
+    let runner = Arc::new(MillisecondRows::default());
+    let params = BatchParams {
+        target_latency_micros: 10_000,
+        ..params(8, Duration::ZERO)
+    };
+    let mut metrics = QueueMetrics::new("batcher-test", 1, "steered-inline");
+    let gauges = metrics.steered().clone();
+    let handle = batcher.add_queue("q".into(), params, true, runner.clone(), metrics);
+    // Measured on the batch threads, one request at a time, far enough apart
+    // that single runs keep up: the controller waits for nothing.
+    for _ in 0..4 {
+        let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None).unwrap();
+        assert!(submitted.drive.is_none(), "unmeasured queues keep to the batch threads");
+        answer(submitted.pending).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(gauges.timeout.get(), 0.0);
+    // A run takes at least a millisecond a row: 8 rows never fit half the
+    // 10 ms objective, so the cap is 4 rows or fewer.
+    let cap = gauges.cap.get() as usize;
+    assert!((1..=4).contains(&cap), "cap {cap}");
+    let submitted: Vec<_> = (0..6)
+        .map(|i| handle.submit_or_drive(vec![rows(&[i as f32])], &["x"], None).unwrap())
+        .collect();
+    let drive = submitted[0].drive.expect("run by its caller");
+    assert!(submitted.iter().all(|s| s.drive.is_some()));
+    while handle.run_ready(drive) {}
+    let here = std::thread::current().id();
+    let inline: Vec<usize> = runner.batches.lock().unwrap()[4..]
+        .iter()
+        .map(|&(thread, rows)| {
+            assert_eq!(thread, here, "every batch ran on its caller's thread");
+            rows
+        })
+        .collect();
+    assert_eq!(inline.iter().sum::<usize>(), 6);
+    assert!(
+        inline.iter().all(|&rows| rows <= 4),
+        "batches within the cap: {inline:?}"
+    );
+    assert!(inline.len() >= 2, "six rows are more than one batch: {inline:?}");
+    for (i, submitted) in submitted.into_iter().enumerate() {
+        assert_eq!(floats(&answer(submitted.pending)), vec![i as f32]);
+    }
+    // Inline runs are counted in and out: the idle queue takes the next request.
+    assert!(handle.late_now().is_none());
 }
