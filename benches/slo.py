@@ -22,6 +22,10 @@ when each request was due), the server's own p99 (tfserve_request_duration_secon
 arrival to answer), the share refused (503), the refusals' p99, and the share the
 generator could not send because all its connections (4000) were waiting: past
 that the load is no longer open-loop, and latency is connections / throughput.
+Also per rate: the cores the server kept busy and its CPU per request (answered
+or refused, from /proc), and the generator's own lag (p99 of how late it sent
+requests): where that is more than a fraction of the latencies, the generator's
+core, not the server, set them.
 
     python3 benches/slo.py                         # mnist_cnn and mlp, objectives 5 and 20 ms
     python3 benches/slo.py --models mlp --seconds 20 --objectives 5
@@ -100,6 +104,7 @@ def open_loop(model, body, rate, seconds):
     refused = result["statuses"].get("503", {"count": 0, "p99_ms": 0.0})
     sent = max(result["sent"], 1)
     return {"rate": rate, "answered_per_s": ok["count"] / result["seconds"], "p50_ms": ok["p50_ms"],
+            "generator_lag_p99_ms": result.get("lag_p99_ms", 0.0),
             "p99_ms": ok["p99_ms"], "refused_share": refused["count"] / sent, "refused_p99_ms": refused["p99_ms"],
             "unsent": result["unsent"], "other": {k: v["count"] for k, v in result["statuses"].items()
                                                   if k not in ("200", "503")}}
@@ -134,6 +139,12 @@ def server_p99_ms(before, after):
     return lower * 1000
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds the process has used."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(model, model_dir, body, work, label, flags, rates, seconds):
     proc = serve(model, model_dir, work, label.replace(" ", "-").replace("/", "-"), flags)
     try:
@@ -141,15 +152,22 @@ def measure(model, model_dir, body, work, label, flags, rates, seconds):
         open_loop(model, body, rates[0], 1)
         rows = []
         for rate in rates:
-            before = request_buckets(model)
+            before, cpu_before = request_buckets(model), cpu_seconds(proc.pid)
             row = dict(open_loop(model, body, rate, seconds), config=label, seconds=seconds)
+            cpu = cpu_seconds(proc.pid) - cpu_before
             row["server_p99_ms"] = server_p99_ms(before, request_buckets(model))
+            # Cores the server kept busy, and its CPU per request answered or refused.
+            row["server_cores"] = cpu / seconds
+            row["cpu_us_per_request"] = cpu * 1e6 / max(row["answered_per_s"] * seconds
+                                                        + row["refused_share"] * rate * seconds, 1)
             rows.append(row)
     finally:
         bench.stop(proc)
     for row in rows:
         bench.log(f"{model} {label} {row['rate']:.0f}/s: {row['answered_per_s']:.0f}/s p50 {row['p50_ms']:.2f} "
-                  f"p99 {row['p99_ms']:.2f} (server {row['server_p99_ms']:.2f}) refused {row['refused_share']:.1%}")
+                  f"p99 {row['p99_ms']:.2f} (server {row['server_p99_ms']:.2f}) refused {row['refused_share']:.1%} "
+                  f"cores {row['server_cores']:.2f} ({row['cpu_us_per_request']:.0f} us/request) "
+                  f"generator lag p99 {row['generator_lag_p99_ms']:.2f}")
     return rows
 
 
@@ -173,14 +191,16 @@ def table(model, cap, closed, rows, objectives):
     closed_text = f", {closed:,.0f} closed-loop" if closed else ""
     lines = [f"### {model} (capacity {cap:,.0f} req/s open-loop{closed_text})", "",
              "| config | load | rate/s | answered/s | p50 ms | p99 ms | server p99 ms | refused | refusals' p99 ms "
-             "| unsent |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| server cores | CPU µs/request | generator lag p99 ms | unsent |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         sent = row["rate"] * row.get("seconds", 1)
-        lines.append(f"| {row['config']} | {row['load']:.0%} | {row['rate']:,.0f} | {row['answered_per_s']:,.0f} | "
+        config = row["config"] + (f" ({row['chosen'].removeprefix('static ')})" if row.get("chosen") else "")
+        lines.append(f"| {config} | {row['load']:.0%} | {row['rate']:,.0f} | {row['answered_per_s']:,.0f} | "
                      f"{row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['server_p99_ms']:.2f} | "
-                     f"{row['refused_share']:.1%} | "
-                     f"{row['refused_p99_ms']:.2f} | {row['unsent'] / max(sent, 1):.1%} |")
+                     f"{row['refused_share']:.1%} | {row['refused_p99_ms']:.2f} | "
+                     f"{row.get('server_cores', 0):.2f} | {row.get('cpu_us_per_request', 0):.0f} | "
+                     f"{row.get('generator_lag_p99_ms', 0):.2f} | {row['unsent'] / max(sent, 1):.1%} |")
     lines.append("")
     by = {(r["config"], r["load"]): r for r in rows}
     for objective in objectives:

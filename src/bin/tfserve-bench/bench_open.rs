@@ -3,14 +3,25 @@
 //! when its request was due, so a server that falls behind is measured as
 //! its clients see it (closed-loop tools such as wrk slow down with it).
 //! The schedule is even, or a Poisson process (`--poisson`).
+//!
+//! The generator must not be the tail it measures: everything runs on one
+//! thread (a request spawned from another thread waits in the runtime's
+//! global queue behind the in-flight ones, milliseconds under load), each
+//! request leaves when due rather than at tokio's next millisecond tick
+//! (twenty requests apart at 20,000 a second), and
+//! how late the generator itself sent each one is reported beside the
+//! latencies (`lag_p99_ms`), so a run where it fell behind shows it.
 
 use std::collections::BTreeMap;
+use std::io::ErrorKind;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+
+use crate::clock::Clock;
 
 pub struct OpenLoop {
     pub address: String,
@@ -55,6 +66,8 @@ fn schedule(total: u64, rate: f64, poisson: bool) -> Vec<Duration> {
 struct Tally {
     /// Latencies in µs by status (0: the connection failed or closed under the request).
     latencies: BTreeMap<u16, Vec<u64>>,
+    /// µs from when each request was due until the generator began sending it.
+    lags: Vec<u64>,
     retry_after: usize,
     unsent: usize,
 }
@@ -66,37 +79,34 @@ struct Answer {
 }
 
 pub fn run(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(drive(load))
 }
 
-async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
-    let request = Arc::new(
-        [
-            format!(
-                "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",
-                load.path,
-                load.address,
-                load.content_type,
-                load.body.len()
-            )
-            .into_bytes(),
-            load.body.clone(),
-        ]
-        .concat(),
+/// The request every connection sends, head and body.
+fn request_bytes(load: &OpenLoop) -> Vec<u8> {
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",
+        load.path,
+        load.address,
+        load.content_type,
+        load.body.len()
     );
+    [head.as_bytes(), &load.body].concat()
+}
+
+async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
+    let request = Arc::new(request_bytes(&load));
     let idle: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tally: Arc<Mutex<Tally>> = Arc::default();
     let total = (load.rate * load.seconds) as u64;
+    let clock = Clock::new()?;
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(total as usize);
     for offset in schedule(total, load.rate, load.poisson) {
         let due = start + offset;
-        tokio::time::sleep_until(due).await;
+        clock.until(due.into_std()).await?;
         let connection = idle.lock().ok().and_then(|mut idle| idle.pop());
         let connection = match connection {
             Some(c) => Some(c),
@@ -146,26 +156,20 @@ struct Shared {
 /// and tallies its status and latency from when it was due.
 async fn send(connection: Option<TcpStream>, due: Instant, request: Arc<Vec<u8>>, address: String, shared: Shared) {
     let Shared { idle, open, tally } = shared;
+    let lag = due.elapsed().as_micros() as u64;
     let outcome = async {
-        let mut stream = match connection {
-            Some(stream) => stream,
-            None => {
-                let stream = TcpStream::connect(&address).await?;
-                stream.set_nodelay(true)?;
-                stream
+        if let Some(stream) = connection {
+            // A connection the server closed while it sat idle (its
+            // keep-alive ran out) fails before any answer byte, closed or
+            // reset; clients retry those on a new connection, as HTTP allows.
+            match exchange(stream, &request).await {
+                Err(e) if matches!(e.kind(), ErrorKind::NotConnected | ErrorKind::ConnectionReset) => {}
+                done => return done,
             }
-        };
-        // Read while writing, as curl does: a server may answer (503,
-        // 413) and close before taking a large body, and that answer
-        // is what the client gets, not the failed write.
-        let (mut reader, mut writer) = stream.split();
-        let read = async { (read_answer(&mut reader).await, Instant::now()) };
-        let (written, (answer, answered_at)) = tokio::join!(writer.write_all(&request), read);
-        let mut answer = answer?;
-        if written.is_err() {
-            answer.keep_alive = false;
         }
-        std::io::Result::Ok((stream, answer, answered_at))
+        let stream = TcpStream::connect(&address).await?;
+        stream.set_nodelay(true)?;
+        exchange(stream, &request).await
     };
     let outcome = tokio::time::timeout(Duration::from_secs(30), outcome).await;
     let mut latency = due.elapsed().as_micros() as u64;
@@ -194,26 +198,34 @@ async fn send(connection: Option<TcpStream>, due: Instant, request: Arc<Vec<u8>>
     };
     if let Ok(mut t) = tally.lock() {
         t.latencies.entry(status).or_default().push(latency);
+        t.lags.push(lag);
     };
 }
 
-/// Prints the run as one JSON line: per status, the count and latency quantiles.
+/// Sends `request` on `stream` and reads its answer; the stream comes back
+/// for reuse with the answer and when it arrived.
+async fn exchange(mut stream: TcpStream, request: &[u8]) -> std::io::Result<(TcpStream, Answer, Instant)> {
+    // Read while writing, as curl does: a server may answer (503, 413)
+    // and close before taking a large body, and that answer is what the
+    // client gets, not the failed write.
+    let (mut reader, mut writer) = stream.split();
+    let read = async { (read_answer(&mut reader).await, Instant::now()) };
+    let (written, (answer, answered_at)) = tokio::join!(writer.write_all(request), read);
+    let mut answer = answer?;
+    if written.is_err() {
+        answer.keep_alive = false;
+    }
+    Ok((stream, answer, answered_at))
+}
+
+/// Prints the run as one JSON line: per status, the count and latency
+/// quantiles; and how late the generator sent requests.
 fn report(rate: f64, elapsed: f64, total: u64, tally: &Tally) {
     let mut statuses = serde_json::Map::new();
     for (status, latencies) in &tally.latencies {
-        let mut sorted = latencies.clone();
-        sorted.sort_unstable();
-        let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0;
-        statuses.insert(
-            status.to_string(),
-            serde_json::json!({
-                "count": sorted.len(),
-                "p50_ms": at(0.5),
-                "p99_ms": at(0.99),
-                "max_ms": at(1.0),
-            }),
-        );
+        statuses.insert(status.to_string(), quantiles(latencies));
     }
+    let lag = quantiles(&tally.lags);
     println!(
         "{}",
         serde_json::json!({
@@ -222,9 +234,28 @@ fn report(rate: f64, elapsed: f64, total: u64, tally: &Tally) {
             "sent": total as usize - tally.unsent,
             "unsent": tally.unsent,
             "retry_after": tally.retry_after,
+            "lag_p99_ms": lag["p99_ms"],
+            "lag_max_ms": lag["max_ms"],
             "statuses": statuses,
         })
     );
+}
+
+/// The count, median, 99th percentile and maximum of µs values, in ms.
+fn quantiles(values: &[u64]) -> serde_json::Value {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let at = |q: f64| {
+        sorted
+            .get(((sorted.len().max(1) - 1) as f64 * q).round() as usize)
+            .map_or(0.0, |&v| v as f64 / 1000.0)
+    };
+    serde_json::json!({
+        "count": sorted.len(),
+        "p50_ms": at(0.5),
+        "p99_ms": at(0.99),
+        "max_ms": at(1.0),
+    })
 }
 
 /// Reads one response: its status, whether it carried Retry-After and
@@ -234,8 +265,11 @@ async fn read_answer(stream: &mut tokio::net::tcp::ReadHalf<'_>) -> std::io::Res
     let mut chunk = [0u8; 4096];
     let head_end = loop {
         let read = stream.read(&mut chunk).await?;
+        if read == 0 && buffer.is_empty() {
+            return Err(ErrorKind::NotConnected.into());
+        }
         if read == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
+            return Err(ErrorKind::UnexpectedEof.into());
         }
         buffer.extend_from_slice(&chunk[..read]);
         if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -247,7 +281,7 @@ async fn read_answer(stream: &mut tokio::net::tcp::ReadHalf<'_>) -> std::io::Res
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .ok_or(std::io::ErrorKind::InvalidData)?;
+        .ok_or(ErrorKind::InvalidData)?;
     let header = |name: &str| {
         head.lines()
             .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_string()))
@@ -257,7 +291,7 @@ async fn read_answer(stream: &mut tokio::net::tcp::ReadHalf<'_>) -> std::io::Res
     while have < length {
         let read = stream.read(&mut chunk).await?;
         if read == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
+            return Err(ErrorKind::UnexpectedEof.into());
         }
         have += read;
     }
@@ -271,6 +305,44 @@ async fn read_answer(stream: &mut tokio::net::tcp::ReadHalf<'_>) -> std::io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_closed_before_answering_is_told_apart_from_a_cut_answer() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap();
+            let server = tokio::spawn(async move {
+                for answer in [
+                    &b""[..],
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+                    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 2\r\n\r\nno",
+                ] {
+                    let (mut stream, _) = listener.accept().await.unwrap();
+                    let mut request = [0u8; 256];
+                    let _ = stream.read(&mut request).await.unwrap();
+                    stream.write_all(answer).await.unwrap();
+                }
+            });
+            let request = b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
+            let mut kinds = Vec::new();
+            for _ in 0..2 {
+                let stream = TcpStream::connect(address).await.unwrap();
+                kinds.push(exchange(stream, request).await.err().map(|e| e.kind()));
+            }
+            assert_eq!(kinds, [Some(ErrorKind::NotConnected), Some(ErrorKind::UnexpectedEof)]);
+            let stream = TcpStream::connect(address).await.unwrap();
+            let (_, answer, _) = exchange(stream, request).await.unwrap();
+            assert_eq!(
+                (answer.status, answer.retry_after, answer.keep_alive),
+                (503, true, true)
+            );
+            server.await.unwrap();
+        });
+    }
 
     #[test]
     fn a_poisson_schedule_keeps_the_rate_with_spread_gaps() {

@@ -8,6 +8,7 @@
 
 mod bench_grpc;
 mod bench_open;
+mod clock;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
