@@ -75,8 +75,9 @@ impl QueueHandle {
     pub fn run_ready(&self, drive: Drive) -> bool {
         let work = match drive {
             Drive::Shard(shard) => self.shards.pop_ready(shard, Instant::now()).map(|batch| {
-                // A steered queue's controller counts every running batch
-                // (`Shared::finished` counts it out), wherever it runs.
+                // A steered queue counts every running batch, wherever it
+                // runs, for its controller's estimate (`Shared::finished`
+                // counts it out).
                 if self.context.counts_running() {
                     self.context.running.fetch_add(1, Ordering::Relaxed);
                 }
@@ -324,7 +325,9 @@ impl QueueHandle {
                 return Err(self.refused(error));
             }
             entry.context.metrics.depth.set(entry.queue.depth() as i64);
-            !drive && state.idle > 0
+            // A steered queue's controller may have chosen to wait since its
+            // caller chose to drive: then only a batch thread's clock runs it.
+            (!drive || self.context.controller.is_some()) && state.idle > 0
         };
         // A busy thread looks at the queues again when its batch is done.
         if wake {

@@ -11,9 +11,10 @@
 //! Such requests queue on their thread's own shard of the queue, not on the
 //! queue the batch threads share: a batch then holds one thread's requests,
 //! so its answers wake no other thread, and the threads do not contend for
-//! one lock. A request drives the shard it queued on, wherever its task
-//! resumes (a multi-thread runtime may move it), so none waits on a shard
-//! nobody drives.
+//! one lock (but for a queue with a latency objective, whose controller
+//! counts each arrival under its own). A request drives the shard it queued
+//! on, wherever its task resumes (a multi-thread runtime may move it), so
+//! none waits on a shard nobody drives.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
