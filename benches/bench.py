@@ -76,6 +76,12 @@ def ensure_wrk():
     run(["apt-get", "install", "-y", "-qq", "wrk"])
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds a process (all its threads) has used so far, from /proc."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def build():
     if PREBUILT:
         log(f"using the prebuilt binaries in {RELEASE}")

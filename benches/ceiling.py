@@ -44,17 +44,10 @@ ROOT = bench.ROOT
 RELEASE = ROOT / "target" / "release"
 MODEL = ROOT / "models" / "half_plus_three"
 BODY = '{"instances": [1.0]}'
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def log(message):
     print(f"[ceiling] {message}", file=sys.stderr, flush=True)
-
-
-def cpu_seconds(pid):
-    """User + system CPU of a process (all its threads) so far."""
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def wrk(url, body_file, script, connections, duration):
@@ -97,9 +90,9 @@ def free_port():
 
 def measure(proc, load):
     """Runs `load()` -> (requests, errors) and charges the server's CPU to it."""
-    before, started = cpu_seconds(proc.pid), time.time()
+    before, started = bench.cpu_seconds(proc.pid), time.time()
     requests, errors = load()
-    elapsed, cpu = time.time() - started, cpu_seconds(proc.pid) - before
+    elapsed, cpu = time.time() - started, bench.cpu_seconds(proc.pid) - before
     return {"rps": requests / elapsed, "cpu_us": cpu / max(requests, 1) * 1e6, "requests": requests,
             "errors": errors}
 

@@ -52,11 +52,6 @@ RAW_BATCHES = "1,2,4,8,16,32"
 ROUND_RAW_BATCHES = "8,16,32"
 
 
-def cpu_seconds(pid):
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def tool(*args):
     out = bench.run([str(bench.RELEASE / "tfserve-bench"), *map(str, args)], capture_output=True).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -110,7 +105,7 @@ def measured(proc, port, work, duration, warm):
     load = threading.Thread(target=lambda: result.update(work(warm + duration + warm)))
     load.start()
     time.sleep(warm)
-    start, start_cpu, before = time.monotonic(), cpu_seconds(proc.pid), server_totals(port)
+    start, start_cpu, before = time.monotonic(), bench.cpu_seconds(proc.pid), server_totals(port)
     # When each batch run ended (to POLL_SECONDS): images per second between
     # the window's first and last run end do not depend on where the window
     # cut a second-long run, as a count of answers in the window does.
@@ -120,7 +115,7 @@ def measured(proc, port, work, duration, warm):
         now, runs = time.monotonic(), server_totals(port)["runs"]
         if runs > before["runs"] and (not ends or runs > ends[-1][1]):
             ends.append((now, runs))
-    end, end_cpu, after = time.monotonic(), cpu_seconds(proc.pid), server_totals(port)
+    end, end_cpu, after = time.monotonic(), bench.cpu_seconds(proc.pid), server_totals(port)
     load.join()
     window = end - start
     delta = {key: after[key] - before[key] for key in SERVER_TOTALS}

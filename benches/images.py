@@ -40,12 +40,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bench  # noqa: E402
 
 
-def cpu_seconds(pid):
-    """User and system time of every thread of `pid` so far."""
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def image_body(path):
     rng = random.Random(224)
     row = lambda: "[" + ", ".join(  # noqa: E731
@@ -122,11 +116,11 @@ def load(proc, ports, model, model_dir, protocol, body, script, concurrency, dur
 
     # Warm the connections and any batch size not yet seen.
     drive(warm)
-    before_cpu, before = cpu_seconds(proc.pid), bench.batch_totals(rest)
+    before_cpu, before = bench.cpu_seconds(proc.pid), bench.batch_totals(rest)
     sampler = GpuSampler(rest)
     result = drive(duration)
     result["gpu_utilization"] = sampler.stop()
-    after_cpu, after = cpu_seconds(proc.pid), bench.batch_totals(rest)
+    after_cpu, after = bench.cpu_seconds(proc.pid), bench.batch_totals(rest)
     requests = result["rps"] * duration
     result["server_cpu_ms"] = (after_cpu - before_cpu) * 1000 / requests if requests else 0.0
     count = after["count"] - before["count"]

@@ -139,12 +139,6 @@ def server_p99_ms(before, after):
     return lower * 1000
 
 
-def cpu_seconds(pid):
-    """User + system CPU seconds the process has used."""
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(model, model_dir, body, work, label, flags, rates, seconds):
     proc = serve(model, model_dir, work, label.replace(" ", "-").replace("/", "-"), flags)
     try:
@@ -152,9 +146,9 @@ def measure(model, model_dir, body, work, label, flags, rates, seconds):
         open_loop(model, body, rates[0], 1)
         rows = []
         for rate in rates:
-            before, cpu_before = request_buckets(model), cpu_seconds(proc.pid)
+            before, cpu_before = request_buckets(model), bench.cpu_seconds(proc.pid)
             row = dict(open_loop(model, body, rate, seconds), config=label, seconds=seconds)
-            cpu = cpu_seconds(proc.pid) - cpu_before
+            cpu = bench.cpu_seconds(proc.pid) - cpu_before
             row["server_p99_ms"] = server_p99_ms(before, request_buckets(model))
             # Cores the server kept busy, and its CPU per request answered or refused.
             row["server_cores"] = cpu / seconds

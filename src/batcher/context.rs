@@ -88,10 +88,10 @@ impl QueueContext {
         let steering = {
             let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
             controller.ran(rows, run);
+            let steering = controller.steering();
             // Under the lock: runs ending together store in the order they steered.
-            self.steered_inline_cap
-                .store(inline_cap(controller.steering()), Ordering::Relaxed);
-            controller.steering()
+            self.steered_inline_cap.store(inline_cap(steering), Ordering::Relaxed);
+            steering
         };
         if let Some(gauges) = &self.metrics.steering {
             gauges.set(steering.cap, steering.timeout);

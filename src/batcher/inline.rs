@@ -91,16 +91,14 @@ impl Shards {
 
     /// Queues a task on a shard, or gives it back for the shared queue: the
     /// shards' batches are all taken, or the shard's queue refuses it. The
-    /// batch it joins or opens holds at most `cap` rows (`usize::MAX`: the
-    /// queue's own bound), as a latency objective chose; rows past it open
-    /// the next batch, which the request behind them drives.
+    /// batch it joins or opens holds at most `cap` rows, within the queue's
+    /// own bound (`usize::MAX`: that bound), as a latency objective chose;
+    /// rows past it open the next batch, which the request behind them drives.
     pub(super) fn push(&self, shard: usize, task: Task<Reply>, cap: usize) -> Result<(), Task<Reply>> {
         let Some(mut queue) = self.lock(shard) else {
             return Err(task);
         };
-        if cap != usize::MAX {
-            queue.steer(cap, Duration::ZERO);
-        }
+        queue.steer(cap, Duration::ZERO);
         let opens = queue.opens_batch(&task);
         if opens && self.batches.fetch_add(1, Ordering::AcqRel) >= self.limit {
             self.batches.fetch_sub(1, Ordering::AcqRel);
