@@ -287,16 +287,22 @@ impl Service {
         Ok(self.registry.resolve(model, selector)?)
     }
 
-    /// A request refused before its body is read because the queue ahead
-    /// would make it miss its latency objective ([`Servable::late_now`]).
+    /// A request refused before its body is read because the queue ahead,
+    /// after the time it `waited` unread since its bytes arrived, would make
+    /// it miss its latency objective ([`Servable::late_now`]).
     /// Free while no queue has an objective; a request that resolves no
     /// version is left for its route to refuse in its dialect's words.
-    pub fn late_before_reading(&self, model: &str, selector: &VersionSelector) -> Result<(), ApiError> {
+    pub fn late_before_reading(
+        &self,
+        model: &str,
+        selector: &VersionSelector,
+        waited: Duration,
+    ) -> Result<(), ApiError> {
         if !crate::batcher::any_steered() {
             return Ok(());
         }
         match self.registry.resolve(model, selector) {
-            Ok(servable) => servable.late_now().map_or(Ok(()), |late| Err(late.into())),
+            Ok(servable) => servable.late_now(waited).map_or(Ok(()), |late| Err(late.into())),
             Err(_) => Ok(()),
         }
     }

@@ -1,12 +1,15 @@
 //! The bound on requests in flight: past `max_in_flight_requests`, POSTs
 //! answer 503 with `Retry-After` at once while probes keep answering; past
 //! the byte budget, bodies are refused before being read; and under a latency
-//! objective, a request the queue would make late is refused at its head.
+//! objective, a request the queue would make late is refused at its head,
+//! and so is one that waited unread in its socket past the objective.
 
 mod common;
 
 use std::io::Write;
 use std::net::TcpStream;
+#[cfg(feature = "tensorflow")]
+use std::time::Duration;
 
 use common::{repo_path, spawn_server};
 use tfserve::settings::Settings;
@@ -139,6 +142,81 @@ fn bodies_past_the_byte_budget_get_503_before_being_read() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// The server is stopped (SIGSTOP) while a request arrives and for longer
+/// than the objective: read once it resumes, the request is refused, though
+/// its queue is idle, and the next one is answered. The binary, on TensorFlow.
+#[cfg(feature = "tensorflow")]
+#[test]
+fn a_request_that_waited_unread_past_the_objective_is_refused_when_read() {
+    let model = repo_path("models/half_plus_three");
+    let server = common::process::start(&[
+        "--port=0",
+        "--host=127.0.0.1",
+        "--model_name=half_plus_three",
+        "--model_base_path",
+        model.to_str().unwrap(),
+        "--enable_batching",
+        "--batching_target_latency_ms=1000",
+    ]);
+    let addr = server.url.trim_start_matches("http://");
+    let body = r#"{"instances": [1.0]}"#;
+    let request = format!(
+        "POST /v1/models/half_plus_three:predict HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let status = |socket: &mut TcpStream| {
+        let mut answer = vec![0u8; 4096];
+        let read = std::io::Read::read(socket, &mut answer).unwrap();
+        String::from_utf8_lossy(&answer[..read]).to_string()
+    };
+    let pid = server.child.id() as libc::pid_t;
+    let signal = |signal| assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    let mut refused = 0;
+    // The kernel stamps arrivals from a moment after the first connection
+    // asks (deferred work): a request in that moment waits unmeasured.
+    for _ in 0..3 {
+        let mut socket = TcpStream::connect(addr).unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        socket.write_all(request.as_bytes()).unwrap();
+        let answer = status(&mut socket);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        std::thread::sleep(Duration::from_millis(100));
+        signal(libc::SIGSTOP);
+        socket.write_all(request.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        signal(libc::SIGCONT);
+        let answer = status(&mut socket);
+        if answer.starts_with("HTTP/1.1 503") {
+            assert!(answer.contains("read 1"), "{answer}");
+            assert!(answer.contains("after it arrived"), "{answer}");
+            assert!(answer.contains("latency objective of 1000.0 ms (p99)"), "{answer}");
+            refused += 1;
+            break;
+        }
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    assert_eq!(refused, 1);
+    let client = common::client();
+    let answer = client
+        .post(format!("{}/v1/models/half_plus_three:predict", server.url))
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let metrics = client
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("tfserve_rejected_total") && l.contains("reason=\"late\"") && l.ends_with(" 1")),
+        "{metrics}"
+    );
 }
 
 // On the mock runtime, whose model the test slows and holds.

@@ -270,7 +270,7 @@ impl QueueHandle {
         let running = self.context.running.load(Ordering::Relaxed);
         let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
         controller.arrived(rows, Instant::now());
-        if let Err(late) = controller.admits(rows, queue.rows(), running) {
+        if let Err(late) = controller.admits(rows, queue.rows(), running, Duration::ZERO) {
             self.context.metrics.rejected_late.inc();
             return Err(self.late(late));
         }
@@ -285,22 +285,24 @@ impl QueueHandle {
             queue: self.name.clone(),
             queued_rows: late.queued_rows,
             estimate_ms: late.estimate.as_secs_f64() * 1000.0,
+            waited_ms: late.waited.as_secs_f64() * 1000.0,
             objective_ms: objective.map_or(0.0, |o| o.latency.as_secs_f64() * 1000.0),
             percentile: objective.map_or(0.0, |o| o.percentile),
         }
     }
 
-    /// Whether a request of one row would be refused as late were it queued
-    /// now: the check the queue makes at enqueue, made before the request's
-    /// body is read so that a refusal costs no decoding. Counts nothing
-    /// (the caller counts the refusal it makes, [`QueueHandle::count_late`]).
-    /// `None` for a queue without an objective.
-    pub fn late_now(&self) -> Option<BatchError> {
+    /// Whether a request of one row that has `waited` since its bytes
+    /// arrived would be refused as late were it queued now: the check the
+    /// queue makes at enqueue, made before the request's body is read so
+    /// that a refusal costs no decoding. Counts nothing (the caller counts
+    /// the refusal it makes, [`QueueHandle::count_late`]). `None` for a
+    /// queue without an objective.
+    pub fn late_now(&self, waited: Duration) -> Option<BatchError> {
         let controller = self.context.controller.as_ref()?;
         let queued_rows = self.shared.lock().queues.get(&self.id).map_or(0, |e| e.queue.rows());
         let running = self.context.running.load(Ordering::Relaxed);
         let controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-        let late = controller.admits(1, queued_rows, running).err()?;
+        let late = controller.admits(1, queued_rows, running, waited).err()?;
         Some(self.late(late))
     }
 

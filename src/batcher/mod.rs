@@ -63,13 +63,15 @@ pub enum BatchError {
     )]
     TooLarge { queue: String, rows: usize, max: usize },
     #[error(
-        "the batching queue of {queue} holds {queued_rows} rows: this request would likely spend {estimate_ms:.1} ms \
-         in it, past its latency objective of {objective_ms:.1} ms (p{percentile}); retry later"
+        "the batching queue of {queue} holds {queued_rows} rows: this request, read {waited_ms:.1} ms after it arrived, \
+         would likely spend {estimate_ms:.1} ms in it, past its latency objective of {objective_ms:.1} ms (p{percentile}); \
+         retry later"
     )]
     Late {
         queue: String,
         queued_rows: usize,
         estimate_ms: f64,
+        waited_ms: f64,
         objective_ms: f64,
         percentile: f64,
     },

@@ -40,10 +40,12 @@ pub struct Steering {
     pub timeout: Duration,
 }
 
-/// Why a request was refused: the time it would likely have taken.
+/// Why a request was refused: the time it would likely have spent in the
+/// queue, after the time it had already waited to be read.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Late {
     pub estimate: Duration,
+    pub waited: Duration,
     pub queued_rows: usize,
 }
 
@@ -118,25 +120,34 @@ impl Controller {
 
     /// Whether a request of `rows` rows, behind `queued_rows` rows and with
     /// `running` of this queue's batches running, would likely finish within
-    /// the objective. Without measurements it is let in, and so is one that
+    /// the objective, counting the time it `waited` unread before the queue
+    /// saw it. Without measurements it is let in, and so is a fresh one that
     /// finds the queue idle: nothing the server could refuse would make it
-    /// faster.
-    pub fn admits(&self, rows: usize, queued_rows: usize, running: usize) -> Result<(), Late> {
-        if queued_rows == 0 && running < self.parallel {
-            return Ok(());
-        }
-        let cap = self.steering.cap;
-        let batches = (queued_rows + rows).div_ceil(cap);
-        let waves = batches.div_ceil(self.parallel);
-        let behind_running = usize::from(running >= self.parallel);
-        let Some(estimate) = self.estimate_runs(cap, behind_running + waves) else {
+    /// faster. One that finds it idle after waiting past what its own run
+    /// leaves is refused: the server has fallen behind its sockets, which no
+    /// queue sees, and a refusal is the cheapest way to catch up.
+    pub fn admits(&self, rows: usize, queued_rows: usize, running: usize, waited: Duration) -> Result<(), Late> {
+        let estimate = if queued_rows == 0 && running < self.parallel {
+            if waited.is_zero() {
+                return Ok(());
+            }
+            self.estimate(rows)
+        } else {
+            let cap = self.steering.cap;
+            let batches = (queued_rows + rows).div_ceil(cap);
+            let waves = batches.div_ceil(self.parallel);
+            let behind_running = usize::from(running >= self.parallel);
+            self.estimate_runs(cap, behind_running + waves)
+        };
+        let Some(estimate) = estimate else {
             return Ok(());
         };
-        if estimate <= self.budget() {
+        if waited.as_secs_f64() + estimate <= self.budget() {
             return Ok(());
         }
         Err(Late {
             estimate: Duration::from_secs_f64(estimate),
+            waited,
             queued_rows,
         })
     }

@@ -117,18 +117,41 @@ fn a_batch_waits_for_the_rows_that_keep_up_not_for_the_cap() {
 #[test]
 fn a_request_the_queue_would_make_late_is_refused() {
     let mut controller = Controller::new(objective(20), 128, 2);
-    assert_eq!(controller.admits(1, 10_000, 2), Ok(()), "unmeasured: let in");
+    assert_eq!(
+        controller.admits(1, 10_000, 2, Duration::ZERO),
+        Ok(()),
+        "unmeasured: let in"
+    );
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     assert_eq!(controller.steering().cap, 32);
-    assert_eq!(controller.admits(1000, 0, 1), Ok(()), "an idle thread: let in");
+    assert_eq!(
+        controller.admits(1000, 0, 1, Duration::ZERO),
+        Ok(()),
+        "an idle thread: let in"
+    );
     // Behind 40 rows with both threads free: 2 batches, one wave of 9 ms.
-    assert_eq!(controller.admits(1, 40, 0), Ok(()));
+    assert_eq!(controller.admits(1, 40, 0, Duration::ZERO), Ok(()));
     // Behind 40 rows with both threads busy: 9 + 9 ms.
-    assert_eq!(controller.admits(1, 40, 2), Ok(()));
+    assert_eq!(controller.admits(1, 40, 2, Duration::ZERO), Ok(()));
     // Behind 100 rows, both busy: 9 + 2 waves × 9 = 27 ms.
-    let late = controller.admits(1, 100, 2).unwrap_err();
+    let late = controller.admits(1, 100, 2, Duration::ZERO).unwrap_err();
     assert_eq!(late.queued_rows, 100);
     assert!(late.estimate > Duration::from_millis(20), "{late:?}");
+}
+
+#[test]
+fn a_request_that_waited_unread_is_refused_even_by_an_idle_queue() {
+    let mut controller = Controller::new(objective(20), 128, 2);
+    let waited = Duration::from_millis(50);
+    assert_eq!(controller.admits(1, 0, 0, waited), Ok(()), "unmeasured: let in");
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    // One row runs in 1.25 ms: 18 ms waited leaves room for it, 19 ms does not.
+    assert_eq!(controller.admits(1, 0, 0, Duration::from_millis(18)), Ok(()));
+    let late = controller.admits(1, 0, 0, Duration::from_millis(19)).unwrap_err();
+    assert_eq!((late.waited, late.queued_rows), (Duration::from_millis(19), 0));
+    // Behind 40 rows with both threads busy (18 ms), 1 ms waited fits and 3 ms do not.
+    assert_eq!(controller.admits(1, 40, 2, Duration::from_millis(1)), Ok(()));
+    assert!(controller.admits(1, 40, 2, Duration::from_millis(3)).is_err());
 }
 
 #[test]
@@ -142,9 +165,9 @@ fn a_deep_queue_is_planned_at_the_percentile_of_its_runs_together() {
     assert_eq!(controller.steering().cap, 8);
     // Behind a running batch and 40 rows: 7 runs, 7 × 9 + 2.33 × 3 × √7
     // = 81.5 ms (7 × 16 = 112 would refuse it).
-    assert_eq!(controller.admits(1, 40, 1), Ok(()));
+    assert_eq!(controller.admits(1, 40, 1, Duration::ZERO), Ok(()));
     // Behind 80 rows: 12 runs, 108 + 24 = 132 ms.
-    let late = controller.admits(1, 80, 1).unwrap_err();
+    let late = controller.admits(1, 80, 1, Duration::ZERO).unwrap_err();
     let ms = late.estimate.as_secs_f64() * 1000.0;
     assert!((125.0..140.0).contains(&ms), "{ms} ms");
 }

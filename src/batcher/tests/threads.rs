@@ -253,7 +253,7 @@ fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
     // The answer can arrive before its batch thread counts the run finished:
     // wait until the queue is idle (asking counts nothing).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while handle.late_now().is_some() {
+    while handle.late_now(Duration::ZERO).is_some() {
         assert!(Instant::now() < deadline, "the queue never went idle");
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -262,7 +262,7 @@ fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
     runs.recv().unwrap();
     // Asked before a body is read: the same refusal, counted only by its caller.
     assert!(crate::batcher::any_steered());
-    let early = handle.late_now().expect("late before reading");
+    let early = handle.late_now(Duration::ZERO).expect("late before reading");
     assert_eq!(early.code(), Code::Unavailable);
     assert_eq!(metrics.rejected_late.get(), 0);
     let late = handle.submit(vec![rows(&[3.0])], &["x"], None).unwrap_err();
@@ -340,5 +340,5 @@ fn a_steered_queue_that_waits_for_nothing_is_run_by_its_callers_within_its_cap()
         assert_eq!(floats(&answer(submitted.pending)), vec![i as f32]);
     }
     // Inline runs are counted in and out: the idle queue takes the next request.
-    assert!(handle.late_now().is_none());
+    assert!(handle.late_now(Duration::ZERO).is_none());
 }

@@ -14,7 +14,7 @@
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use actix_http::Protocol;
 use actix_service::{Service, ServiceFactory};
@@ -30,6 +30,7 @@ use crate::server::ServerState;
 mod parse;
 mod prefixed;
 mod request;
+mod stamped;
 mod stopping;
 mod write;
 
@@ -138,6 +139,10 @@ impl Front {
         // the gate it passed.
         let mut arriving: Option<(Rc<Head>, Gate<'_>)> = None;
         let mut last_head = LastHead::default();
+        // Under a latency objective, when the bytes last read arrived: how
+        // long the requests among them waited unread counts against it.
+        let stamped = crate::batcher::any_steered() && stamped::enable(&stream).is_ok();
+        let mut arrived: Option<SystemTime> = None;
         let end = loop {
             if out.len() >= FLUSH_AT {
                 if stream.write_all(&out).await.is_err() {
@@ -153,7 +158,7 @@ impl Front {
                 Parsed::Take(head) => {
                     let passed = match gate {
                         Some(passed) => passed,
-                        None => self.gate(&head),
+                        None => self.gate(&head, stamped::waited(arrived)),
                     };
                     let complete = buf.len() >= head.len + head.body;
                     if !complete && !passed.refused() {
@@ -216,7 +221,7 @@ impl Front {
             }
             let read = tokio::select! {
                 biased;
-                read = stream.read_buf(&mut buf) => read,
+                read = stamped::read(&mut stream, &mut buf, stamped) => read,
                 () = &mut timer => {
                     if tokio::time::Instant::now() < deadline {
                         timer.as_mut().reset(deadline);
@@ -228,8 +233,8 @@ impl Front {
                 () = stopping.stopped(), if buf.is_empty() => break End::Close,
             };
             match read {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
+                Ok((0, _)) | Err(_) => return,
+                Ok((_, stamp)) => arrived = stamp,
             }
         };
         if !out.is_empty() && stream.write_all(&out).await.is_err() {
@@ -257,7 +262,7 @@ impl Front {
             Some(arriving) => Some(arriving),
             None => match parse(buf, body_limit) {
                 Parsed::Take(head) => {
-                    let gate = self.gate(&head);
+                    let gate = self.gate(&head, Duration::ZERO);
                     Some((head, gate))
                 }
                 _ => None,

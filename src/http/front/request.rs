@@ -3,6 +3,7 @@
 //! actix middleware gives the other routes.
 
 use std::ops::Range;
+use std::time::Duration;
 
 use actix_web::http::header::HeaderValue;
 use actix_web::HttpResponse;
@@ -53,12 +54,13 @@ impl Front {
     /// A request's admission and its declared body's bytes of the budget,
     /// taken when its head has arrived, as the gate middleware and the body
     /// reader take them; under a latency objective, refused at once when the
-    /// queue ahead would make it late, before its body is read or decoded.
-    pub(super) fn gate(&self, head: &Head) -> Gate<'_> {
+    /// queue ahead, after the time it `waited` unread, would make it late,
+    /// before its body is read or decoded.
+    pub(super) fn gate(&self, head: &Head, waited: Duration) -> Gate<'_> {
         let service = &self.state.service;
         let admitted = lifecycle::admit(&self.state).and_then(|admitted| {
             service
-                .late_before_reading(&head.model, &head.selector)
+                .late_before_reading(&head.model, &head.selector, waited)
                 .map(|()| admitted)
         });
         // Only an admitted request reads its body.

@@ -1,0 +1,146 @@
+//! Reads that tell when their bytes reached the machine: the kernel's
+//! software receive timestamp (`SO_TIMESTAMPNS`), which TCP reports for the
+//! last segment a read took. How long a request sat unread in its socket is
+//! a wait no queue of the server sees; under a latency objective it is what
+//! tells the front that the server has fallen behind its connections
+//! (`Controller::admits`). Asked for only on connections accepted while a
+//! queue has an objective: every other read stays a plain `read`.
+
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, SystemTime};
+
+use actix_web::rt::net::TcpStream;
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, Interest};
+
+/// Asks the kernel to stamp what arrives on `stream` from now on.
+pub fn enable(stream: &TcpStream) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket, and an option value of the size given.
+    let set = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    match set {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// Reads what has arrived into `buf`'s spare room, as `read_buf` does; on a
+/// stamped connection, with the time the last byte read reached the machine.
+pub async fn read(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    stamped: bool,
+) -> io::Result<(usize, Option<SystemTime>)> {
+    if !stamped {
+        return stream.read_buf(buf).await.map(|read| (read, None));
+    }
+    loop {
+        stream.readable().await?;
+        match stream.try_io(Interest::READABLE, || receive(stream.as_raw_fd(), buf)) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+            read => return read,
+        }
+    }
+}
+
+/// One `recvmsg` into `buf`'s spare room, with its control message read.
+fn receive(socket: RawFd, buf: &mut BytesMut) -> io::Result<(usize, Option<SystemTime>)> {
+    let spare = buf.spare_capacity_mut();
+    let mut iov = libc::iovec {
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: spare.len(),
+    };
+    // Room for one timespec message, aligned as a cmsghdr must be.
+    let mut control = [0u64; 8];
+    // SAFETY: an all-zero msghdr is a valid empty one.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.as_mut_ptr().cast();
+    message.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: the iovec covers `buf`'s spare room, the control buffer is ours.
+    let read = unsafe { libc::recvmsg(socket, &mut message, 0) };
+    if read < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let read = read as usize;
+    // SAFETY: the kernel wrote `read` bytes into the spare room.
+    unsafe { buf.set_len(buf.len() + read) };
+    Ok((read, stamp(&message)))
+}
+
+/// The receive time in a message's control data, when it carries one.
+fn stamp(message: &libc::msghdr) -> Option<SystemTime> {
+    // SAFETY: the control buffer is the one `recvmsg` filled, walked with
+    // the kernel's own macros; the stamp is read unaligned.
+    unsafe {
+        let mut header = libc::CMSG_FIRSTHDR(message);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let time: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast());
+                let since_epoch = Duration::new(time.tv_sec as u64, time.tv_nsec as u32);
+                return SystemTime::UNIX_EPOCH.checked_add(since_epoch);
+            }
+            header = libc::CMSG_NXTHDR(message, header);
+        }
+    }
+    None
+}
+
+/// How long ago bytes stamped `arrived` reached the machine: zero for none,
+/// or for a stamp ahead of the clock (stepped back since).
+pub fn waited(arrived: Option<SystemTime>) -> Duration {
+    arrived.map_or(Duration::ZERO, |arrived| {
+        SystemTime::now().duration_since(arrived).unwrap_or_default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[actix_web::test]
+    async fn a_read_tells_how_long_its_bytes_waited_unread() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        accepted.set_nonblocking(true).unwrap();
+        let mut server = TcpStream::from_std(accepted).unwrap();
+        enable(&server).unwrap();
+        let mut buf = BytesMut::with_capacity(64);
+        // The kernel turns stamping on in deferred work when no socket had
+        // it: bytes may arrive unstamped for a moment.
+        for _ in 0..200 {
+            std::io::Write::write_all(&mut client, b".").unwrap();
+            let (_, arrived) = read(&mut server, &mut buf, true).await.unwrap();
+            if arrived.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        buf.clear();
+        std::io::Write::write_all(&mut client, b"first").unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        let (read, arrived) = super::read(&mut server, &mut buf, true).await.unwrap();
+        assert_eq!((read, &buf[..]), (5, &b"first"[..]));
+        let waited = waited(arrived);
+        assert!(waited >= Duration::from_millis(60), "{waited:?}");
+        assert!(waited < Duration::from_secs(30), "{waited:?}");
+        // A plain read, on the same connection, tells nothing.
+        std::io::Write::write_all(&mut client, b"second").unwrap();
+        let (read, arrived) = super::read(&mut server, &mut buf, false).await.unwrap();
+        assert_eq!((read, arrived, &buf[5..]), (6, None, &b"second"[..]));
+        drop(client);
+        assert_eq!(super::read(&mut server, &mut buf, true).await.unwrap().0, 0);
+    }
+}
