@@ -303,7 +303,8 @@ mod late {
             let (client, url) = (client.clone(), url.clone());
             move || client.post(&url).body(body).send().unwrap().status().as_u16()
         });
-        runs.recv().unwrap();
+        runs.recv_timeout(Duration::from_secs(30))
+            .expect("the held request runs");
         // Behind it, a request would wait a run and take one: it is refused as
         // soon as its head arrives, its body never sent.
         let mut socket = TcpStream::connect(addr).unwrap();
