@@ -6,14 +6,17 @@
 //! (`Controller::admits`). Asked for only on connections accepted while a
 //! queue has an objective: every other read stays a plain `read`.
 
+use std::future::Future;
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use actix_web::rt::net::TcpStream;
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, Interest};
+use tokio::io::{AsyncRead, Interest, ReadBuf};
 
 /// Asks the kernel to stamp what arrives on `stream` from now on.
 pub fn enable(stream: &TcpStream) -> io::Result<()> {
@@ -36,21 +39,40 @@ pub fn enable(stream: &TcpStream) -> io::Result<()> {
 
 /// Reads what has arrived into `buf`'s spare room, as `read_buf` does; on a
 /// stamped connection, with the time the last byte read reached the machine.
-pub async fn read(
+/// A poll function, not an async one: the future is a few words, built once
+/// per read on the path every request takes.
+pub fn read<'a>(
+    stream: &'a mut TcpStream,
+    buf: &'a mut BytesMut,
+    stamped: bool,
+) -> impl Future<Output = io::Result<(usize, Option<SystemTime>)>> + 'a {
+    std::future::poll_fn(move |context| {
+        if !stamped {
+            return read_plain(stream, buf, context);
+        }
+        loop {
+            ready!(stream.poll_read_ready(context))?;
+            match stream.try_io(Interest::READABLE, || receive(stream.as_raw_fd(), buf)) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+                read => return Poll::Ready(read),
+            }
+        }
+    })
+}
+
+/// `read_buf`'s poll: a plain read into `buf`'s spare room.
+fn read_plain(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
-    stamped: bool,
-) -> io::Result<(usize, Option<SystemTime>)> {
-    if !stamped {
-        return stream.read_buf(buf).await.map(|read| (read, None));
-    }
-    loop {
-        stream.readable().await?;
-        match stream.try_io(Interest::READABLE, || receive(stream.as_raw_fd(), buf)) {
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
-            read => return read,
-        }
-    }
+    context: &mut Context<'_>,
+) -> Poll<io::Result<(usize, Option<SystemTime>)>> {
+    let spare = buf.spare_capacity_mut();
+    let mut read = ReadBuf::uninit(spare);
+    ready!(Pin::new(stream).poll_read(context, &mut read))?;
+    let read = read.filled().len();
+    // SAFETY: the read filled (initialised) that many bytes of the spare room.
+    unsafe { buf.set_len(buf.len() + read) };
+    Poll::Ready(Ok((read, None)))
 }
 
 /// One `recvmsg` into `buf`'s spare room, with its control message read.
