@@ -63,9 +63,9 @@ pub enum BatchError {
     )]
     TooLarge { queue: String, rows: usize, max: usize },
     #[error(
-        "the batching queue of {queue} holds {queued_rows} rows: this request, read {waited_ms:.1} ms after it arrived, \
-         would likely spend {estimate_ms:.1} ms in it, past its latency objective of {objective_ms:.1} ms (p{percentile}); \
-         retry later"
+        "the batching queue of {queue} holds {queued_rows} rows: this request{read}would likely spend {estimate_ms:.1} ms \
+         in it, past its latency objective of {objective_ms:.1} ms (p{percentile}); retry later",
+        read = read_after(*waited_ms)
     )]
     Late {
         queue: String,
@@ -83,6 +83,15 @@ pub enum BatchError {
     Split(String),
     #[error("server is shutting down")]
     ShuttingDown,
+}
+
+/// How long a refused request had waited unread, where it was measured (on
+/// the HTTP front, under an objective), as its message says it.
+fn read_after(waited_ms: f64) -> String {
+    match waited_ms > 0.0 {
+        true => format!(", read {waited_ms:.1} ms after it arrived, "),
+        false => " ".to_string(),
+    }
 }
 
 impl HasCode for BatchError {

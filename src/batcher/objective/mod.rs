@@ -125,14 +125,16 @@ impl Controller {
     /// finds the queue idle: nothing the server could refuse would make it
     /// faster. One that finds it idle after waiting past what its own run
     /// leaves is refused: the server has fallen behind its sockets, which no
-    /// queue sees, and a refusal is the cheapest way to catch up. Unless its
-    /// run alone overruns the objective: then no wait is to blame.
+    /// queue sees, and a refusal is the cheapest way to catch up. That takes
+    /// a run that fits half the objective, as the cap does: with a longer
+    /// one, a wait of a fraction of a millisecond would decide, and no wait
+    /// is to blame for a run that overruns it alone.
     pub fn admits(&self, rows: usize, queued_rows: usize, running: usize, waited: Duration) -> Result<(), Late> {
         let estimate = if queued_rows == 0 && running < self.parallel {
             if waited.is_zero() {
                 return Ok(());
             }
-            self.estimate(rows).filter(|&run| run <= self.budget())
+            self.estimate(rows).filter(|&run| run <= self.budget() / 2.0)
         } else {
             let cap = self.steering.cap;
             let batches = (queued_rows + rows).div_ceil(cap);

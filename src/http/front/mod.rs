@@ -14,7 +14,7 @@
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use actix_http::Protocol;
 use actix_service::{Service, ServiceFactory};
@@ -139,10 +139,10 @@ impl Front {
         // the gate it passed.
         let mut arriving: Option<(Rc<Head>, Gate<'_>)> = None;
         let mut last_head = LastHead::default();
-        // Under a latency objective, when the bytes last read arrived: how
-        // long the requests among them waited unread counts against it.
+        // Under a latency objective, how long the bytes last read waited
+        // unread in the socket: it counts against the requests among them.
         let stamped = crate::batcher::any_steered() && stamped::enable(&stream).is_ok();
-        let mut arrived: Option<SystemTime> = None;
+        let mut unread_wait = Duration::ZERO;
         let end = loop {
             if out.len() >= FLUSH_AT {
                 if stream.write_all(&out).await.is_err() {
@@ -158,7 +158,7 @@ impl Front {
                 Parsed::Take(head) => {
                     let passed = match gate {
                         Some(passed) => passed,
-                        None => self.gate(&head, stamped::waited(arrived)),
+                        None => self.gate(&head, unread_wait),
                     };
                     let complete = buf.len() >= head.len + head.body;
                     if !complete && !passed.refused() {
@@ -234,7 +234,7 @@ impl Front {
             };
             match read {
                 Ok((0, _)) | Err(_) => return,
-                Ok((_, stamp)) => arrived = stamp,
+                Ok((_, stamp)) => unread_wait = stamped::waited(stamp),
             }
         };
         if !out.is_empty() && stream.write_all(&out).await.is_err() {

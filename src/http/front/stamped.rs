@@ -119,8 +119,11 @@ fn stamp(message: &libc::msghdr) -> Option<SystemTime> {
     None
 }
 
-/// How long ago bytes stamped `arrived` reached the machine: zero for none,
-/// or for a stamp ahead of the clock (stepped back since).
+/// How long ago bytes stamped `arrived` reached the machine, taken at the
+/// read: zero for none, or for a stamp ahead of the clock (stepped back
+/// since). Stamps are wall-clock time, so a clock stepped forward between
+/// arrival and read adds its step; and TCP reports the last segment's
+/// stamp, so a request whose segment was lost and resent counts the resend.
 pub fn waited(arrived: Option<SystemTime>) -> Duration {
     arrived.map_or(Duration::ZERO, |arrived| {
         SystemTime::now().duration_since(arrived).unwrap_or_default()
@@ -143,6 +146,7 @@ mod tests {
         // The kernel turns stamping on in deferred work when no socket had
         // it: bytes may arrive unstamped for a moment.
         for _ in 0..200 {
+            buf.clear();
             std::io::Write::write_all(&mut client, b".").unwrap();
             let (_, arrived) = read(&mut server, &mut buf, true).await.unwrap();
             if arrived.is_some() {
