@@ -120,7 +120,7 @@ impl QueueHandle {
             let tasks = self.split_tasks(inputs, rows, request_id, sender);
             self.enqueue(tasks, false)?;
             return Ok(Submitted {
-                pending: receiver,
+                pending: Pending::new(receiver, &self.context, rows),
                 drive: None,
             });
         }
@@ -155,7 +155,7 @@ impl QueueHandle {
             }
         };
         Ok(Submitted {
-            pending: receiver,
+            pending: Pending::new(receiver, &self.context, rows),
             drive,
         })
     }
@@ -270,7 +270,8 @@ impl QueueHandle {
         let running = self.context.running.load(Ordering::Relaxed);
         let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
         controller.arrived(rows, Instant::now());
-        if let Err(late) = controller.admits(rows, queue.rows(), running, Duration::ZERO) {
+        let waiting = self.context.waiting_rows();
+        if let Err(late) = controller.admits(rows, waiting, running, Duration::ZERO) {
             self.context.metrics.rejected_late.inc();
             return Err(self.late(late));
         }
@@ -283,7 +284,7 @@ impl QueueHandle {
         let objective = self.context.params.objective();
         BatchError::Late {
             queue: self.name.clone(),
-            queued_rows: late.queued_rows,
+            waiting_rows: late.waiting_rows,
             estimate_ms: late.estimate.as_secs_f64() * 1000.0,
             waited_ms: late.waited.as_secs_f64() * 1000.0,
             objective_ms: objective.map_or(0.0, |o| o.latency.as_secs_f64() * 1000.0),
@@ -299,10 +300,10 @@ impl QueueHandle {
     /// queue without an objective.
     pub fn late_now(&self, waited: Duration) -> Option<BatchError> {
         let controller = self.context.controller.as_ref()?;
-        let queued_rows = self.shared.lock().queues.get(&self.id).map_or(0, |e| e.queue.rows());
+        let waiting = self.context.waiting_rows();
         let running = self.context.running.load(Ordering::Relaxed);
         let controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-        let late = controller.admits(1, queued_rows, running, waited).err()?;
+        let late = controller.admits(1, waiting, running, waited).err()?;
         Some(self.late(late))
     }
 

@@ -31,6 +31,7 @@ use inline::Shards;
 use objective::Controller;
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Queue, Task};
+pub use reply::Pending;
 use reply::{Gather, GatherState, Reply};
 use sizes::RunSizes;
 
@@ -63,13 +64,13 @@ pub enum BatchError {
     )]
     TooLarge { queue: String, rows: usize, max: usize },
     #[error(
-        "the batching queue of {queue} holds {queued_rows} rows: this request{read}would likely spend {estimate_ms:.1} ms \
+        "the batching queue of {queue} holds {waiting_rows} rows (queued, or answered and not yet taken): this request{read}would likely spend {estimate_ms:.1} ms \
          in it, past its latency objective of {objective_ms:.1} ms (p{percentile}); retry later",
         read = read_after(*waited_ms)
     )]
     Late {
         queue: String,
-        queued_rows: usize,
+        waiting_rows: usize,
         estimate_ms: f64,
         waited_ms: f64,
         objective_ms: f64,
@@ -106,7 +107,6 @@ impl HasCode for BatchError {
 }
 
 type ReplyResult = Result<BatchOutput, BatchError>;
-pub type Pending = oneshot::Receiver<ReplyResult>;
 
 struct Entry {
     queue: Queue<Reply>,

@@ -1,12 +1,79 @@
 //! Where a batch's answers go: straight to a request's one-shot channel, or
-//! into the gather of a request that was split across batches.
+//! into the gather of a request that was split across batches; and the
+//! caller's end of that channel.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
+use super::context::QueueContext;
 use super::{assemble, BatchError, BatchOutput, ReplyResult};
 use crate::tensor::Tensor;
+
+/// A queued request's answer, to come. Under a latency objective its rows
+/// count on its queue ([`QueueContext::waiting_rows`]) until it is dropped:
+/// after its answer is taken, or when its caller gives up.
+pub struct Pending {
+    receiver: oneshot::Receiver<ReplyResult>,
+    counted: Option<(Arc<QueueContext>, usize)>,
+}
+
+impl Pending {
+    /// `rows` count on `context` while the answer is pending, if it has an objective.
+    pub(super) fn new(receiver: oneshot::Receiver<ReplyResult>, context: &Arc<QueueContext>, rows: usize) -> Pending {
+        let counted = context.controller.is_some().then(|| {
+            context.taken_rows.fetch_add(rows, Ordering::Relaxed);
+            (context.clone(), rows)
+        });
+        Pending { receiver, counted }
+    }
+
+    /// Whether the answer has not come yet.
+    pub fn is_empty(&self) -> bool {
+        self.receiver.is_empty()
+    }
+
+    pub fn try_recv(&mut self) -> Result<ReplyResult, oneshot::error::TryRecvError> {
+        self.receiver.try_recv()
+    }
+
+    /// Waits for the answer on a thread outside any runtime.
+    #[cfg(test)]
+    pub fn blocking_recv(mut self) -> Result<ReplyResult, oneshot::error::RecvError> {
+        // Its rows stop counting when `self` drops, after the answer came.
+        let receiver = std::mem::replace(&mut self.receiver, oneshot::channel().1);
+        receiver.blocking_recv()
+    }
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("answered", &!self.receiver.is_empty())
+            .field("counted_rows", &self.counted.as_ref().map(|(_, rows)| *rows))
+            .finish()
+    }
+}
+
+impl Future for Pending {
+    type Output = Result<ReplyResult, oneshot::error::RecvError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.receiver).poll(cx)
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some((context, rows)) = &self.counted {
+            context.taken_rows.fetch_sub(*rows, Ordering::Relaxed);
+        }
+    }
+}
 
 /// Where a task's result goes: straight to its request, or into the gather of
 /// a request that was split across batches.

@@ -2,6 +2,7 @@
 //! one tensor per input, run, split the outputs back, reply; a panic fails
 //! the batch's requests and the thread goes on.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::queue::{self, Task};
@@ -59,8 +60,16 @@ pub(super) fn worker(shared: &Shared) {
 /// anywhere in it must not end the thread: its requests' reply channels
 /// close (they answer an error) and the thread goes on serving.
 pub(super) fn run_contained(work: Work) {
+    let counted = work.context.controller.is_some().then(|| {
+        let rows = work.batch.rows;
+        work.context.running_rows.fetch_add(rows, Ordering::Relaxed);
+        (work.context.clone(), rows)
+    });
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process(work))).is_err() {
         log::error!("a batch panicked; its requests were answered with an error");
+    }
+    if let Some((context, rows)) = counted {
+        context.running_rows.fetch_sub(rows, Ordering::Relaxed);
     }
 }
 

@@ -41,12 +41,13 @@ pub struct Steering {
 }
 
 /// Why a request was refused: the time it would likely have spent in the
-/// queue, after the time it had already waited to be read.
+/// queue, after the time it had already waited to be read, and the rows
+/// ahead of it (queued, or answered and not yet taken).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Late {
     pub estimate: Duration,
     pub waited: Duration,
-    pub queued_rows: usize,
+    pub waiting_rows: usize,
 }
 
 /// Each new run or arrival weighs this much in the running means.
@@ -118,10 +119,12 @@ impl Controller {
         self.steer();
     }
 
-    /// Whether a request of `rows` rows, behind `queued_rows` rows and with
+    /// Whether a request of `rows` rows, behind `waiting_rows` rows and with
     /// `running` of this queue's batches running, would likely finish within
     /// the objective, counting the time it `waited` unread before the queue
-    /// saw it. Without measurements it is let in, and so is a fresh one that
+    /// saw it. Rows answered whose callers have not yet taken their answers
+    /// wait as if queued: they wait for the callers' threads, and a run is
+    /// what the controller knows to price a row's wait in. Without measurements it is let in, and so is a fresh one that
     /// finds the queue idle: nothing the server could refuse would make it
     /// faster. One that finds it idle after waiting past what its own run
     /// leaves is refused: the server has fallen behind its sockets, which no
@@ -129,15 +132,15 @@ impl Controller {
     /// a run that fits half the objective, as the cap does: with a longer
     /// one, a wait of a fraction of a millisecond would decide, and no wait
     /// is to blame for a run that overruns it alone.
-    pub fn admits(&self, rows: usize, queued_rows: usize, running: usize, waited: Duration) -> Result<(), Late> {
-        let estimate = if queued_rows == 0 && running < self.parallel {
+    pub fn admits(&self, rows: usize, waiting_rows: usize, running: usize, waited: Duration) -> Result<(), Late> {
+        let estimate = if waiting_rows == 0 && running < self.parallel {
             if waited.is_zero() {
                 return Ok(());
             }
             self.estimate(rows).filter(|&run| run <= self.budget() / 2.0)
         } else {
             let cap = self.steering.cap;
-            let batches = (queued_rows + rows).div_ceil(cap);
+            let batches = (waiting_rows + rows).div_ceil(cap);
             let waves = batches.div_ceil(self.parallel);
             let behind_running = usize::from(running >= self.parallel);
             self.estimate_runs(cap, behind_running + waves)
@@ -151,7 +154,7 @@ impl Controller {
         Err(Late {
             estimate: Duration::from_secs_f64(estimate),
             waited,
-            queued_rows,
+            waiting_rows,
         })
     }
 

@@ -135,7 +135,7 @@ fn a_request_the_queue_would_make_late_is_refused() {
     assert_eq!(controller.admits(1, 40, 2, Duration::ZERO), Ok(()));
     // Behind 100 rows, both busy: 9 + 2 waves × 9 = 27 ms.
     let late = controller.admits(1, 100, 2, Duration::ZERO).unwrap_err();
-    assert_eq!(late.queued_rows, 100);
+    assert_eq!(late.waiting_rows, 100);
     assert!(late.estimate > Duration::from_millis(20), "{late:?}");
 }
 
@@ -148,7 +148,7 @@ fn a_request_that_waited_unread_is_refused_even_by_an_idle_queue() {
     // One row runs in 1.25 ms: 18 ms waited leaves room for it, 19 ms does not.
     assert_eq!(controller.admits(1, 0, 0, Duration::from_millis(18)), Ok(()));
     let late = controller.admits(1, 0, 0, Duration::from_millis(19)).unwrap_err();
-    assert_eq!((late.waited, late.queued_rows), (Duration::from_millis(19), 0));
+    assert_eq!((late.waited, late.waiting_rows), (Duration::from_millis(19), 0));
     // Behind 40 rows with both threads busy (18 ms), 1 ms waited fits and 3 ms do not.
     assert_eq!(controller.admits(1, 40, 2, Duration::from_millis(1)), Ok(()));
     assert!(controller.admits(1, 40, 2, Duration::from_millis(3)).is_err());

@@ -375,4 +375,5 @@ impl Runner for ThreadRecorder {
     }
 }
 
+mod steered;
 mod threads;
