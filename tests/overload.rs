@@ -14,6 +14,11 @@ use std::time::Duration;
 use common::{repo_path, spawn_server};
 use tfserve::settings::Settings;
 
+/// The refusals of half_plus_three's requests as late, as `/metrics` prints them.
+#[cfg(any(feature = "tensorflow", feature = "mock"))]
+const LATE_REFUSALS: &str =
+    r#"tfserve_rejected_total{model="half_plus_three",reason="late",signature="serving_default",version="1"}"#;
+
 #[test]
 fn requests_past_the_limit_get_503_and_probes_still_answer() {
     let addr = spawn_server({
@@ -215,18 +220,7 @@ fn a_request_that_waited_unread_past_the_objective_is_refused_when_read() {
         .send()
         .unwrap();
     assert_eq!(answer.status(), 200);
-    let metrics = client
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("tfserve_rejected_total") && l.contains("reason=\"late\"") && l.ends_with(" 1")),
-        "{metrics}"
-    );
+    assert_eq!(common::metric(&server.url, LATE_REFUSALS), 1.0);
 }
 
 // On the mock runtime, whose model the test slows and holds.
@@ -333,17 +327,6 @@ mod late {
         gate.armed.store(false, Ordering::SeqCst);
         go.send(()).unwrap();
         assert_eq!(held.join().unwrap(), 200);
-        let metrics = client
-            .get(format!("http://{addr}/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
-        assert!(
-            metrics
-                .lines()
-                .any(|l| l.starts_with("tfserve_rejected_total") && l.contains("reason=\"late\"") && l.ends_with(" 1")),
-            "{metrics}"
-        );
+        assert_eq!(common::metric(&format!("http://{addr}"), super::LATE_REFUSALS), 1.0);
     }
 }
