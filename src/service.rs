@@ -178,7 +178,11 @@ impl Service {
             while pending.is_empty() && queue.run_ready(drive) {}
         }
         let output = match pending.try_recv() {
-            Ok(answer) => answer?,
+            // Taken: its rows no longer wait on the queue.
+            Ok(answer) => {
+                drop(pending);
+                answer?
+            }
             Err(oneshot::error::TryRecvError::Closed) => return Err(BatchError::ShuttingDown.into()),
             Err(oneshot::error::TryRecvError::Empty) => {
                 let timeout = trace.deadline.map_or(self.timeout, |d| d.min(self.timeout));

@@ -30,13 +30,14 @@ pub(super) struct QueueContext {
     pub(super) running: AtomicUsize,
     /// The queue's latency objective and what it steers.
     pub(super) controller: Option<Mutex<Controller>>,
-    /// Under an objective: rows queued whose callers have not yet taken
-    /// their answers ([`super::Pending`]), and rows of batches running now.
-    /// Their difference is what still waits, queued (on the shared queue or
-    /// a caller's shard) or answered but not yet taken: an answer waits
-    /// there for its caller's thread, and a transport thread that has
+    /// Under an objective: rows of requests whose callers have not yet
+    /// taken their answers ([`super::Pending`], counted from just before
+    /// they queue), and rows of batches running now for callers still
+    /// waiting. Their difference is what still waits, queued (on the shared
+    /// queue or a caller's shard) or answered but not yet taken: an answer
+    /// waits there for its caller's thread, and a transport thread that has
     /// fallen behind its requests shows nowhere else.
-    pub(super) taken_rows: AtomicUsize,
+    pub(super) pending_rows: AtomicUsize,
     pub(super) running_rows: AtomicUsize,
     /// Under an objective, the batch cap while the controller waits for
     /// nothing, when requests may run their batches themselves; 0 while
@@ -67,7 +68,7 @@ impl QueueContext {
             running_limit: running_limit.map(|limit| limit.max(1)),
             running: AtomicUsize::new(0),
             controller,
-            taken_rows: AtomicUsize::new(0),
+            pending_rows: AtomicUsize::new(0),
             running_rows: AtomicUsize::new(0),
             steered_inline_cap: AtomicUsize::new(steered_inline_cap),
         }
@@ -112,10 +113,10 @@ impl QueueContext {
     /// answers (counted under an objective only).
     pub(super) fn waiting_rows(&self) -> usize {
         let running = self.running_rows.load(Ordering::Relaxed);
-        // A batch's rows count as running until it ends, and a request given
-        // up while queued stops counting as taken at once: the running may
-        // outnumber the taken for a moment.
-        self.taken_rows.load(Ordering::Relaxed).saturating_sub(running)
+        // A batch's rows count as running until all its answers are out,
+        // and a caller may take its answer before: the running may outnumber
+        // the pending for a moment.
+        self.pending_rows.load(Ordering::Relaxed).saturating_sub(running)
     }
 
     /// Whether the queue's running batches are at its limit: its ready batch waits.

@@ -112,6 +112,9 @@ impl QueueHandle {
     ) -> Result<Submitted, BatchError> {
         let (rows, alone) = self.rows_of(&inputs, input_names);
         let (sender, receiver) = oneshot::channel();
+        // Counted before it queues, so that no check ever finds it queued
+        // and uncounted; a refusal drops it, and its count, on the way out.
+        let pending = Pending::new(receiver, &self.context, rows);
         let params = &self.context.params;
         let splitting = !alone && rows > params.max_batch_size && params.enable_large_batch_splitting;
         // Pieces of a split request may land in batches its caller never
@@ -119,10 +122,7 @@ impl QueueHandle {
         if splitting {
             let tasks = self.split_tasks(inputs, rows, request_id, sender);
             self.enqueue(tasks, false)?;
-            return Ok(Submitted {
-                pending: Pending::new(receiver, &self.context, rows),
-                drive: None,
-            });
+            return Ok(Submitted { pending, drive: None });
         }
         let task = Task {
             inputs,
@@ -154,10 +154,7 @@ impl QueueHandle {
                 inline.map(|_| Drive::Shared)
             }
         };
-        Ok(Submitted {
-            pending: Pending::new(receiver, &self.context, rows),
-            drive,
-        })
+        Ok(Submitted { pending, drive })
     }
 
     /// A steered queue's controller counts the arrivals its callers run too:
@@ -270,7 +267,8 @@ impl QueueHandle {
         let running = self.context.running.load(Ordering::Relaxed);
         let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
         controller.arrived(rows, Instant::now());
-        let waiting = self.context.waiting_rows();
+        // The tasks' own rows are counted pending already.
+        let waiting = self.context.waiting_rows().saturating_sub(rows);
         if let Err(late) = controller.admits(rows, waiting, running, Duration::ZERO) {
             self.context.metrics.rejected_late.inc();
             return Err(self.late(late));

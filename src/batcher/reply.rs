@@ -15,8 +15,9 @@ use super::{assemble, BatchError, BatchOutput, ReplyResult};
 use crate::tensor::Tensor;
 
 /// A queued request's answer, to come. Under a latency objective its rows
-/// count on its queue ([`QueueContext::waiting_rows`]) until it is dropped:
-/// after its answer is taken, or when its caller gives up.
+/// count on its queue ([`QueueContext::waiting_rows`]) from just before it
+/// queues until it is dropped: once its answer is taken, when its caller
+/// gives up, or when the queue refuses it.
 pub struct Pending {
     receiver: oneshot::Receiver<ReplyResult>,
     counted: Option<(Arc<QueueContext>, usize)>,
@@ -26,7 +27,7 @@ impl Pending {
     /// `rows` count on `context` while the answer is pending, if it has an objective.
     pub(super) fn new(receiver: oneshot::Receiver<ReplyResult>, context: &Arc<QueueContext>, rows: usize) -> Pending {
         let counted = context.controller.is_some().then(|| {
-            context.taken_rows.fetch_add(rows, Ordering::Relaxed);
+            context.pending_rows.fetch_add(rows, Ordering::Relaxed);
             (context.clone(), rows)
         });
         Pending { receiver, counted }
@@ -70,7 +71,7 @@ impl Future for Pending {
 impl Drop for Pending {
     fn drop(&mut self) {
         if let Some((context, rows)) = &self.counted {
-            context.taken_rows.fetch_sub(*rows, Ordering::Relaxed);
+            context.pending_rows.fetch_sub(*rows, Ordering::Relaxed);
         }
     }
 }

@@ -61,7 +61,12 @@ pub(super) fn worker(shared: &Shared) {
 /// close (they answer an error) and the thread goes on serving.
 pub(super) fn run_contained(work: Work) {
     let counted = work.context.controller.is_some().then(|| {
-        let rows = work.batch.rows;
+        // Rows given up on stopped counting as pending when their callers
+        // left: counted as running, they would hide as many waiting rows.
+        let rows = (work.batch.tasks.iter())
+            .filter(|task| !task.reply.is_closed())
+            .map(|task| task.rows)
+            .sum();
         work.context.running_rows.fetch_add(rows, Ordering::Relaxed);
         (work.context.clone(), rows)
     });

@@ -123,8 +123,9 @@ impl Controller {
     /// `running` of this queue's batches running, would likely finish within
     /// the objective, counting the time it `waited` unread before the queue
     /// saw it. Rows answered whose callers have not yet taken their answers
-    /// wait as if queued: they wait for the callers' threads, and a run is
-    /// what the controller knows to price a row's wait in. Without measurements it is let in, and so is a fresh one that
+    /// wait as if queued: they wait for the callers' threads, and a share of
+    /// a run is what the controller knows to price a row's wait in.
+    /// Without measurements it is let in, and so is a fresh one that
     /// finds the queue idle: nothing the server could refuse would make it
     /// faster. One that finds it idle after waiting past what its own run
     /// leaves is refused: the server has fallen behind its sockets, which no

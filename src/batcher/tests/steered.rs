@@ -23,13 +23,14 @@ impl Runner for Gate {
 
 #[test]
 fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
+    // Made first, dropped last, as in `rows_given_up_on_count_neither_as_pending_nor_as_running`.
+    let batcher = Batcher::new(1).unwrap();
     let (entered, runs) = std::sync::mpsc::channel();
     let (go, release) = std::sync::mpsc::channel();
     let gate = Arc::new(Gate {
         entered: Mutex::new(entered),
         release: Mutex::new(release),
     });
-    let batcher = Batcher::new(1).unwrap();
     let params = BatchParams {
         target_latency_micros: 10_000,
         ..params(8, Duration::ZERO)
@@ -194,4 +195,53 @@ fn answers_not_yet_taken_count_as_waiting_against_the_objective() {
         std::thread::sleep(Duration::from_millis(1));
     }
     answer(handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap()).unwrap();
+}
+
+#[test]
+fn rows_given_up_on_count_neither_as_pending_nor_as_running() {
+    // Made first, dropped last: a failing assertion drops `go` first, which
+    // lets a held run go, so that the batcher's threads can end.
+    let batcher = Batcher::new(1).unwrap();
+    let (entered, runs) = std::sync::mpsc::channel();
+    let (go, release) = std::sync::mpsc::channel();
+    let gate = Arc::new(Gate {
+        entered: Mutex::new(entered),
+        release: Mutex::new(release),
+    });
+    // An objective far off: nothing here is refused, only counted.
+    let params = BatchParams {
+        target_latency_micros: 10_000_000,
+        ..params(8, Duration::ZERO)
+    };
+    let metrics = QueueMetrics::new("batcher-test", 1, "given-up");
+    let handle = batcher.add_queue("q".into(), params, true, gate, metrics);
+    // Measured runs (of next to nothing) lift the cap from one row to all 8.
+    for _ in 0..4 {
+        go.send(()).unwrap();
+        answer(handle.submit(vec![rows(&[0.0])], &["x"], None).unwrap()).unwrap();
+        runs.recv().unwrap();
+    }
+    let first = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
+    runs.recv().unwrap();
+    // Behind the running one, two requests queue into one batch; one is given up.
+    let kept = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
+    let given_up = handle.submit(vec![rows(&[3.0])], &["x"], None).unwrap();
+    assert_eq!(handle.context.waiting_rows(), 2);
+    drop(given_up);
+    assert_eq!(handle.context.waiting_rows(), 1);
+    go.send(()).unwrap();
+    answer(first).unwrap();
+    runs.recv().unwrap();
+    // The kept request runs; one queued behind it is all that waits.
+    let last = handle.submit(vec![rows(&[4.0])], &["x"], None).unwrap();
+    assert_eq!(
+        handle.context.waiting_rows(),
+        1,
+        "the given-up row hides no waiting one"
+    );
+    go.send(()).unwrap();
+    assert_eq!(floats(&answer(kept)), vec![2.0]);
+    runs.recv().unwrap();
+    go.send(()).unwrap();
+    assert_eq!(floats(&answer(last)), vec![4.0]);
 }
