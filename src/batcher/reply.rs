@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -20,15 +21,32 @@ use crate::tensor::Tensor;
 /// gives up, or when the queue refuses it.
 pub struct Pending {
     receiver: oneshot::Receiver<ReplyResult>,
-    counted: Option<(Arc<QueueContext>, usize)>,
+    counted: Option<Counted>,
+}
+
+/// A steered queue's request, as its controller learns from it.
+struct Counted {
+    context: Arc<QueueContext>,
+    rows: usize,
+    /// Rows waiting ahead of it when it was queued.
+    ahead: usize,
+    queued: Instant,
+    answered: bool,
 }
 
 impl Pending {
     /// `rows` count on `context` while the answer is pending, if it has an objective.
     pub(super) fn new(receiver: oneshot::Receiver<ReplyResult>, context: &Arc<QueueContext>, rows: usize) -> Pending {
         let counted = context.controller.is_some().then(|| {
+            let ahead = context.waiting_rows();
             context.pending_rows.fetch_add(rows, Ordering::Relaxed);
-            (context.clone(), rows)
+            Counted {
+                context: context.clone(),
+                rows,
+                ahead,
+                queued: Instant::now(),
+                answered: false,
+            }
         });
         Pending { receiver, counted }
     }
@@ -39,7 +57,16 @@ impl Pending {
     }
 
     pub fn try_recv(&mut self) -> Result<ReplyResult, oneshot::error::TryRecvError> {
-        self.receiver.try_recv()
+        let answer = self.receiver.try_recv();
+        self.taking(matches!(answer, Ok(Ok(_))));
+        answer
+    }
+
+    /// A successful answer was taken: the controller learns how long it took.
+    fn taking(&mut self, answered: bool) {
+        if let Some(counted) = self.counted.as_mut().filter(|_| answered) {
+            counted.answered = true;
+        }
     }
 
     /// Waits for the answer on a thread outside any runtime.
@@ -47,7 +74,9 @@ impl Pending {
     pub fn blocking_recv(mut self) -> Result<ReplyResult, oneshot::error::RecvError> {
         // Its rows stop counting when `self` drops, after the answer came.
         let receiver = std::mem::replace(&mut self.receiver, oneshot::channel().1);
-        receiver.blocking_recv()
+        let answer = receiver.blocking_recv();
+        self.taking(matches!(answer, Ok(Ok(_))));
+        answer
     }
 }
 
@@ -55,7 +84,7 @@ impl std::fmt::Debug for Pending {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pending")
             .field("answered", &!self.receiver.is_empty())
-            .field("counted_rows", &self.counted.as_ref().map(|(_, rows)| *rows))
+            .field("counted_rows", &self.counted.as_ref().map(|counted| counted.rows))
             .finish()
     }
 }
@@ -64,14 +93,21 @@ impl Future for Pending {
     type Output = Result<ReplyResult, oneshot::error::RecvError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.receiver).poll(cx)
+        let answer = Pin::new(&mut self.receiver).poll(cx);
+        self.taking(matches!(answer, Poll::Ready(Ok(Ok(_)))));
+        answer
     }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if let Some((context, rows)) = &self.counted {
-            context.pending_rows.fetch_sub(*rows, Ordering::Relaxed);
+        let Some(counted) = &self.counted else { return };
+        let context = &counted.context;
+        context.pending_rows.fetch_sub(counted.rows, Ordering::Relaxed);
+        if let Some(controller) = context.controller.as_ref().filter(|_| counted.answered) {
+            let spent = counted.queued.elapsed();
+            let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
+            controller.taken(counted.ahead, counted.rows, spent);
         }
     }
 }

@@ -53,6 +53,9 @@ pub struct Late {
 /// Each new run or arrival weighs this much in the running means.
 const RUN_WEIGHT: f64 = 1.0 / 8.0;
 const ARRIVAL_WEIGHT: f64 = 1.0 / 16.0;
+/// Each request taken from behind a backlog weighs this much in the mean
+/// time a waiting row takes to clear.
+const DRAIN_WEIGHT: f64 = 1.0 / 64.0;
 
 pub struct Controller {
     objective: Objective,
@@ -65,6 +68,11 @@ pub struct Controller {
     /// Mean seconds between arriving rows.
     row_gap: Option<f64>,
     last_arrival: Option<Instant>,
+    /// Mean seconds a request behind a backlog (a full batch or more ahead)
+    /// spent until its answer was taken, per row ahead of it and its own:
+    /// what a waiting row costs everything that must happen before the
+    /// next is answered, not only its share of a run.
+    row_drain: Option<f64>,
     steering: Steering,
 }
 
@@ -78,6 +86,7 @@ impl Controller {
             runs: vec![None; bucket(max_batch) + 1],
             row_gap: None,
             last_arrival: None,
+            row_drain: None,
             steering: Steering {
                 cap: 1,
                 timeout: Duration::ZERO,
@@ -119,6 +128,21 @@ impl Controller {
         self.steer();
     }
 
+    /// A request of `rows` rows that had `ahead` rows waiting ahead of it
+    /// when queued took its answer `spent` after. Only a request behind at
+    /// least a batch's worth teaches how fast a backlog clears: behind less,
+    /// it mostly shared a batch with the rows ahead.
+    pub fn taken(&mut self, ahead: usize, rows: usize, spent: Duration) {
+        if ahead < self.steering.cap.max(1) {
+            return;
+        }
+        let per_row = spent.as_secs_f64() / (ahead + rows.max(1)) as f64;
+        self.row_drain = Some(match self.row_drain {
+            Some(mean) => mean + (per_row - mean) * DRAIN_WEIGHT,
+            None => per_row,
+        });
+    }
+
     /// Whether a request of `rows` rows, behind `waiting_rows` rows and with
     /// `running` of this queue's batches running, would likely finish within
     /// the objective, counting the time it `waited` unread before the queue
@@ -144,7 +168,15 @@ impl Controller {
             let batches = (waiting_rows + rows).div_ceil(cap);
             let waves = batches.div_ceil(self.parallel);
             let behind_running = usize::from(running >= self.parallel);
-            self.estimate_runs(cap, behind_running + waves)
+            let runs = self.estimate_runs(cap, behind_running + waves);
+            // Where more than the runs stands between a row and its answer
+            // (its connection's thread, on a core the batches share), the
+            // rate backlogs were seen to clear at says so.
+            let drained = self.row_drain.map(|per_row| per_row * (waiting_rows + rows) as f64);
+            match (runs, drained) {
+                (Some(runs), Some(drained)) => Some(runs.max(drained)),
+                (runs, drained) => runs.or(drained),
+            }
         };
         let Some(estimate) = estimate else {
             return Ok(());

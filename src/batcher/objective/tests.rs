@@ -201,3 +201,30 @@ fn the_percentile_plans_for_the_spread_of_run_times() {
     assert_eq!(spread(50.0), 32, "9 ms on average fits 10");
     assert!(spread(99.0) < 32, "9 + 2.33 × 3 ms does not");
 }
+
+#[test]
+fn a_backlog_that_clears_slower_than_its_runs_is_planned_at_the_rate_it_clears() {
+    let mut controller = Controller::new(objective(20), 128, 1);
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    assert_eq!(controller.steering().cap, 32);
+    // Behind 60 rows, its thread free: two batches of 32, 9 ms each: let in.
+    assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
+    // Requests behind less than a batch teach nothing: they shared one.
+    for _ in 0..200 {
+        controller.taken(10, 1, Duration::from_millis(50));
+    }
+    assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
+    // Behind 60 rows, requests took 30.5 ms to be answered: half a
+    // millisecond a row, so 60 rows ahead are 30.5 ms, not the runs' 18.
+    for _ in 0..200 {
+        controller.taken(60, 1, Duration::from_micros(30_500));
+    }
+    let late = controller.admits(1, 60, 0, Duration::ZERO).unwrap_err();
+    assert!(
+        (late.estimate.as_secs_f64() - 0.0305).abs() < 0.001,
+        "{late:?}"
+    );
+    // 30 rows clear in 15.5 ms: let in. An idle queue still takes any request.
+    assert_eq!(controller.admits(1, 30, 0, Duration::ZERO), Ok(()));
+    assert_eq!(controller.admits(1, 0, 0, Duration::ZERO), Ok(()));
+}
