@@ -105,9 +105,10 @@ impl Drop for Pending {
         let context = &counted.context;
         context.pending_rows.fetch_sub(counted.rows, Ordering::Relaxed);
         if let Some(controller) = context.controller.as_ref().filter(|_| counted.answered) {
-            let spent = counted.queued.elapsed();
+            let now = Instant::now();
+            let spent = now.saturating_duration_since(counted.queued);
             let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            controller.taken(counted.ahead, counted.rows, spent);
+            controller.taken(counted.ahead, counted.rows, spent, now);
         }
     }
 }

@@ -3,9 +3,10 @@
 //! picks the largest batch whose run fits half the objective (a request may
 //! wait behind one run and then take one), how long a batch may wait to fill
 //! (when single runs fall behind: long enough for a batch that keeps up, not
-//! for the largest), and refuses a request the queue ahead of it would make late. Free of
-//! threads and clocks: every input carries its time, so tests drive it with
-//! a simulated one.
+//! for the largest), and refuses a request the queue ahead of it would make
+//! late, pricing the rows ahead at the rate backlogs were seen to clear where
+//! that is slower than the runs. Free of threads and clocks: every input
+//! carries its time, so tests drive it with a simulated one.
 
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,11 @@ const ARRIVAL_WEIGHT: f64 = 1.0 / 16.0;
 /// Each request taken from behind a backlog weighs this much in the mean
 /// time a waiting row takes to clear.
 const DRAIN_WEIGHT: f64 = 1.0 / 64.0;
+/// How long a clearing rate is kept with no backlog seen to confirm it. A
+/// rate learned under a load that has passed (a model slowed down for a
+/// while) would otherwise refuse the backlog that could show it is faster
+/// now: the queue would never again hold the batch's worth it learns from.
+const DRAIN_MEMORY: Duration = Duration::from_secs(1);
 
 pub struct Controller {
     objective: Objective,
@@ -73,6 +79,8 @@ pub struct Controller {
     /// what a waiting row costs everything that must happen before the
     /// next is answered, not only its share of a run.
     row_drain: Option<f64>,
+    /// When a request last taught `row_drain`.
+    drain_seen: Option<Instant>,
     steering: Steering,
 }
 
@@ -87,6 +95,7 @@ impl Controller {
             row_gap: None,
             last_arrival: None,
             row_drain: None,
+            drain_seen: None,
             steering: Steering {
                 cap: 1,
                 timeout: Duration::ZERO,
@@ -108,6 +117,13 @@ impl Controller {
             });
         }
         self.last_arrival = Some(now);
+        if self
+            .drain_seen
+            .is_some_and(|seen| now.saturating_duration_since(seen) > DRAIN_MEMORY)
+        {
+            self.row_drain = None;
+            self.drain_seen = None;
+        }
     }
 
     /// A batch of `rows` rows (padding included) ran in `run`. Only run
@@ -129,13 +145,14 @@ impl Controller {
     }
 
     /// A request of `rows` rows that had `ahead` rows waiting ahead of it
-    /// when queued took its answer `spent` after. Only a request behind at
-    /// least a batch's worth teaches how fast a backlog clears: behind less,
-    /// it mostly shared a batch with the rows ahead.
-    pub fn taken(&mut self, ahead: usize, rows: usize, spent: Duration) {
+    /// when queued took its answer at `now`, `spent` after. Only a request
+    /// behind at least a batch's worth teaches how fast a backlog clears:
+    /// behind less, it mostly shared a batch with the rows ahead.
+    pub fn taken(&mut self, ahead: usize, rows: usize, spent: Duration, now: Instant) {
         if ahead < self.steering.cap.max(1) {
             return;
         }
+        self.drain_seen = Some(now);
         let per_row = spent.as_secs_f64() / (ahead + rows.max(1)) as f64;
         self.row_drain = Some(match self.row_drain {
             Some(mean) => mean + (per_row - mean) * DRAIN_WEIGHT,
@@ -147,8 +164,10 @@ impl Controller {
     /// `running` of this queue's batches running, would likely finish within
     /// the objective, counting the time it `waited` unread before the queue
     /// saw it. Rows answered whose callers have not yet taken their answers
-    /// wait as if queued: they wait for the callers' threads, and a share of
-    /// a run is what the controller knows to price a row's wait in.
+    /// wait as if queued: they wait for the callers' threads. A waiting row
+    /// is priced at its share of a run, or at the time rows were seen to
+    /// clear from behind a backlog where that is longer (where the callers'
+    /// threads, not the runs, hold the answers up).
     /// Without measurements it is let in, and so is a fresh one that
     /// finds the queue idle: nothing the server could refuse would make it
     /// faster. One that finds it idle after waiting past what its own run

@@ -207,24 +207,52 @@ fn a_backlog_that_clears_slower_than_its_runs_is_planned_at_the_rate_it_clears()
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     assert_eq!(controller.steering().cap, 32);
+    let now = Instant::now();
     // Behind 60 rows, its thread free: two batches of 32, 9 ms each: let in.
     assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
     // Requests behind less than a batch teach nothing: they shared one.
     for _ in 0..200 {
-        controller.taken(10, 1, Duration::from_millis(50));
+        controller.taken(10, 1, Duration::from_millis(50), now);
     }
     assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
     // Behind 60 rows, requests took 30.5 ms to be answered: half a
     // millisecond a row, so 60 rows ahead are 30.5 ms, not the runs' 18.
     for _ in 0..200 {
-        controller.taken(60, 1, Duration::from_micros(30_500));
+        controller.taken(60, 1, Duration::from_micros(30_500), now);
     }
     let late = controller.admits(1, 60, 0, Duration::ZERO).unwrap_err();
-    assert!(
-        (late.estimate.as_secs_f64() - 0.0305).abs() < 0.001,
-        "{late:?}"
-    );
+    assert!((late.estimate.as_secs_f64() - 0.0305).abs() < 0.001, "{late:?}");
     // 30 rows clear in 15.5 ms: let in. An idle queue still takes any request.
     assert_eq!(controller.admits(1, 30, 0, Duration::ZERO), Ok(()));
     assert_eq!(controller.admits(1, 0, 0, Duration::ZERO), Ok(()));
+}
+
+#[test]
+fn a_clearing_rate_no_backlog_confirms_is_forgotten() {
+    let mut controller = Controller::new(objective(20), 128, 1);
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    let start = Instant::now();
+    // A slow spell: behind 40 rows, answers took a millisecond a row.
+    for _ in 0..200 {
+        controller.taken(40, 1, Duration::from_millis(41), start);
+    }
+    // Now 40 rows ahead are planned at 41 ms: no queue of a batch's worth
+    // forms that could show the spell is over.
+    assert!(controller.admits(1, 40, 0, Duration::ZERO).is_err());
+    // Arrivals within a second keep the rate...
+    controller.arrived(1, start + Duration::from_millis(900));
+    assert!(controller.admits(1, 40, 0, Duration::ZERO).is_err());
+    // ...past it, the runs plan again: two batches of 32, 18 ms.
+    controller.arrived(1, start + Duration::from_millis(1100));
+    assert_eq!(controller.admits(1, 40, 0, Duration::ZERO), Ok(()));
+    // And the backlog that forms teaches the rate afresh, not averaged
+    // with the forgotten one: half a millisecond a row.
+    let later = start + Duration::from_millis(1200);
+    controller.taken(40, 1, Duration::from_micros(20_500), later);
+    controller.arrived(1, later);
+    let late = controller.admits(1, 60, 0, Duration::ZERO).unwrap_err();
+    assert!(
+        (late.estimate.as_secs_f64() - 0.0305).abs() < 0.001,
+        "61 rows at 0.5 ms, not 1 ms or the runs' 18 ms: {late:?}"
+    );
 }
