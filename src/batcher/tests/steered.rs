@@ -1,6 +1,7 @@
 //! Queues with a latency objective, on real batch threads: what they
 //! refuse, what they count as waiting, and when their callers run them.
 
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -9,8 +10,22 @@ use super::*;
 /// Passes its inputs through once the test lets each run go, and says when
 /// one has started.
 struct Gate {
-    entered: Mutex<std::sync::mpsc::Sender<()>>,
-    release: Mutex<std::sync::mpsc::Receiver<()>>,
+    entered: Mutex<Sender<()>>,
+    release: Mutex<Receiver<()>>,
+}
+
+impl Gate {
+    /// The gate, where each run it starts is told, and where the test lets
+    /// each go.
+    fn new() -> (Arc<Gate>, Receiver<()>, Sender<()>) {
+        let (entered, runs) = channel();
+        let (go, release) = channel();
+        let gate = Gate {
+            entered: Mutex::new(entered),
+            release: Mutex::new(release),
+        };
+        (Arc::new(gate), runs, go)
+    }
 }
 
 impl Runner for Gate {
@@ -25,12 +40,7 @@ impl Runner for Gate {
 fn a_latency_objective_refuses_a_request_the_queue_would_make_late() {
     // Made first, dropped last, as in `rows_given_up_on_count_neither_as_pending_nor_as_running`.
     let batcher = Batcher::new(1).unwrap();
-    let (entered, runs) = std::sync::mpsc::channel();
-    let (go, release) = std::sync::mpsc::channel();
-    let gate = Arc::new(Gate {
-        entered: Mutex::new(entered),
-        release: Mutex::new(release),
-    });
+    let (gate, runs, go) = Gate::new();
     let params = BatchParams {
         target_latency_micros: 10_000,
         ..params(8, Duration::ZERO)
@@ -202,12 +212,7 @@ fn rows_given_up_on_count_neither_as_pending_nor_as_running() {
     // Made first, dropped last: a failing assertion drops `go` first, which
     // lets a held run go, so that the batcher's threads can end.
     let batcher = Batcher::new(1).unwrap();
-    let (entered, runs) = std::sync::mpsc::channel();
-    let (go, release) = std::sync::mpsc::channel();
-    let gate = Arc::new(Gate {
-        entered: Mutex::new(entered),
-        release: Mutex::new(release),
-    });
+    let (gate, runs, go) = Gate::new();
     // An objective far off: nothing here is refused, only counted.
     let params = BatchParams {
         target_latency_micros: 10_000_000,
