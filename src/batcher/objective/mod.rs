@@ -78,7 +78,9 @@ pub struct Controller {
     /// spent until its answer was taken, per row ahead of it and its own:
     /// what a waiting row costs everything that must happen before the
     /// next is answered, not only its share of a run.
-    row_drain: Option<f64>,
+    /// Kept as a mean and its mean absolute deviation, like a run's, so
+    /// that a backlog is planned at the objective's percentile too.
+    row_drain: Option<(f64, f64)>,
     /// When a request last taught `row_drain`.
     drain_seen: Option<Instant>,
     steering: Steering,
@@ -155,8 +157,11 @@ impl Controller {
         self.drain_seen = Some(now);
         let per_row = spent.as_secs_f64() / (ahead + rows.max(1)) as f64;
         self.row_drain = Some(match self.row_drain {
-            Some(mean) => mean + (per_row - mean) * DRAIN_WEIGHT,
-            None => per_row,
+            Some((mean, deviation)) => (
+                mean + (per_row - mean) * DRAIN_WEIGHT,
+                deviation + ((per_row - mean).abs() - deviation) * DRAIN_WEIGHT,
+            ),
+            None => (per_row, 0.0),
         });
     }
 
@@ -191,7 +196,10 @@ impl Controller {
             // Where more than the runs stands between a row and its answer
             // (its connection's thread, on a core the batches share), the
             // rate backlogs were seen to clear at says so.
-            let drained = self.row_drain.map(|per_row| per_row * (waiting_rows + rows) as f64);
+            let deviations = self.objective.deviations();
+            let drained = self
+                .row_drain
+                .map(|(mean, deviation)| (mean + deviations * deviation) * (waiting_rows + rows) as f64);
             match (runs, drained) {
                 (Some(runs), Some(drained)) => Some(runs.max(drained)),
                 (runs, drained) => runs.or(drained),

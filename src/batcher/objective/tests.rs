@@ -256,3 +256,34 @@ fn a_clearing_rate_no_backlog_confirms_is_forgotten() {
         "61 rows at 0.5 ms, not 1 ms or the runs' 18 ms: {late:?}"
     );
 }
+
+#[test]
+fn a_backlog_is_planned_at_the_percentile_of_the_rate_it_clears() {
+    let mut controller = Controller::new(objective(20), 128, 1);
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    let now = Instant::now();
+    // Behind 40 rows, answers took 0.2 or 0.4 ms a row, as often: a mean of
+    // 0.3 and a deviation of 0.1, so p99 plans 0.3 + 2.33 × 0.1 ms a row.
+    for _ in 0..400 {
+        controller.taken(40, 1, Duration::from_micros(8_200), now);
+        controller.taken(40, 1, Duration::from_micros(16_400), now);
+    }
+    let late = controller.admits(1, 39, 0, Duration::ZERO).unwrap_err();
+    let per_row = late.estimate.as_secs_f64() / 40.0 * 1000.0;
+    assert!((per_row - 0.533).abs() < 0.02, "{per_row} ms a row: {late:?}");
+    // At the mean it would have fit: 40 rows at 0.3 ms are 12 ms.
+    let mut median = Controller::new(
+        Objective {
+            percentile: 50.0,
+            ..objective(20)
+        },
+        128,
+        1,
+    );
+    runs(&mut median, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    for _ in 0..400 {
+        median.taken(40, 1, Duration::from_micros(8_200), now);
+        median.taken(40, 1, Duration::from_micros(16_400), now);
+    }
+    assert_eq!(median.admits(1, 39, 0, Duration::ZERO), Ok(()));
+}
