@@ -43,6 +43,8 @@ pub(super) struct QueueContext {
     /// nothing, when requests may run their batches themselves; 0 while
     /// it waits to fill batches, which takes a batch thread watching the clock.
     steered_inline_cap: AtomicUsize,
+    /// Under an objective, the batch cap it chose.
+    steered_cap: AtomicUsize,
 }
 
 impl QueueContext {
@@ -55,9 +57,9 @@ impl QueueContext {
         running_limit: Option<usize>,
         controller: Option<Mutex<Controller>>,
     ) -> QueueContext {
-        let steered_inline_cap = controller.as_ref().map_or(0, |c| {
-            inline_cap(c.lock().unwrap_or_else(|p| p.into_inner()).steering())
-        });
+        let steering = controller
+            .as_ref()
+            .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).steering());
         QueueContext {
             name,
             runner,
@@ -70,7 +72,8 @@ impl QueueContext {
             controller,
             pending_rows: AtomicUsize::new(0),
             running_rows: AtomicUsize::new(0),
-            steered_inline_cap: AtomicUsize::new(steered_inline_cap),
+            steered_inline_cap: AtomicUsize::new(steering.map_or(0, inline_cap)),
+            steered_cap: AtomicUsize::new(steering.map_or(0, |s| s.cap)),
         }
     }
 
@@ -102,11 +105,17 @@ impl QueueContext {
             let steering = controller.steering();
             // Under the lock: runs ending together store in the order they steered.
             self.steered_inline_cap.store(inline_cap(steering), Ordering::Relaxed);
+            self.steered_cap.store(steering.cap, Ordering::Relaxed);
             steering
         };
         if let Some(gauges) = &self.metrics.steering {
             gauges.set(steering.cap, steering.timeout);
         }
+    }
+
+    /// Under an objective, the batch cap its controller chose (at least 1).
+    pub(super) fn steered_cap(&self) -> usize {
+        self.steered_cap.load(Ordering::Relaxed).max(1)
     }
 
     /// Rows that wait in the queue or for their callers to take their

@@ -28,10 +28,11 @@ pub struct Pending {
 struct Counted {
     context: Arc<QueueContext>,
     rows: usize,
-    /// Rows waiting ahead of it when it was queued.
-    ahead: usize,
-    queued: Instant,
-    answered: bool,
+    /// Queued behind at least a batch's worth of rows: those rows, and
+    /// when. Only such a request teaches how fast a backlog clears.
+    behind: Option<(usize, Instant)>,
+    /// When its answer was taken, if it was one.
+    taken: Option<Instant>,
 }
 
 impl Pending {
@@ -43,9 +44,8 @@ impl Pending {
             Counted {
                 context: context.clone(),
                 rows,
-                ahead,
-                queued: Instant::now(),
-                answered: false,
+                behind: (ahead >= context.steered_cap()).then(|| (ahead, Instant::now())),
+                taken: None,
             }
         });
         Pending { receiver, counted }
@@ -62,10 +62,14 @@ impl Pending {
         answer
     }
 
-    /// A successful answer was taken: the controller learns how long it took.
+    /// An answer was taken: one behind a backlog notes when, for its
+    /// controller to learn from when it drops.
     fn taking(&mut self, answered: bool) {
-        if let Some(counted) = self.counted.as_mut().filter(|_| answered) {
-            counted.answered = true;
+        let Some(counted) = self.counted.as_mut().filter(|_| answered) else {
+            return;
+        };
+        if counted.behind.is_some() && counted.taken.is_none() {
+            counted.taken = Some(Instant::now());
         }
     }
 
@@ -104,11 +108,14 @@ impl Drop for Pending {
         let Some(counted) = &self.counted else { return };
         let context = &counted.context;
         context.pending_rows.fetch_sub(counted.rows, Ordering::Relaxed);
-        if let Some(controller) = context.controller.as_ref().filter(|_| counted.answered) {
-            let now = Instant::now();
-            let spent = now.saturating_duration_since(counted.queued);
+        // Given up on, refused or failed: it says nothing of how fast
+        // answers come (and takes no lock).
+        let (Some((ahead, queued)), Some(taken)) = (counted.behind, counted.taken) else {
+            return;
+        };
+        if let Some(controller) = &context.controller {
             let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            controller.taken(counted.ahead, counted.rows, spent, now);
+            controller.taken(ahead, counted.rows, taken.saturating_duration_since(queued), taken);
         }
     }
 }

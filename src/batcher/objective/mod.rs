@@ -4,11 +4,15 @@
 //! wait behind one run and then take one), how long a batch may wait to fill
 //! (when single runs fall behind: long enough for a batch that keeps up, not
 //! for the largest), and refuses a request the queue ahead of it would make
-//! late, pricing the rows ahead at the rate backlogs were seen to clear where
-//! that is slower than the runs. Free of threads and clocks: every input
-//! carries its time, so tests drive it with a simulated one.
+//! late, planning the rows ahead as slower than their runs where backlogs
+//! were seen to clear slower ([`clearing`]). Free of threads and clocks:
+//! every input carries its time, so tests drive it with a simulated one.
 
 use std::time::{Duration, Instant};
+
+use clearing::Clearing;
+
+mod clearing;
 
 /// What a queue promises: `percentile` of its requests spend at most
 /// `latency` in the batcher (queue and run).
@@ -54,15 +58,6 @@ pub struct Late {
 /// Each new run or arrival weighs this much in the running means.
 const RUN_WEIGHT: f64 = 1.0 / 8.0;
 const ARRIVAL_WEIGHT: f64 = 1.0 / 16.0;
-/// Each request taken from behind a backlog weighs this much in the mean
-/// time a waiting row takes to clear.
-const DRAIN_WEIGHT: f64 = 1.0 / 64.0;
-/// How long a clearing rate is kept with no backlog seen to confirm it. A
-/// rate learned under a load that has passed (a model slowed down for a
-/// while) would otherwise refuse the backlog that could show it is faster
-/// now: the queue would never again hold the batch's worth it learns from.
-const DRAIN_MEMORY: Duration = Duration::from_secs(1);
-
 pub struct Controller {
     objective: Objective,
     max_batch: usize,
@@ -74,15 +69,8 @@ pub struct Controller {
     /// Mean seconds between arriving rows.
     row_gap: Option<f64>,
     last_arrival: Option<Instant>,
-    /// Mean seconds a request behind a backlog (a full batch or more ahead)
-    /// spent until its answer was taken, per row ahead of it and its own:
-    /// what a waiting row costs everything that must happen before the
-    /// next is answered, not only its share of a run.
-    /// Kept as a mean and its mean absolute deviation, like a run's, so
-    /// that a backlog is planned at the objective's percentile too.
-    row_drain: Option<(f64, f64)>,
-    /// When a request last taught `row_drain`.
-    drain_seen: Option<Instant>,
+    /// How much longer than their runs backlogs were seen to take.
+    clearing: Clearing,
     steering: Steering,
 }
 
@@ -96,8 +84,7 @@ impl Controller {
             runs: vec![None; bucket(max_batch) + 1],
             row_gap: None,
             last_arrival: None,
-            row_drain: None,
-            drain_seen: None,
+            clearing: Clearing::default(),
             steering: Steering {
                 cap: 1,
                 timeout: Duration::ZERO,
@@ -107,6 +94,12 @@ impl Controller {
 
     pub fn steering(&self) -> Steering {
         self.steering
+    }
+
+    /// The mean of how much longer than their runs backlogs took to clear.
+    #[cfg(test)]
+    pub fn cleared(&self) -> Option<f64> {
+        self.clearing.mean()
     }
 
     /// A request of `rows` rows arrives at `now`.
@@ -119,13 +112,7 @@ impl Controller {
             });
         }
         self.last_arrival = Some(now);
-        if self
-            .drain_seen
-            .is_some_and(|seen| now.saturating_duration_since(seen) > DRAIN_MEMORY)
-        {
-            self.row_drain = None;
-            self.drain_seen = None;
-        }
+        self.clearing.age(now, self.objective.latency);
     }
 
     /// A batch of `rows` rows (padding included) ran in `run`. Only run
@@ -146,33 +133,26 @@ impl Controller {
         self.steer();
     }
 
-    /// A request of `rows` rows that had `ahead` rows waiting ahead of it
-    /// when queued took its answer at `now`, `spent` after. Only a request
-    /// behind at least a batch's worth teaches how fast a backlog clears:
-    /// behind less, it mostly shared a batch with the rows ahead.
+    /// A request of `rows` rows that queued behind `ahead` rows, at least
+    /// the cap then (behind less, it mostly shared a batch with them), took
+    /// its answer at `now`, `spent` after: the queue learns how much longer
+    /// than their runs backlogs take to clear. A batch was all but surely
+    /// running ahead of them: a backlog forms while the runs are busy.
     pub fn taken(&mut self, ahead: usize, rows: usize, spent: Duration, now: Instant) {
-        if ahead < self.steering.cap.max(1) {
-            return;
+        let planned = self.mean_runs(self.steering.cap, 1 + self.waves(ahead + rows));
+        if let Some(planned) = planned.filter(|&planned| planned > 0.0) {
+            self.clearing.learn(spent.as_secs_f64() / planned, now);
         }
-        self.drain_seen = Some(now);
-        let per_row = spent.as_secs_f64() / (ahead + rows.max(1)) as f64;
-        self.row_drain = Some(match self.row_drain {
-            Some((mean, deviation)) => (
-                mean + (per_row - mean) * DRAIN_WEIGHT,
-                deviation + ((per_row - mean).abs() - deviation) * DRAIN_WEIGHT,
-            ),
-            None => (per_row, 0.0),
-        });
     }
 
     /// Whether a request of `rows` rows, behind `waiting_rows` rows and with
     /// `running` of this queue's batches running, would likely finish within
     /// the objective, counting the time it `waited` unread before the queue
     /// saw it. Rows answered whose callers have not yet taken their answers
-    /// wait as if queued: they wait for the callers' threads. A waiting row
-    /// is priced at its share of a run, or at the time rows were seen to
-    /// clear from behind a backlog where that is longer (where the callers'
-    /// threads, not the runs, hold the answers up).
+    /// wait as if queued: they wait for the callers' threads. The runs ahead
+    /// are planned at the objective's percentile, or at the percentile of how
+    /// much longer than their runs backlogs took to clear where that is
+    /// longer (where the callers' threads, not the runs, hold answers up).
     /// Without measurements it is let in, and so is a fresh one that
     /// finds the queue idle: nothing the server could refuse would make it
     /// faster. One that finds it idle after waiting past what its own run
@@ -189,21 +169,14 @@ impl Controller {
             self.estimate(rows).filter(|&run| run <= self.budget() / 2.0)
         } else {
             let cap = self.steering.cap;
-            let batches = (waiting_rows + rows).div_ceil(cap);
-            let waves = batches.div_ceil(self.parallel);
-            let behind_running = usize::from(running >= self.parallel);
-            let runs = self.estimate_runs(cap, behind_running + waves);
+            let count = usize::from(running >= self.parallel) + self.waves(waiting_rows + rows);
+            let runs = self.estimate_runs(cap, count);
             // Where more than the runs stands between a row and its answer
-            // (its connection's thread, on a core the batches share), the
-            // rate backlogs were seen to clear at says so.
-            let deviations = self.objective.deviations();
-            let drained = self
-                .row_drain
-                .map(|(mean, deviation)| (mean + deviations * deviation) * (waiting_rows + rows) as f64);
-            match (runs, drained) {
-                (Some(runs), Some(drained)) => Some(runs.max(drained)),
-                (runs, drained) => runs.or(drained),
-            }
+            // (its connection's thread, on a core the batches share), how
+            // much longer backlogs took to clear says so.
+            let cleared = self.clearing.planned(self.objective.deviations());
+            let slower = cleared.and_then(|ratio| Some(self.mean_runs(cap, count)? * ratio));
+            runs.map(|runs| slower.map_or(runs, |slower| runs.max(slower)))
         };
         let Some(estimate) = estimate else {
             return Ok(());
@@ -216,6 +189,17 @@ impl Controller {
             waited,
             waiting_rows,
         })
+    }
+
+    /// The waves of batches at the cap that `rows` rows make, as many
+    /// running at once as the queue runs.
+    fn waves(&self, rows: usize) -> usize {
+        rows.div_ceil(self.steering.cap.max(1)).div_ceil(self.parallel)
+    }
+
+    /// The mean time `count` runs of `rows` take one after another.
+    fn mean_runs(&self, rows: usize, count: usize) -> Option<f64> {
+        self.measured(rows).map(|(mean, _)| mean * count as f64)
     }
 
     fn budget(&self) -> f64 {

@@ -202,88 +202,73 @@ fn the_percentile_plans_for_the_spread_of_run_times() {
     assert!(spread(99.0) < 32, "9 + 2.33 × 3 ms does not");
 }
 
+/// `count` requests that queued behind `ahead` rows took `spent` each.
+fn backlogs(controller: &mut Controller, count: usize, ahead: usize, spent: &[f64], now: Instant) {
+    for _ in 0..count {
+        for &ms in spent {
+            controller.taken(ahead, 1, Duration::from_secs_f64(ms / 1000.0), now);
+        }
+    }
+}
+
 #[test]
-fn a_backlog_that_clears_slower_than_its_runs_is_planned_at_the_rate_it_clears() {
+fn a_backlog_that_clears_slower_than_its_runs_is_planned_as_slower() {
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     assert_eq!(controller.steering().cap, 32);
     let now = Instant::now();
     // Behind 60 rows, its thread free: two batches of 32, 9 ms each: let in.
     assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
-    // Requests behind less than a batch teach nothing: they shared one.
-    for _ in 0..200 {
-        controller.taken(10, 1, Duration::from_millis(50), now);
-    }
+    // Backlogs that clear as their runs do change nothing: behind 60 rows,
+    // a running batch and two more, 27 ms.
+    backlogs(&mut controller, 100, 60, &[27.0], now);
     assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
-    // Behind 60 rows, requests took 30.5 ms to be answered: half a
-    // millisecond a row, so 60 rows ahead are 30.5 ms, not the runs' 18.
-    for _ in 0..200 {
-        controller.taken(60, 1, Duration::from_micros(30_500), now);
-    }
+    // Ones that take half as long again (their answers wait for their
+    // threads) plan the two batches ahead at 27 ms, not 18.
+    backlogs(&mut controller, 400, 60, &[40.5], now);
     let late = controller.admits(1, 60, 0, Duration::ZERO).unwrap_err();
-    assert!((late.estimate.as_secs_f64() - 0.0305).abs() < 0.001, "{late:?}");
-    // 30 rows clear in 15.5 ms: let in. An idle queue still takes any request.
-    assert_eq!(controller.admits(1, 30, 0, Duration::ZERO), Ok(()));
+    assert!((late.estimate.as_secs_f64() - 0.027).abs() < 0.001, "{late:?}");
+    // One batch ahead takes 13.5 ms: let in. An idle queue takes any request.
+    assert_eq!(controller.admits(1, 20, 0, Duration::ZERO), Ok(()));
     assert_eq!(controller.admits(1, 0, 0, Duration::ZERO), Ok(()));
 }
 
 #[test]
-fn a_clearing_rate_no_backlog_confirms_is_forgotten() {
+fn a_backlog_is_planned_at_the_percentile_of_how_it_clears() {
+    let controller = |percentile: f64| {
+        let mut controller = Controller::new(
+            Objective {
+                percentile,
+                ..objective(20)
+            },
+            128,
+            1,
+        );
+        runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+        // Behind 20 rows, a running batch and its own: 18 ms planned. Half
+        // took as long, half twice: a ratio of 1.5 on average, 0.5 apart.
+        backlogs(&mut controller, 200, 20, &[18.0, 36.0], Instant::now());
+        controller
+    };
+    // At p99, one batch ahead is planned at 9 × (1.5 + 2.33 × 0.5) ms.
+    let late = controller(99.0).admits(1, 20, 0, Duration::ZERO).unwrap_err();
+    assert!((late.estimate.as_secs_f64() - 0.024).abs() < 0.001, "{late:?}");
+    // At p50, at 9 × 1.5 ms.
+    assert_eq!(controller(50.0).admits(1, 20, 0, Duration::ZERO), Ok(()));
+}
+
+#[test]
+fn how_backlogs_cleared_is_forgotten_once_none_confirms_it() {
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     let start = Instant::now();
-    // A slow spell: behind 40 rows, answers took a millisecond a row.
-    for _ in 0..200 {
-        controller.taken(40, 1, Duration::from_millis(41), start);
-    }
-    // Now 40 rows ahead are planned at 41 ms: no queue of a batch's worth
-    // forms that could show the spell is over.
+    // A slow spell: backlogs took three times their runs.
+    backlogs(&mut controller, 100, 40, &[81.0], start);
     assert!(controller.admits(1, 40, 0, Duration::ZERO).is_err());
-    // Arrivals within a second keep the rate...
+    // Arrivals within a second keep it...
     controller.arrived(1, start + Duration::from_millis(900));
     assert!(controller.admits(1, 40, 0, Duration::ZERO).is_err());
     // ...past it, the runs plan again: two batches of 32, 18 ms.
     controller.arrived(1, start + Duration::from_millis(1100));
     assert_eq!(controller.admits(1, 40, 0, Duration::ZERO), Ok(()));
-    // And the backlog that forms teaches the rate afresh, not averaged
-    // with the forgotten one: half a millisecond a row.
-    let later = start + Duration::from_millis(1200);
-    controller.taken(40, 1, Duration::from_micros(20_500), later);
-    controller.arrived(1, later);
-    let late = controller.admits(1, 60, 0, Duration::ZERO).unwrap_err();
-    assert!(
-        (late.estimate.as_secs_f64() - 0.0305).abs() < 0.001,
-        "61 rows at 0.5 ms, not 1 ms or the runs' 18 ms: {late:?}"
-    );
-}
-
-#[test]
-fn a_backlog_is_planned_at_the_percentile_of_the_rate_it_clears() {
-    let mut controller = Controller::new(objective(20), 128, 1);
-    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-    let now = Instant::now();
-    // Behind 40 rows, answers took 0.2 or 0.4 ms a row, as often: a mean of
-    // 0.3 and a deviation of 0.1, so p99 plans 0.3 + 2.33 × 0.1 ms a row.
-    for _ in 0..400 {
-        controller.taken(40, 1, Duration::from_micros(8_200), now);
-        controller.taken(40, 1, Duration::from_micros(16_400), now);
-    }
-    let late = controller.admits(1, 39, 0, Duration::ZERO).unwrap_err();
-    let per_row = late.estimate.as_secs_f64() / 40.0 * 1000.0;
-    assert!((per_row - 0.533).abs() < 0.02, "{per_row} ms a row: {late:?}");
-    // At the mean it would have fit: 40 rows at 0.3 ms are 12 ms.
-    let mut median = Controller::new(
-        Objective {
-            percentile: 50.0,
-            ..objective(20)
-        },
-        128,
-        1,
-    );
-    runs(&mut median, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-    for _ in 0..400 {
-        median.taken(40, 1, Duration::from_micros(8_200), now);
-        median.taken(40, 1, Duration::from_micros(16_400), now);
-    }
-    assert_eq!(median.admits(1, 39, 0, Duration::ZERO), Ok(()));
 }

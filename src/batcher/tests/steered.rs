@@ -250,3 +250,52 @@ fn rows_given_up_on_count_neither_as_pending_nor_as_running() {
     go.send(()).unwrap();
     assert_eq!(floats(&answer(last)), vec![4.0]);
 }
+
+#[test]
+fn only_answers_taken_from_behind_a_batchs_worth_teach_how_backlogs_clear() {
+    // Made first, dropped last, as in `rows_given_up_on_count_neither_as_pending_nor_as_running`.
+    let batcher = Batcher::new(1).unwrap();
+    let (gate, runs, go) = Gate::new();
+    let params = BatchParams {
+        target_latency_micros: 10_000_000,
+        ..params(8, Duration::ZERO)
+    };
+    let metrics = QueueMetrics::new("batcher-test", 1, "clearing");
+    let handle = batcher.add_queue("q".into(), params, true, gate, metrics);
+    let cleared = || {
+        let controller = handle.context.controller.as_ref().unwrap();
+        controller.lock().unwrap().cleared()
+    };
+    let submit = |value: f32| handle.submit(vec![rows(&[value])], &["x"], None).unwrap();
+    for _ in 0..4 {
+        go.send(()).unwrap();
+        answer(submit(0.0)).unwrap();
+        runs.recv().unwrap();
+    }
+    assert_eq!(handle.context.steered_cap(), 8);
+    let first = submit(1.0);
+    runs.recv().unwrap();
+    // Behind the running one: eight requests, each behind fewer than 8
+    // rows; then one behind all 8, and one behind 9 that is given up.
+    let batch: Vec<Pending> = (0..8).map(|i| submit(i as f32)).collect();
+    let behind = submit(10.0);
+    drop(submit(11.0));
+    go.send(()).unwrap();
+    answer(first).unwrap();
+    runs.recv().unwrap();
+    go.send(()).unwrap();
+    for pending in batch {
+        answer(pending).unwrap();
+    }
+    assert_eq!(
+        cleared(),
+        None,
+        "behind less than a batch, or given up: nothing learned"
+    );
+    runs.recv().unwrap();
+    go.send(()).unwrap();
+    assert_eq!(floats(&answer(behind)), vec![10.0]);
+    // Its ratio counts once enough requests taught it; that it was taught
+    // is what this checks.
+    assert!(cleared().is_some_and(|ratio| ratio > 0.0), "{:?}", cleared());
+}
