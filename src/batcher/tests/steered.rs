@@ -207,25 +207,32 @@ fn answers_not_yet_taken_count_as_waiting_against_the_objective() {
     answer(handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap()).unwrap();
 }
 
+/// A queue of up to 8 rows behind `gate`, with an objective far off
+/// (nothing is refused, only counted), whose measured runs (of next to
+/// nothing) have lifted its cap from one row to all 8.
+fn counting_queue(batcher: &Batcher, gate: Arc<Gate>, runs: &Receiver<()>, go: &Sender<()>, name: &str) -> QueueHandle {
+    let params = BatchParams {
+        target_latency_micros: 10_000_000,
+        ..params(8, Duration::ZERO)
+    };
+    let metrics = QueueMetrics::new("batcher-test", 1, name);
+    let handle = batcher.add_queue("q".into(), params, true, gate, metrics);
+    for _ in 0..4 {
+        go.send(()).unwrap();
+        answer(handle.submit(vec![rows(&[0.0])], &["x"], None).unwrap()).unwrap();
+        runs.recv().unwrap();
+    }
+    assert_eq!(handle.context.steered_cap(), 8);
+    handle
+}
+
 #[test]
 fn rows_given_up_on_count_neither_as_pending_nor_as_running() {
     // Made first, dropped last: a failing assertion drops `go` first, which
     // lets a held run go, so that the batcher's threads can end.
     let batcher = Batcher::new(1).unwrap();
     let (gate, runs, go) = Gate::new();
-    // An objective far off: nothing here is refused, only counted.
-    let params = BatchParams {
-        target_latency_micros: 10_000_000,
-        ..params(8, Duration::ZERO)
-    };
-    let metrics = QueueMetrics::new("batcher-test", 1, "given-up");
-    let handle = batcher.add_queue("q".into(), params, true, gate, metrics);
-    // Measured runs (of next to nothing) lift the cap from one row to all 8.
-    for _ in 0..4 {
-        go.send(()).unwrap();
-        answer(handle.submit(vec![rows(&[0.0])], &["x"], None).unwrap()).unwrap();
-        runs.recv().unwrap();
-    }
+    let handle = counting_queue(&batcher, gate, &runs, &go, "given-up");
     let first = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
     runs.recv().unwrap();
     // Behind the running one, two requests queue into one batch; one is given up.
@@ -256,23 +263,12 @@ fn only_answers_taken_from_behind_a_batchs_worth_teach_how_backlogs_clear() {
     // Made first, dropped last, as in `rows_given_up_on_count_neither_as_pending_nor_as_running`.
     let batcher = Batcher::new(1).unwrap();
     let (gate, runs, go) = Gate::new();
-    let params = BatchParams {
-        target_latency_micros: 10_000_000,
-        ..params(8, Duration::ZERO)
-    };
-    let metrics = QueueMetrics::new("batcher-test", 1, "clearing");
-    let handle = batcher.add_queue("q".into(), params, true, gate, metrics);
+    let handle = counting_queue(&batcher, gate, &runs, &go, "clearing");
     let cleared = || {
         let controller = handle.context.controller.as_ref().unwrap();
         controller.lock().unwrap().cleared()
     };
     let submit = |value: f32| handle.submit(vec![rows(&[value])], &["x"], None).unwrap();
-    for _ in 0..4 {
-        go.send(()).unwrap();
-        answer(submit(0.0)).unwrap();
-        runs.recv().unwrap();
-    }
-    assert_eq!(handle.context.steered_cap(), 8);
     let first = submit(1.0);
     runs.recv().unwrap();
     // Behind the running one: eight requests, each behind fewer than 8
