@@ -12,6 +12,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::context::QueueContext;
+use super::objective::Ahead;
 use super::{assemble, BatchError, BatchOutput, ReplyResult};
 use crate::tensor::Tensor;
 
@@ -28,9 +29,9 @@ pub struct Pending {
 struct Counted {
     context: Arc<QueueContext>,
     rows: usize,
-    /// Queued behind at least a batch's worth of rows: those rows, and
+    /// Queued behind at least a batch's worth of rows: what it found, and
     /// when. Only such a request teaches how fast a backlog clears.
-    behind: Option<(usize, Instant)>,
+    behind: Option<(Ahead, Instant)>,
     /// When its answer was taken, if it was one.
     taken: Option<Instant>,
 }
@@ -41,10 +42,20 @@ impl Pending {
         let counted = context.controller.is_some().then(|| {
             let ahead = context.waiting_rows();
             context.pending_rows.fetch_add(rows, Ordering::Relaxed);
+            let cap = context.steered_cap();
+            let behind = (ahead >= cap).then(|| {
+                let running = context.running.load(Ordering::Relaxed);
+                let found = Ahead {
+                    rows: ahead,
+                    running,
+                    cap,
+                };
+                (found, Instant::now())
+            });
             Counted {
                 context: context.clone(),
                 rows,
-                behind: (ahead >= context.steered_cap()).then(|| (ahead, Instant::now())),
+                behind,
                 taken: None,
             }
         });

@@ -55,6 +55,15 @@ pub struct Late {
     pub waiting_rows: usize,
 }
 
+/// What a request found when it queued: the rows ahead of it, the queue's
+/// batches running, and the cap the controller had chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ahead {
+    pub rows: usize,
+    pub running: usize,
+    pub cap: usize,
+}
+
 /// Each new run or arrival weighs this much in the running means.
 const RUN_WEIGHT: f64 = 1.0 / 8.0;
 const ARRIVAL_WEIGHT: f64 = 1.0 / 16.0;
@@ -102,6 +111,12 @@ impl Controller {
         self.clearing.mean()
     }
 
+    /// Whether any request has taught how backlogs clear.
+    #[cfg(test)]
+    pub fn clearing_taught(&self) -> bool {
+        self.clearing.taught()
+    }
+
     /// A request of `rows` rows arrives at `now`.
     pub fn arrived(&mut self, rows: usize, now: Instant) {
         if let Some(last) = self.last_arrival {
@@ -133,13 +148,14 @@ impl Controller {
         self.steer();
     }
 
-    /// A request of `rows` rows that queued behind `ahead` rows, at least
-    /// the cap then (behind less, it mostly shared a batch with them), took
-    /// its answer at `now`, `spent` after: the queue learns how much longer
-    /// than their runs backlogs take to clear. A batch was all but surely
-    /// running ahead of them: a backlog forms while the runs are busy.
-    pub fn taken(&mut self, ahead: usize, rows: usize, spent: Duration, now: Instant) {
-        let planned = self.mean_runs(self.steering.cap, 1 + self.waves(ahead + rows));
+    /// A request of `rows` rows that queued behind a backlog of at least
+    /// the cap then (behind less, it mostly shared a batch with the rows
+    /// ahead) took its answer at `now`, `spent` after: the queue learns how
+    /// much longer than the runs it was planned to wait for and take (as
+    /// [`Controller::admits`] plans them) backlogs take to clear.
+    pub fn taken(&mut self, ahead: Ahead, rows: usize, spent: Duration, now: Instant) {
+        let count = self.runs_ahead(ahead.cap, ahead.rows + rows, ahead.running);
+        let planned = self.mean_runs(ahead.cap, count);
         if let Some(planned) = planned.filter(|&planned| planned > 0.0) {
             self.clearing.learn(spent.as_secs_f64() / planned, now);
         }
@@ -169,7 +185,7 @@ impl Controller {
             self.estimate(rows).filter(|&run| run <= self.budget() / 2.0)
         } else {
             let cap = self.steering.cap;
-            let count = usize::from(running >= self.parallel) + self.waves(waiting_rows + rows);
+            let count = self.runs_ahead(cap, waiting_rows + rows, running);
             let runs = self.estimate_runs(cap, count);
             // Where more than the runs stands between a row and its answer
             // (its connection's thread, on a core the batches share), how
@@ -185,16 +201,18 @@ impl Controller {
             return Ok(());
         }
         Err(Late {
-            estimate: Duration::from_secs_f64(estimate),
+            estimate: Duration::try_from_secs_f64(estimate).unwrap_or(Duration::MAX),
             waited,
             waiting_rows,
         })
     }
 
-    /// The waves of batches at the cap that `rows` rows make, as many
-    /// running at once as the queue runs.
-    fn waves(&self, rows: usize) -> usize {
-        rows.div_ceil(self.steering.cap.max(1)).div_ceil(self.parallel)
+    /// The runs one after another that a request waits for and takes with
+    /// `rows` rows queued (its own included) and `running` batches running:
+    /// those running, where they hold every thread the queue runs on, then
+    /// the waves of batches at `cap` the rows make, as many at once as it runs.
+    fn runs_ahead(&self, cap: usize, rows: usize, running: usize) -> usize {
+        usize::from(running >= self.parallel) + rows.div_ceil(cap.max(1)).div_ceil(self.parallel)
     }
 
     /// The mean time `count` runs of `rows` take one after another.

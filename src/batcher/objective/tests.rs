@@ -202,11 +202,17 @@ fn the_percentile_plans_for_the_spread_of_run_times() {
     assert!(spread(99.0) < 32, "9 + 2.33 × 3 ms does not");
 }
 
-/// `count` requests that queued behind `ahead` rows took `spent` each.
+/// `count` requests that queued behind `ahead` rows, the runs idle and the
+/// cap 32, took `spent` each.
 fn backlogs(controller: &mut Controller, count: usize, ahead: usize, spent: &[f64], now: Instant) {
+    let found = Ahead {
+        rows: ahead,
+        running: 0,
+        cap: 32,
+    };
     for _ in 0..count {
         for &ms in spent {
-            controller.taken(ahead, 1, Duration::from_secs_f64(ms / 1000.0), now);
+            controller.taken(found, 1, Duration::from_secs_f64(ms / 1000.0), now);
         }
     }
 }
@@ -217,20 +223,44 @@ fn a_backlog_that_clears_slower_than_its_runs_is_planned_as_slower() {
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     assert_eq!(controller.steering().cap, 32);
     let now = Instant::now();
-    // Behind 60 rows, its thread free: two batches of 32, 9 ms each: let in.
+    // Behind 60 rows, the runs idle: two batches of 32, 9 ms each: let in.
     assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
-    // Backlogs that clear as their runs do change nothing: behind 60 rows,
-    // a running batch and two more, 27 ms.
-    backlogs(&mut controller, 100, 60, &[27.0], now);
+    // Backlogs that clear as their runs do change nothing.
+    backlogs(&mut controller, 100, 60, &[18.0], now);
     assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
     // Ones that take half as long again (their answers wait for their
-    // threads) plan the two batches ahead at 27 ms, not 18.
-    backlogs(&mut controller, 400, 60, &[40.5], now);
+    // threads) plan the two batches at 27 ms.
+    backlogs(&mut controller, 400, 60, &[27.0], now);
     let late = controller.admits(1, 60, 0, Duration::ZERO).unwrap_err();
     assert!((late.estimate.as_secs_f64() - 0.027).abs() < 0.001, "{late:?}");
     // One batch ahead takes 13.5 ms: let in. An idle queue takes any request.
     assert_eq!(controller.admits(1, 20, 0, Duration::ZERO), Ok(()));
     assert_eq!(controller.admits(1, 0, 0, Duration::ZERO), Ok(()));
+}
+
+#[test]
+fn a_backlog_is_learned_against_the_runs_it_found_running() {
+    let mut controller = Controller::new(objective(20), 128, 1);
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    // Behind 20 rows and a running batch: two runs, 18 ms, as planned.
+    let found = Ahead {
+        rows: 20,
+        running: 1,
+        cap: 32,
+    };
+    for _ in 0..100 {
+        controller.taken(found, 1, Duration::from_millis(18), Instant::now());
+    }
+    let ratio = controller.cleared().unwrap();
+    assert!((ratio - 1.0).abs() < 1e-9, "{ratio}");
+    // Planned at the cap it found, not the cap now.
+    let found = Ahead { cap: 16, ..found };
+    for _ in 0..400 {
+        // 5 ms a batch of 16: a running one and two more.
+        controller.taken(found, 1, Duration::from_millis(15), Instant::now());
+    }
+    let ratio = controller.cleared().unwrap();
+    assert!((ratio - 1.0).abs() < 0.01, "{ratio}");
 }
 
 #[test]
@@ -245,9 +275,9 @@ fn a_backlog_is_planned_at_the_percentile_of_how_it_clears() {
             1,
         );
         runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-        // Behind 20 rows, a running batch and its own: 18 ms planned. Half
-        // took as long, half twice: a ratio of 1.5 on average, 0.5 apart.
-        backlogs(&mut controller, 200, 20, &[18.0, 36.0], Instant::now());
+        // Behind 20 rows, one batch: 9 ms planned. Half took as long, half
+        // twice: a ratio of 1.5 on average, 0.5 apart.
+        backlogs(&mut controller, 400, 20, &[9.0, 18.0], Instant::now());
         controller
     };
     // At p99, one batch ahead is planned at 9 × (1.5 + 2.33 × 0.5) ms.
@@ -262,7 +292,7 @@ fn how_backlogs_cleared_is_forgotten_once_none_confirms_it() {
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     let start = Instant::now();
-    // A slow spell: backlogs took three times their runs.
+    // A slow spell: backlogs took four and a half times their runs.
     backlogs(&mut controller, 100, 40, &[81.0], start);
     assert!(controller.admits(1, 40, 0, Duration::ZERO).is_err());
     // Arrivals within a second keep it...
