@@ -22,7 +22,8 @@ use crate::tensor::Tensor;
 /// gives up, or when the queue refuses it.
 pub struct Pending {
     receiver: oneshot::Receiver<ReplyResult>,
-    counted: Option<Counted>,
+    /// Boxed: a queue without an objective carries one pointer's room for it.
+    counted: Option<Box<Counted>>,
 }
 
 /// A steered queue's request, as its controller learns from it.
@@ -52,12 +53,12 @@ impl Pending {
                 };
                 (found, Instant::now())
             });
-            Counted {
+            Box::new(Counted {
                 context: context.clone(),
                 rows,
                 behind,
                 taken: None,
-            }
+            })
         });
         Pending { receiver, counted }
     }
