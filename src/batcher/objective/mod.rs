@@ -67,6 +67,7 @@ pub struct Ahead {
 /// Each new run or arrival weighs this much in the running means.
 const RUN_WEIGHT: f64 = 1.0 / 8.0;
 const ARRIVAL_WEIGHT: f64 = 1.0 / 16.0;
+
 pub struct Controller {
     objective: Objective,
     max_batch: usize,
@@ -186,13 +187,16 @@ impl Controller {
         } else {
             let cap = self.steering.cap;
             let count = self.runs_ahead(cap, waiting_rows + rows, running);
-            let runs = self.estimate_runs(cap, count);
-            // Where more than the runs stands between a row and its answer
-            // (its connection's thread, on a core the batches share), how
-            // much longer backlogs took to clear says so.
-            let cleared = self.clearing.planned(self.objective.deviations());
-            let slower = cleared.and_then(|ratio| Some(self.mean_runs(cap, count)? * ratio));
-            runs.map(|runs| slower.map_or(runs, |slower| runs.max(slower)))
+            self.measured(cap).map(|(mean, deviation)| {
+                let runs = self.at_percentile(mean, deviation, count);
+                // Where more than the runs stands between a row and its answer
+                // (its connection's thread, on a core the batches share), how
+                // much longer backlogs took to clear says so.
+                match self.clearing.planned(self.objective.deviations()) {
+                    Some(ratio) => runs.max(mean * count as f64 * ratio),
+                    None => runs,
+                }
+            })
         };
         let Some(estimate) = estimate else {
             return Ok(());
@@ -227,17 +231,17 @@ impl Controller {
     /// The run time planned for a batch of `rows`, at the objective's
     /// percentile.
     fn estimate(&self, rows: usize) -> Option<f64> {
-        self.estimate_runs(rows, 1)
+        let (mean, deviation) = self.measured(rows)?;
+        Some(self.at_percentile(mean, deviation, 1))
     }
 
-    /// The time `count` runs of `rows` take one after another, at the
-    /// objective's percentile: their means add up, but their spreads mostly
-    /// cancel (as √count, for independent runs), so a queue several batches
-    /// deep is not planned as if every batch were slow.
-    fn estimate_runs(&self, rows: usize, count: usize) -> Option<f64> {
-        let (mean, deviation) = self.measured(rows)?;
+    /// The time `count` runs with this mean and deviation take one after
+    /// another, at the objective's percentile: their means add up, but their
+    /// spreads mostly cancel (as √count, for independent runs), so a queue
+    /// several batches deep is not planned as if every batch were slow.
+    fn at_percentile(&self, mean: f64, deviation: f64, count: usize) -> f64 {
         let count = count as f64;
-        Some(count * mean + self.objective.deviations() * deviation * count.sqrt())
+        count * mean + self.objective.deviations() * deviation * count.sqrt()
     }
 
     /// The mean run time of a batch of `rows` and its deviation: measured at
