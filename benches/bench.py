@@ -72,8 +72,12 @@ def ensure_wrk():
     if shutil.which("wrk"):
         return
     log("installing wrk from Debian's packages")
-    run(["apt-get", "update", "-qq"])
-    run(["apt-get", "install", "-y", "-qq", "wrk"])
+    # A host that cannot reach them would otherwise wait on apt for as long as the run is given.
+    try:
+        run(["apt-get", "update", "-qq"], timeout=180)
+        run(["apt-get", "install", "-y", "-qq", "wrk"], timeout=300)
+    except subprocess.TimeoutExpired as error:
+        sys.exit(f"wrk is not installed and apt-get could not install it ({error}): put wrk on PATH")
 
 
 def cpu_seconds(pid):
