@@ -21,7 +21,8 @@
 //! protobuf ⇄ typed tensors), [`tensor`] and [`signature`] (TensorFlow-free
 //! types), [`status`] (the one code enum and its HTTP and gRPC table),
 //! [`metrics`] and [`gpu_metrics`], [`textproto`], [`tls`], [`imaging`],
-//! [`proto`], [`logging`], [`flags`]; and the subcommands [`inspect`] and
+//! [`proto`], [`logging`], [`flags`], [`arrival`] (when a read's bytes reached
+//! the machine); and the subcommands [`inspect`] and
 //! [`transform`] (batch transform), at the top.
 
 /// The module graph's layers, top first: a module imports only from layers
@@ -62,8 +63,10 @@ pub const SHARED: &[&str] = &[
     "imaging",
     "proto",
     "logging",
+    "arrival",
 ];
 
+pub mod arrival;
 pub mod batcher;
 pub mod call;
 pub mod capture;

@@ -55,6 +55,10 @@ pub struct Trace {
     pub batch_rows: Option<usize>,
     /// The client's own deadline (gRPC's `grpc-timeout`), when shorter than the server's.
     pub deadline: Option<Duration>,
+    /// How long the request waited unread in its socket, where its transport
+    /// measured it but could not refuse it before reading it (gRPC names the
+    /// model in the body): under a latency objective it counts at admission.
+    pub unread: Duration,
     /// The request gets an access line, so its transport wants what it ran.
     pub access_logged: bool,
     /// The body as it arrived (REST), kept for capture.
@@ -167,6 +171,12 @@ impl Service {
         let queue = servable
             .queue(&signature.name)
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
+        if !trace.unread.is_zero() {
+            if let Some(late) = queue.late_now(trace.unread) {
+                queue.count_late();
+                return Err(late.into());
+            }
+        }
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
         let (capture, keep_tensors) = self.capture_draft(servable, signature, trace, &names, &inputs);
         let submitted = queue.submit_or_drive(inputs, &names, trace.request_id.clone())?;

@@ -2,7 +2,8 @@
 //! answer 503 with `Retry-After` at once while probes keep answering; past
 //! the byte budget, bodies are refused before being read; and under a latency
 //! objective, a request the queue would make late is refused at its head,
-//! and so is one that waited unread in its socket past the objective.
+//! and so is one that waited unread in its socket past the objective (over
+//! REST and over gRPC).
 
 mod common;
 
@@ -149,22 +150,45 @@ fn bodies_past_the_byte_budget_get_503_before_being_read() {
     }
 }
 
-/// The server is stopped (SIGSTOP) while a request arrives and for longer
-/// than the objective: read once it resumes, the request is refused, though
-/// its queue is idle, and the next one is answered. The binary, on TensorFlow.
+/// half_plus_three on TensorFlow, batching under a 1 s latency objective.
 #[cfg(feature = "tensorflow")]
-#[test]
-fn a_request_that_waited_unread_past_the_objective_is_refused_when_read() {
+fn half_plus_three_with_a_second_objective() -> common::process::Server {
     let model = repo_path("models/half_plus_three");
-    let server = common::process::start(&[
+    common::process::start(&[
         "--port=0",
+        "--rest_api_port=0",
         "--host=127.0.0.1",
         "--model_name=half_plus_three",
         "--model_base_path",
         model.to_str().unwrap(),
         "--enable_batching",
         "--batching_target_latency_ms=1000",
-    ]);
+    ])
+}
+
+/// Stops the server (SIGSTOP), returning once every thread has stopped
+/// (the process's state says so).
+#[cfg(feature = "tensorflow")]
+fn stop(pid: libc::pid_t) {
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let stat = format!("/proc/{pid}/stat");
+    while !std::fs::read_to_string(&stat).unwrap().contains(") T ") {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(feature = "tensorflow")]
+fn resume(pid: libc::pid_t) {
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+}
+
+/// The server is stopped (SIGSTOP) while a request arrives and for longer
+/// than the objective: read once it resumes, the request is refused, though
+/// its queue is idle, and the next one is answered. The binary, on TensorFlow.
+#[cfg(feature = "tensorflow")]
+#[test]
+fn a_request_that_waited_unread_past_the_objective_is_refused_when_read() {
+    let server = half_plus_three_with_a_second_objective();
     let addr = server.url.trim_start_matches("http://");
     let body = r#"{"instances": [1.0]}"#;
     let request = format!(
@@ -177,7 +201,6 @@ fn a_request_that_waited_unread_past_the_objective_is_refused_when_read() {
         String::from_utf8_lossy(&answer[..read]).to_string()
     };
     let pid = server.child.id() as libc::pid_t;
-    let signal = |signal| assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
     let mut refused = 0;
     // The kernel stamps arrivals from a moment after the first connection
     // asks (deferred work): a request in that moment waits unmeasured.
@@ -188,15 +211,10 @@ fn a_request_that_waited_unread_past_the_objective_is_refused_when_read() {
         let answer = status(&mut socket);
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         std::thread::sleep(Duration::from_millis(100));
-        signal(libc::SIGSTOP);
-        // Every thread has stopped once the process's state says so.
-        let stat = format!("/proc/{pid}/stat");
-        while !std::fs::read_to_string(&stat).unwrap().contains(") T ") {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        stop(pid);
         socket.write_all(request.as_bytes()).unwrap();
         std::thread::sleep(Duration::from_millis(1500));
-        signal(libc::SIGCONT);
+        resume(pid);
         let answer = status(&mut socket);
         if answer.starts_with("HTTP/1.1 503") {
             let waited: f64 = answer
@@ -220,6 +238,57 @@ fn a_request_that_waited_unread_past_the_objective_is_refused_when_read() {
         .send()
         .unwrap();
     assert_eq!(answer.status(), 200);
+    assert_eq!(common::metric(&server.url, LATE_REFUSALS), 1.0);
+}
+
+/// The same over gRPC, whose Predict names its model in the body: the call
+/// that waited unread past the objective while the server was stopped is
+/// refused `UNAVAILABLE` once read, and the next one on the same connection
+/// is answered.
+#[cfg(feature = "tensorflow")]
+#[test]
+fn a_grpc_call_that_waited_unread_past_the_objective_is_refused_when_read() {
+    let server = half_plus_three_with_a_second_objective();
+    let addr: std::net::SocketAddr = server.grpc.parse().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut client = runtime.block_on(common::grpc::prediction(addr));
+    let pid = server.child.id() as libc::pid_t;
+    let mut refused = 0;
+    // As over REST: the first moment of stamping may go unmeasured.
+    for _ in 0..3 {
+        let answer = runtime.block_on(client.predict(common::grpc::predict_x("half_plus_three", 1.0)));
+        assert!(answer.is_ok(), "{answer:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        stop(pid);
+        let mut stopped = client.clone();
+        let call = runtime.spawn(async move { stopped.predict(common::grpc::predict_x("half_plus_three", 1.0)).await });
+        std::thread::sleep(Duration::from_millis(1500));
+        resume(pid);
+        match runtime.block_on(call).unwrap() {
+            Ok(_) => continue,
+            Err(status) => {
+                assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+                let waited: f64 = status
+                    .message()
+                    .split(", read ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(" ms after it arrived").next())
+                    .and_then(|ms| ms.parse().ok())
+                    .unwrap_or_else(|| panic!("{status:?}"));
+                // The call was sent from another thread a moment after the stop began.
+                assert!(waited >= 1000.0, "{status:?}");
+                assert!(
+                    status.message().contains("latency objective of 1000.0 ms (p99)"),
+                    "{status:?}"
+                );
+                refused += 1;
+                break;
+            }
+        }
+    }
+    assert_eq!(refused, 1);
+    let answer = runtime.block_on(client.predict(common::grpc::predict_x("half_plus_three", 1.0)));
+    assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(common::metric(&server.url, LATE_REFUSALS), 1.0);
 }
 

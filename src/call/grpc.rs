@@ -35,7 +35,15 @@ pub struct CallHead<'r> {
     /// `grpc-timeout`.
     pub timeout: Option<&'r str>,
     pub peer: Option<std::net::SocketAddr>,
+    /// How long its bytes waited unread in the socket ([`Unread`]).
+    pub unread: Duration,
 }
+
+/// How long a call's bytes waited unread in its connection's socket before
+/// the call was read, where the transport measured it (under a latency
+/// objective): a request extension, so relayed calls carry it too.
+#[derive(Clone, Copy, Debug)]
+pub struct Unread(pub Duration);
 
 impl<'r> CallHead<'r> {
     pub fn of<T>(request: &'r Request<T>) -> CallHead<'r> {
@@ -44,6 +52,10 @@ impl<'r> CallHead<'r> {
             request_id: metadata.get(&REQUEST_ID).and_then(|v| v.to_str().ok()),
             timeout: metadata.get(&GRPC_TIMEOUT).and_then(|v| v.to_str().ok()),
             peer: request.remote_addr(),
+            unread: request
+                .extensions()
+                .get::<Unread>()
+                .map_or(Duration::ZERO, |unread| unread.0),
         }
     }
 }
@@ -77,6 +89,7 @@ impl<'a> Call<'a> {
         let trace = Trace {
             request_id: Some(lifecycle.id.0.clone()),
             deadline: head.timeout.and_then(parse_timeout),
+            unread: head.unread,
             access_logged: lifecycle.access_logged(),
             ..Trace::default()
         };

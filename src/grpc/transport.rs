@@ -25,6 +25,7 @@ use tonic::Status;
 
 use super::connection::RecvBody;
 use super::health::HealthService;
+use crate::arrival::{LastArrival, Stamped};
 use crate::dialects::kserve::grpc::InferenceApi;
 use crate::dialects::tfs_grpc::{ModelApi, PredictionApi};
 use crate::error::ApiError;
@@ -240,15 +241,19 @@ pub async fn serve(
             let connections = connections.clone();
             match stream {
                 Stream::Tcp(stream, None) => {
+                    let (stream, arrivals) = Stamped::new(stream, crate::batcher::any_steered());
                     tokio::spawn(async move {
-                        serve_connection(stream, services, peer, options, connections).await;
+                        serve_connection(stream, services, peer, options, connections, arrivals).await;
                         drop(permit);
                     });
                 }
                 Stream::Tcp(stream, Some(tls)) => {
+                    let (stream, arrivals) = Stamped::new(stream, crate::batcher::any_steered());
                     tokio::spawn(async move {
                         match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(stream)).await {
-                            Ok(Ok(stream)) => serve_connection(stream, services, peer, options, connections).await,
+                            Ok(Ok(stream)) => {
+                                serve_connection(stream, services, peer, options, connections, arrivals).await
+                            }
                             Ok(Err(error)) => log::debug!("gRPC TLS handshake failed: {error}"),
                             Err(_) => log::debug!("gRPC TLS handshake took over {TLS_HANDSHAKE:?}"),
                         }
@@ -257,7 +262,7 @@ pub async fn serve(
                 }
                 Stream::Unix(stream) => {
                     tokio::spawn(async move {
-                        serve_connection(stream, services, None, options, connections).await;
+                        serve_connection(stream, services, None, options, connections, None).await;
                         drop(permit);
                     });
                 }
@@ -314,8 +319,9 @@ pub async fn serve_connection<IO>(
     peer: Option<TcpConnectInfo>,
     options: Arc<ConnectionOptions>,
     shutdown: watch::Receiver<bool>,
+    arrivals: Option<Arc<LastArrival>>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    super::connection::serve(io, services, peer, options, shutdown).await;
+    super::connection::serve(io, services, peer, options, shutdown, arrivals).await;
 }

@@ -22,7 +22,7 @@ use tonic::Status;
 use super::relay::relay;
 use super::writing::{over_budget, write, Reservation};
 
-use crate::call::grpc::{set_request_id, CallHead, GRPC_TIMEOUT, REQUEST_ID};
+use crate::call::grpc::{set_request_id, CallHead, Unread, GRPC_TIMEOUT, REQUEST_ID};
 use crate::dialects::tfs_grpc::{PredictAnswer, PredictionApi};
 use crate::grpc::body::{predict_request, whole, MessageBody};
 use crate::grpc::transport::Services;
@@ -188,6 +188,10 @@ async fn run_predict(context: &CallContext, request: Request<RecvStream>) -> Out
         request_id: parts.headers.get(REQUEST_ID).and_then(|v| v.to_str().ok()),
         timeout: parts.headers.get(GRPC_TIMEOUT).and_then(|v| v.to_str().ok()),
         peer: context.peer.as_ref().and_then(|peer| peer.remote_addr()),
+        unread: parts
+            .extensions
+            .get::<Unread>()
+            .map_or(Duration::ZERO, |unread| unread.0),
     };
     match api.predict_decoded(head, message, context.services.send_limit).await {
         Ok(answer) => Outcome::Answer(answer),

@@ -28,6 +28,8 @@ use tonic::transport::server::TcpConnectInfo;
 use calls::{CallContext, Ended};
 pub use relay::RecvBody;
 
+use crate::arrival::LastArrival;
+use crate::call::grpc::Unread;
 use crate::grpc::transport::{ConnectionOptions, Services};
 
 /// How long the first GOAWAY of a graceful close may wait for its PING
@@ -51,6 +53,7 @@ pub async fn serve<IO>(
     peer: Option<TcpConnectInfo>,
     options: Arc<ConnectionOptions>,
     mut shutdown: watch::Receiver<bool>,
+    arrivals: Option<Arc<LastArrival>>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -120,7 +123,12 @@ pub async fn serve<IO>(
                     connection.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
                 }
             }
-            Wake::Accepted(Some(Ok((request, respond)))) => {
+            Wake::Accepted(Some(Ok((mut request, respond)))) => {
+                // Under a latency objective, how long the bytes last read
+                // waited unread in the socket counts against the call.
+                if let Some(waited) = arrivals.as_ref().map(|last| last.waited()).filter(|w| !w.is_zero()) {
+                    request.extensions_mut().insert(Unread(waited));
+                }
                 resets.opened();
                 opened += 1;
                 // A panic in the call is contained there: the connection serves on.

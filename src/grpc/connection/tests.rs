@@ -41,7 +41,7 @@ fn serve(name: &str, options: ConnectionOptions) -> Served {
     let services: Services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
     let (client, server) = tokio::io::duplex(1 << 20);
     let (drain, shutdown) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(super::serve(server, services, None, Arc::new(options), shutdown));
+    let task = tokio::spawn(super::serve(server, services, None, Arc::new(options), shutdown, None));
     Served {
         client: Some(client),
         drain,

@@ -30,6 +30,7 @@ async fn serve_one(
         None,
         Arc::new(options),
         watching,
+        None,
     ));
     let channel = channel_over(client).await;
     (channel, shutdown, served)

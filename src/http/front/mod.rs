@@ -23,6 +23,7 @@ use actix_web::{web, HttpResponse};
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::arrival as stamped;
 use crate::call::http::PeerSocket;
 use crate::error::ApiError;
 use crate::server::ServerState;
@@ -30,7 +31,6 @@ use crate::server::ServerState;
 mod parse;
 mod prefixed;
 mod request;
-mod stamped;
 mod stopping;
 mod write;
 
