@@ -163,34 +163,36 @@ impl LastArrival {
     }
 }
 
-/// A TCP stream for a connection whose reads are stamped when `last` is
-/// set (the socket [`enable`]d), and plain reads otherwise.
+/// A TCP stream whose reads are stamped, keeping the latest stamp where
+/// its connection's calls read it. Only connections accepted under an
+/// objective read through it; every other keeps Tokio's stream as it is.
 pub struct Stamped {
     stream: TcpStream,
-    last: Option<Arc<LastArrival>>,
+    last: Arc<LastArrival>,
 }
 
 impl Stamped {
-    /// Stamps `stream`'s reads while a queue has an objective (`steered`):
-    /// the stream, and where its stamps are read, if they are.
-    pub fn new(stream: TcpStream, steered: bool) -> (Stamped, Option<Arc<LastArrival>>) {
-        let last = (steered && enable(&stream).is_ok()).then(Arc::default);
-        (
+    /// Asks the kernel to stamp what arrives on `stream`: the stamped
+    /// stream and where its latest stamp is read, or the stream back where
+    /// the socket cannot be stamped.
+    pub fn new(stream: TcpStream) -> Result<(Stamped, Arc<LastArrival>), TcpStream> {
+        if enable(&stream).is_err() {
+            return Err(stream);
+        }
+        let last = Arc::<LastArrival>::default();
+        Ok((
             Stamped {
                 stream,
                 last: last.clone(),
             },
             last,
-        )
+        ))
     }
 }
 
 impl AsyncRead for Stamped {
     fn poll_read(self: Pin<&mut Self>, context: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let Some(last) = &this.last else {
-            return Pin::new(&mut this.stream).poll_read(context, buf);
-        };
         loop {
             ready!(this.stream.poll_read_ready(context))?;
             let fd = this.stream.as_raw_fd();
@@ -205,7 +207,7 @@ impl AsyncRead for Stamped {
                     unsafe { buf.assume_init(read) };
                     buf.advance(read);
                     if let Some(arrived) = arrived {
-                        last.set(arrived);
+                        this.last.set(arrived);
                     }
                     return Poll::Ready(Ok(()));
                 }
@@ -294,14 +296,9 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut read = [0u8; 16];
         let (mut client, server) = connected(&listener);
-        let (mut plain, none) = Stamped::new(server, false);
-        assert!(none.is_none(), "not asked for: no stamps");
-        std::io::Write::write_all(&mut client, b"plain").unwrap();
-        assert_eq!(plain.read(&mut read).await.unwrap(), 5);
-
-        let (mut client, server) = connected(&listener);
-        let (mut stream, last) = Stamped::new(server, true);
-        let last = last.expect("a TCP socket can be stamped");
+        let Ok((mut stream, last)) = Stamped::new(server) else {
+            panic!("a TCP socket can be stamped");
+        };
         assert_eq!(last.waited(), Duration::ZERO, "nothing read yet");
         for _ in 0..200 {
             std::io::Write::write_all(&mut client, b".").unwrap();

@@ -235,38 +235,23 @@ pub async fn serve(
                 }
                 continue;
             };
-            let peer = peer.filter(|_| log_peers);
-            let services = services.clone();
-            let options = options.clone();
-            let connections = connections.clone();
+            let accepted = Accepted {
+                services: services.clone(),
+                peer: peer.filter(|_| log_peers),
+                options: options.clone(),
+                shutdown: connections.clone(),
+                permit,
+            };
             match stream {
-                Stream::Tcp(stream, None) => {
-                    let (stream, arrivals) = Stamped::new(stream, crate::batcher::any_steered());
-                    tokio::spawn(async move {
-                        serve_connection(stream, services, peer, options, connections, arrivals).await;
-                        drop(permit);
-                    });
-                }
-                Stream::Tcp(stream, Some(tls)) => {
-                    let (stream, arrivals) = Stamped::new(stream, crate::batcher::any_steered());
-                    tokio::spawn(async move {
-                        match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(stream)).await {
-                            Ok(Ok(stream)) => {
-                                serve_connection(stream, services, peer, options, connections, arrivals).await
-                            }
-                            Ok(Err(error)) => log::debug!("gRPC TLS handshake failed: {error}"),
-                            Err(_) => log::debug!("gRPC TLS handshake took over {TLS_HANDSHAKE:?}"),
-                        }
-                        drop(permit);
-                    });
-                }
-                Stream::Unix(stream) => {
-                    tokio::spawn(async move {
-                        serve_connection(stream, services, None, options, connections, None).await;
-                        drop(permit);
-                    });
-                }
-            }
+                // Under a latency objective a connection reads through the
+                // stamping stream; any other keeps Tokio's as it is.
+                Stream::Tcp(stream, tls) if crate::batcher::any_steered() => match Stamped::new(stream) {
+                    Ok((stamped, arrivals)) => tokio::spawn(accepted.serve(stamped, tls, Some(arrivals))),
+                    Err(stream) => tokio::spawn(accepted.serve(stream, tls, None)),
+                },
+                Stream::Tcp(stream, tls) => tokio::spawn(accepted.serve(stream, tls, None)),
+                Stream::Unix(stream) => tokio::spawn(accepted.serve(stream, None, None)),
+            };
         }
     }
     // The listener is closed here: new clients are refused, not left waiting.
@@ -274,6 +259,41 @@ pub async fn serve(
     let _ = shutdown.send(true);
     drop(connections);
     shutdown.closed().await;
+}
+
+/// A connection let in under the cap, with what serving it takes.
+struct Accepted {
+    services: Services,
+    peer: Option<TcpConnectInfo>,
+    options: Arc<ConnectionOptions>,
+    shutdown: watch::Receiver<bool>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Accepted {
+    /// Serves the connection (after its TLS handshake, with `tls`) until it
+    /// closes, then frees its place under the cap.
+    async fn serve<IO>(self, io: IO, tls: Option<tokio_rustls::TlsAcceptor>, arrivals: Option<Arc<LastArrival>>)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Accepted {
+            services,
+            peer,
+            options,
+            shutdown,
+            permit,
+        } = self;
+        match tls {
+            None => serve_connection(io, services, peer, options, shutdown, arrivals).await,
+            Some(tls) => match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(io)).await {
+                Ok(Ok(io)) => serve_connection(io, services, peer, options, shutdown, arrivals).await,
+                Ok(Err(error)) => log::debug!("gRPC TLS handshake failed: {error}"),
+                Err(_) => log::debug!("gRPC TLS handshake took over {TLS_HANDSHAKE:?}"),
+            },
+        }
+        drop(permit);
+    }
 }
 
 enum Stream {
