@@ -241,10 +241,8 @@ fn a_request_that_waited_unread_past_the_objective_is_refused_when_read() {
     assert_eq!(common::metric(&server.url, LATE_REFUSALS), 1.0);
 }
 
-/// The same over gRPC, whose Predict names its model in the body: the call
-/// that waited unread past the objective while the server was stopped is
-/// refused `UNAVAILABLE` once read, and the next one on the same connection
-/// is answered.
+/// The same over gRPC (whose Predict names its model in the body): refused
+/// `UNAVAILABLE` once read, and the next call on the connection answered.
 #[cfg(feature = "tensorflow")]
 #[test]
 fn a_grpc_call_that_waited_unread_past_the_objective_is_refused_when_read() {
