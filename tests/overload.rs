@@ -182,6 +182,13 @@ fn resume(pid: libc::pid_t) {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
 }
 
+/// The unread wait a late refusal's message names ("read N ms after it arrived").
+#[cfg(feature = "tensorflow")]
+fn waited_ms(message: &str) -> Option<f64> {
+    let rest = message.split(", read ").nth(1)?;
+    rest.split(" ms after it arrived").next()?.parse().ok()
+}
+
 /// The server is stopped (SIGSTOP) while a request arrives and for longer
 /// than the objective: read once it resumes, the request is refused, though
 /// its queue is idle, and the next one is answered. The binary, on TensorFlow.
@@ -217,12 +224,7 @@ fn a_request_that_waited_unread_past_the_objective_is_refused_when_read() {
         resume(pid);
         let answer = status(&mut socket);
         if answer.starts_with("HTTP/1.1 503") {
-            let waited: f64 = answer
-                .split(", read ")
-                .nth(1)
-                .and_then(|rest| rest.split(" ms after it arrived").next())
-                .and_then(|ms| ms.parse().ok())
-                .unwrap_or_else(|| panic!("{answer}"));
+            let waited = waited_ms(&answer).unwrap_or_else(|| panic!("{answer}"));
             assert!(waited >= 1500.0, "{answer}");
             assert!(answer.contains("latency objective of 1000.0 ms (p99)"), "{answer}");
             refused += 1;
@@ -266,13 +268,7 @@ fn a_grpc_call_that_waited_unread_past_the_objective_is_refused_when_read() {
             Ok(_) => continue,
             Err(status) => {
                 assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
-                let waited: f64 = status
-                    .message()
-                    .split(", read ")
-                    .nth(1)
-                    .and_then(|rest| rest.split(" ms after it arrived").next())
-                    .and_then(|ms| ms.parse().ok())
-                    .unwrap_or_else(|| panic!("{status:?}"));
+                let waited = waited_ms(status.message()).unwrap_or_else(|| panic!("{status:?}"));
                 // The call was sent from another thread a moment after the stop began.
                 assert!(waited >= 1000.0, "{status:?}");
                 assert!(

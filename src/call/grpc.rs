@@ -45,6 +45,13 @@ pub struct CallHead<'r> {
 #[derive(Clone, Copy, Debug)]
 pub struct Unread(pub Duration);
 
+impl Unread {
+    /// The wait a request's extensions carry; zero where none was measured.
+    pub fn of(extensions: &tonic::Extensions) -> Duration {
+        extensions.get::<Unread>().map_or(Duration::ZERO, |unread| unread.0)
+    }
+}
+
 impl<'r> CallHead<'r> {
     pub fn of<T>(request: &'r Request<T>) -> CallHead<'r> {
         let metadata = request.metadata().as_ref();
@@ -52,10 +59,7 @@ impl<'r> CallHead<'r> {
             request_id: metadata.get(&REQUEST_ID).and_then(|v| v.to_str().ok()),
             timeout: metadata.get(&GRPC_TIMEOUT).and_then(|v| v.to_str().ok()),
             peer: request.remote_addr(),
-            unread: request
-                .extensions()
-                .get::<Unread>()
-                .map_or(Duration::ZERO, |unread| unread.0),
+            unread: Unread::of(request.extensions()),
         }
     }
 }

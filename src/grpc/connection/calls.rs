@@ -188,10 +188,7 @@ async fn run_predict(context: &CallContext, request: Request<RecvStream>) -> Out
         request_id: parts.headers.get(REQUEST_ID).and_then(|v| v.to_str().ok()),
         timeout: parts.headers.get(GRPC_TIMEOUT).and_then(|v| v.to_str().ok()),
         peer: context.peer.as_ref().and_then(|peer| peer.remote_addr()),
-        unread: parts
-            .extensions
-            .get::<Unread>()
-            .map_or(Duration::ZERO, |unread| unread.0),
+        unread: Unread::of(&parts.extensions),
     };
     match api.predict_decoded(head, message, context.services.send_limit).await {
         Ok(answer) => Outcome::Answer(answer),
