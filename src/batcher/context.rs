@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::inline::RunClock;
-use super::objective::{Controller, Steering};
+use super::objective::{Ahead, Controller, Steering};
 use super::params::BatchParams;
 use super::sizes::RunSizes;
 use super::Runner;
@@ -126,6 +126,16 @@ impl QueueContext {
         // and a caller may take its answer before: the running may outnumber
         // the pending for a moment.
         self.pending_rows.load(Ordering::Relaxed).saturating_sub(running)
+    }
+
+    /// What a request finds ahead of it, its own `rows` (counted pending
+    /// already) aside.
+    pub(super) fn ahead(&self, rows: usize) -> Ahead {
+        Ahead {
+            rows: self.waiting_rows().saturating_sub(rows),
+            running: self.running.load(Ordering::Relaxed),
+            running_rows: self.running_rows.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether the queue's running batches are at its limit: its ready batch waits.

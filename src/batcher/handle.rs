@@ -264,12 +264,11 @@ impl QueueHandle {
         tasks: &[Task<Reply>],
     ) -> Result<(), BatchError> {
         let rows = tasks.iter().map(|t| t.rows).sum();
-        let running = self.context.running.load(Ordering::Relaxed);
+        // The tasks' own rows are counted pending already.
+        let ahead = self.context.ahead(rows);
         let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
         controller.arrived(rows, Instant::now());
-        // The tasks' own rows are counted pending already.
-        let waiting = self.context.waiting_rows().saturating_sub(rows);
-        if let Err(late) = controller.admits(rows, waiting, running, Duration::ZERO) {
+        if let Err(late) = controller.admits(rows, ahead, Duration::ZERO) {
             self.context.metrics.rejected_late.inc();
             return Err(self.late(late));
         }
@@ -298,10 +297,9 @@ impl QueueHandle {
     /// queue without an objective.
     pub fn late_now(&self, waited: Duration) -> Option<BatchError> {
         let controller = self.context.controller.as_ref()?;
-        let waiting = self.context.waiting_rows();
-        let running = self.context.running.load(Ordering::Relaxed);
+        let ahead = self.context.ahead(0);
         let controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-        let late = controller.admits(1, waiting, running, waited).err()?;
+        let late = controller.admits(1, ahead, waited).err()?;
         Some(self.late(late))
     }
 

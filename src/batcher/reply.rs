@@ -30,9 +30,10 @@ pub struct Pending {
 struct Counted {
     context: Arc<QueueContext>,
     rows: usize,
-    /// Queued behind at least a batch's worth of rows: what it found, and
-    /// when. Only such a request teaches how fast a backlog clears.
-    behind: Option<(Ahead, Instant)>,
+    /// Queued behind at least a batch's worth of rows: what it found, the
+    /// cap then, and when. Only such a request teaches how fast a backlog
+    /// clears.
+    behind: Option<(Ahead, usize, Instant)>,
     /// When its answer was taken, if it was one.
     taken: Option<Instant>,
 }
@@ -41,18 +42,10 @@ impl Pending {
     /// `rows` count on `context` while the answer is pending, if it has an objective.
     pub(super) fn new(receiver: oneshot::Receiver<ReplyResult>, context: &Arc<QueueContext>, rows: usize) -> Pending {
         let counted = context.controller.is_some().then(|| {
-            let ahead = context.waiting_rows();
+            let waiting = context.waiting_rows();
             context.pending_rows.fetch_add(rows, Ordering::Relaxed);
             let cap = context.steered_cap();
-            let behind = (ahead >= cap).then(|| {
-                let running = context.running.load(Ordering::Relaxed);
-                let found = Ahead {
-                    rows: ahead,
-                    running,
-                    cap,
-                };
-                (found, Instant::now())
-            });
+            let behind = (waiting >= cap).then(|| (context.ahead(rows), cap, Instant::now()));
             Box::new(Counted {
                 context: context.clone(),
                 rows,
@@ -122,12 +115,13 @@ impl Drop for Pending {
         context.pending_rows.fetch_sub(counted.rows, Ordering::Relaxed);
         // Given up on, refused or failed: it says nothing of how fast
         // answers come (and takes no lock).
-        let (Some((ahead, queued)), Some(taken)) = (counted.behind, counted.taken) else {
+        let (Some((found, cap, queued)), Some(taken)) = (counted.behind, counted.taken) else {
             return;
         };
         if let Some(controller) = &context.controller {
             let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            controller.taken(ahead, counted.rows, taken.saturating_duration_since(queued), taken);
+            let spent = taken.saturating_duration_since(queued);
+            controller.taken(found, cap, counted.rows, spent, taken);
         }
     }
 }

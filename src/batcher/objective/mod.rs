@@ -55,13 +55,28 @@ pub struct Late {
     pub waiting_rows: usize,
 }
 
-/// What a request found when it queued: the rows ahead of it, the queue's
-/// batches running, and the cap the controller had chosen.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// What a request finds ahead of it: rows waiting (queued, or answered and
+/// not yet taken), and the queue's batches running with their rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Ahead {
     pub rows: usize,
     pub running: usize,
-    pub cap: usize,
+    pub running_rows: usize,
+}
+
+/// Runs one after another: the sum of their mean times and of their
+/// deviations' squares (independent runs' spreads add up as variances).
+#[derive(Clone, Copy, Debug, Default)]
+struct Runs {
+    mean: f64,
+    spread: f64,
+}
+
+impl Runs {
+    fn add(&mut self, (mean, deviation): (f64, f64), count: usize) {
+        self.mean += mean * count as f64;
+        self.spread += deviation * deviation * count as f64;
+    }
 }
 
 /// Each new run or arrival weighs this much in the running means.
@@ -150,51 +165,48 @@ impl Controller {
     }
 
     /// A request of `rows` rows that queued behind a backlog of at least
-    /// the cap then (behind less, it mostly shared a batch with the rows
-    /// ahead) took its answer at `now`, `spent` after: the queue learns how
-    /// much longer than the runs it was planned to wait for and take (as
-    /// [`Controller::admits`] plans them) backlogs take to clear.
-    pub fn taken(&mut self, ahead: Ahead, rows: usize, spent: Duration, now: Instant) {
-        let count = self.runs_ahead(ahead.cap, ahead.rows + rows, ahead.running);
-        let planned = self.mean_runs(ahead.cap, count);
+    /// `cap` rows, the cap then (behind less, it mostly shared a batch with
+    /// the rows ahead), took its answer at `now`, `spent` after: the queue
+    /// learns how much longer than the runs it was planned to wait for and
+    /// take (as [`Controller::admits`] plans them) backlogs take to clear.
+    pub fn taken(&mut self, found: Ahead, cap: usize, rows: usize, spent: Duration, now: Instant) {
+        let planned = self.runs_ahead(cap, rows, found).map(|runs| runs.mean);
         if let Some(planned) = planned.filter(|&planned| planned > 0.0) {
             self.clearing.learn(spent.as_secs_f64() / planned, now);
         }
     }
 
-    /// Whether a request of `rows` rows, behind `waiting_rows` rows and with
-    /// `running` of this queue's batches running, would likely finish within
-    /// the objective, counting the time it `waited` unread before the queue
-    /// saw it. Rows answered whose callers have not yet taken their answers
-    /// wait as if queued: they wait for the callers' threads. The runs ahead
-    /// are planned at the objective's percentile, or at the percentile of how
-    /// much longer than their runs backlogs took to clear where that is
-    /// longer (where the callers' threads, not the runs, hold answers up).
-    /// Without measurements it is let in, and so is a fresh one that
-    /// finds the queue idle: nothing the server could refuse would make it
-    /// faster. One that finds it idle after waiting past what its own run
-    /// leaves is refused: the server has fallen behind its sockets, which no
-    /// queue sees, and a refusal is the cheapest way to catch up. That takes
-    /// a run that fits half the objective, as the cap does: with a longer
-    /// one, a wait of a fraction of a millisecond would decide, and no wait
-    /// is to blame for a run that overruns it alone.
-    pub fn admits(&self, rows: usize, waiting_rows: usize, running: usize, waited: Duration) -> Result<(), Late> {
-        let estimate = if waiting_rows == 0 && running < self.parallel {
+    /// Whether a request of `rows` rows, behind what it finds `ahead`,
+    /// would likely finish within the objective, counting the time it
+    /// `waited` unread before the queue saw it. Rows answered whose callers
+    /// have not yet taken their answers wait as if queued: they wait for
+    /// the callers' threads. The runs ahead are planned at the objective's
+    /// percentile, or at the percentile of how much longer than their runs
+    /// backlogs took to clear where that is longer (where the callers'
+    /// threads, not the runs, hold answers up). Without measurements it is
+    /// let in, and so is a fresh one that finds the queue idle: nothing the
+    /// server could refuse would make it faster. One that finds it idle
+    /// after waiting past what its own run leaves is refused: the server
+    /// has fallen behind its sockets, which no queue sees, and a refusal is
+    /// the cheapest way to catch up. That takes a run that fits half the
+    /// objective, as the cap does: with a longer one, a wait of a fraction
+    /// of a millisecond would decide, and no wait is to blame for a run
+    /// that overruns it alone.
+    pub fn admits(&self, rows: usize, ahead: Ahead, waited: Duration) -> Result<(), Late> {
+        let estimate = if ahead.rows == 0 && ahead.running < self.parallel {
             if waited.is_zero() {
                 return Ok(());
             }
             self.estimate(rows).filter(|&run| run <= self.budget() / 2.0)
         } else {
-            let cap = self.steering.cap;
-            let count = self.runs_ahead(cap, waiting_rows + rows, running);
-            self.measured(cap).map(|(mean, deviation)| {
-                let runs = self.at_percentile(mean, deviation, count);
+            self.runs_ahead(self.steering.cap, rows, ahead).map(|runs| {
+                let planned = runs.mean + self.objective.deviations() * runs.spread.sqrt();
                 // Where more than the runs stands between a row and its answer
                 // (its connection's thread, on a core the batches share), how
                 // much longer backlogs took to clear says so.
                 match self.clearing.planned(self.objective.deviations()) {
-                    Some(ratio) => runs.max(mean * count as f64 * ratio),
-                    None => runs,
+                    Some(ratio) => planned.max(runs.mean * ratio),
+                    None => planned,
                 }
             })
         };
@@ -207,21 +219,34 @@ impl Controller {
         Err(Late {
             estimate: Duration::try_from_secs_f64(estimate).unwrap_or(Duration::MAX),
             waited,
-            waiting_rows,
+            waiting_rows: ahead.rows,
         })
     }
 
-    /// The runs one after another that a request waits for and takes with
-    /// `rows` rows queued (its own included) and `running` batches running:
-    /// those running, where they hold every thread the queue runs on, then
-    /// the waves of batches at `cap` the rows make, as many at once as it runs.
-    fn runs_ahead(&self, cap: usize, rows: usize, running: usize) -> usize {
-        usize::from(running >= self.parallel) + rows.div_ceil(cap.max(1)).div_ceil(self.parallel)
-    }
-
-    /// The mean time `count` runs of `rows` take one after another.
-    fn mean_runs(&self, rows: usize, count: usize) -> Option<f64> {
-        self.measured(rows).map(|(mean, _)| mean * count as f64)
+    /// The runs one after another that a request of `rows` rows waits for
+    /// and takes behind what it finds `ahead`, at the sizes they run at:
+    /// the batches running, where they hold every thread the queue runs on,
+    /// then the batches of `cap` the rows ahead and its own make, as many at
+    /// once as it runs, the last of them at the rows left over where they
+    /// run alone (behind one row, a request takes a run of two, not of the
+    /// cap). `None` before any run was measured.
+    fn runs_ahead(&self, cap: usize, rows: usize, ahead: Ahead) -> Option<Runs> {
+        let cap = cap.max(1);
+        let mut runs = Runs::default();
+        if ahead.running >= self.parallel {
+            let size = ahead.running_rows.div_ceil(ahead.running).max(1);
+            runs.add(self.measured(size)?, 1);
+        }
+        let queued = ahead.rows + rows;
+        let (full, left) = (queued / cap, queued % cap);
+        runs.add(self.measured(cap)?, full / self.parallel);
+        if full % self.parallel > 0 {
+            // The rows left over run beside the last full batches.
+            runs.add(self.measured(cap)?, 1);
+        } else if left > 0 {
+            runs.add(self.measured(left)?, 1);
+        }
+        Some(runs)
     }
 
     fn budget(&self) -> f64 {
@@ -232,16 +257,7 @@ impl Controller {
     /// percentile.
     fn estimate(&self, rows: usize) -> Option<f64> {
         let (mean, deviation) = self.measured(rows)?;
-        Some(self.at_percentile(mean, deviation, 1))
-    }
-
-    /// The time `count` runs with this mean and deviation take one after
-    /// another, at the objective's percentile: their means add up, but their
-    /// spreads mostly cancel (as √count, for independent runs), so a queue
-    /// several batches deep is not planned as if every batch were slow.
-    fn at_percentile(&self, mean: f64, deviation: f64, count: usize) -> f64 {
-        let count = count as f64;
-        count * mean + self.objective.deviations() * deviation * count.sqrt()
+        Some(mean + self.objective.deviations() * deviation)
     }
 
     /// The mean run time of a batch of `rows` and its deviation: measured at

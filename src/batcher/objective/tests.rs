@@ -58,6 +58,15 @@ fn a_model_that_slows_down_gets_smaller_batches() {
     assert_eq!(controller.steering().cap, 4);
 }
 
+/// `rows` rows waiting, behind `running` batches of 32 rows running.
+fn ahead(rows: usize, running: usize) -> Ahead {
+    Ahead {
+        rows,
+        running,
+        running_rows: running * 32,
+    }
+}
+
 /// One row arriving every `interval`, `count` times from `start`.
 fn arrive_every(controller: &mut Controller, count: u32, start: Instant, interval: Duration) {
     for i in 0..count {
@@ -118,23 +127,23 @@ fn a_batch_waits_for_the_rows_that_keep_up_not_for_the_cap() {
 fn a_request_the_queue_would_make_late_is_refused() {
     let mut controller = Controller::new(objective(20), 128, 2);
     assert_eq!(
-        controller.admits(1, 10_000, 2, Duration::ZERO),
+        controller.admits(1, ahead(10_000, 2), Duration::ZERO),
         Ok(()),
         "unmeasured: let in"
     );
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     assert_eq!(controller.steering().cap, 32);
     assert_eq!(
-        controller.admits(1000, 0, 1, Duration::ZERO),
+        controller.admits(1000, ahead(0, 1), Duration::ZERO),
         Ok(()),
         "an idle thread: let in"
     );
     // Behind 40 rows with both threads free: 2 batches, one wave of 9 ms.
-    assert_eq!(controller.admits(1, 40, 0, Duration::ZERO), Ok(()));
+    assert_eq!(controller.admits(1, ahead(40, 0), Duration::ZERO), Ok(()));
     // Behind 40 rows with both threads busy: 9 + 9 ms.
-    assert_eq!(controller.admits(1, 40, 2, Duration::ZERO), Ok(()));
+    assert_eq!(controller.admits(1, ahead(40, 2), Duration::ZERO), Ok(()));
     // Behind 100 rows, both busy: 9 + 2 waves × 9 = 27 ms.
-    let late = controller.admits(1, 100, 2, Duration::ZERO).unwrap_err();
+    let late = controller.admits(1, ahead(100, 2), Duration::ZERO).unwrap_err();
     assert_eq!(late.waiting_rows, 100);
     assert!(late.estimate > Duration::from_millis(20), "{late:?}");
 }
@@ -143,22 +152,28 @@ fn a_request_the_queue_would_make_late_is_refused() {
 fn a_request_that_waited_unread_is_refused_even_by_an_idle_queue() {
     let mut controller = Controller::new(objective(20), 128, 2);
     let waited = Duration::from_millis(50);
-    assert_eq!(controller.admits(1, 0, 0, waited), Ok(()), "unmeasured: let in");
+    assert_eq!(controller.admits(1, ahead(0, 0), waited), Ok(()), "unmeasured: let in");
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     // One row runs in 1.25 ms: 18 ms waited leaves room for it, 19 ms does not.
-    assert_eq!(controller.admits(1, 0, 0, Duration::from_millis(18)), Ok(()));
-    let late = controller.admits(1, 0, 0, Duration::from_millis(19)).unwrap_err();
+    assert_eq!(controller.admits(1, ahead(0, 0), Duration::from_millis(18)), Ok(()));
+    let late = controller
+        .admits(1, ahead(0, 0), Duration::from_millis(19))
+        .unwrap_err();
     assert_eq!((late.waited, late.waiting_rows), (Duration::from_millis(19), 0));
     // Behind 40 rows with both threads busy (18 ms), 1 ms waited fits and 3 ms do not.
-    assert_eq!(controller.admits(1, 40, 2, Duration::from_millis(1)), Ok(()));
-    assert!(controller.admits(1, 40, 2, Duration::from_millis(3)).is_err());
+    assert_eq!(controller.admits(1, ahead(40, 2), Duration::from_millis(1)), Ok(()));
+    assert!(controller.admits(1, ahead(40, 2), Duration::from_millis(3)).is_err());
     // Lone runs past half the objective: an idle queue takes any wait, as
     // with 30 ms runs (which overrun it alone) or 12 ms ones.
     for ms in [30.0, 12.0] {
         let mut slow = Controller::new(objective(20), 128, 1);
         runs(&mut slow, ms, 0.0, &[1]);
-        assert_eq!(slow.admits(1, 0, 0, Duration::from_millis(19)), Ok(()), "{ms} ms runs");
-        assert!(slow.admits(1, 1, 1, Duration::ZERO).is_err(), "{ms} ms runs");
+        assert_eq!(
+            slow.admits(1, ahead(0, 0), Duration::from_millis(19)),
+            Ok(()),
+            "{ms} ms runs"
+        );
+        assert!(slow.admits(1, ahead(1, 1), Duration::ZERO).is_err(), "{ms} ms runs");
     }
 }
 
@@ -173,9 +188,9 @@ fn a_deep_queue_is_planned_at_the_percentile_of_its_runs_together() {
     assert_eq!(controller.steering().cap, 8);
     // Behind a running batch and 40 rows: 7 runs, 7 × 9 + 2.33 × 3 × √7
     // = 81.5 ms (7 × 16 = 112 would refuse it).
-    assert_eq!(controller.admits(1, 40, 1, Duration::ZERO), Ok(()));
+    assert_eq!(controller.admits(1, ahead(40, 1), Duration::ZERO), Ok(()));
     // Behind 80 rows: 12 runs, 108 + 24 = 132 ms.
-    let late = controller.admits(1, 80, 1, Duration::ZERO).unwrap_err();
+    let late = controller.admits(1, ahead(80, 1), Duration::ZERO).unwrap_err();
     let ms = late.estimate.as_secs_f64() * 1000.0;
     assert!((125.0..140.0).contains(&ms), "{ms} ms");
 }
@@ -205,14 +220,9 @@ fn the_percentile_plans_for_the_spread_of_run_times() {
 /// `count` requests that queued behind `ahead` rows, the runs idle and the
 /// cap 32, took `spent` each.
 fn backlogs(controller: &mut Controller, count: usize, ahead: usize, spent: &[f64], now: Instant) {
-    let found = Ahead {
-        rows: ahead,
-        running: 0,
-        cap: 32,
-    };
     for _ in 0..count {
         for &ms in spent {
-            controller.taken(found, 1, Duration::from_secs_f64(ms / 1000.0), now);
+            controller.taken(self::ahead(ahead, 0), 32, 1, Duration::from_secs_f64(ms / 1000.0), now);
         }
     }
 }
@@ -224,18 +234,47 @@ fn a_backlog_that_clears_slower_than_its_runs_is_planned_as_slower() {
     assert_eq!(controller.steering().cap, 32);
     let now = Instant::now();
     // Behind 60 rows, the runs idle: two batches of 32, 9 ms each: let in.
-    assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
+    assert_eq!(controller.admits(1, ahead(60, 0), Duration::ZERO), Ok(()));
     // Backlogs that clear as their runs do change nothing.
     backlogs(&mut controller, 100, 60, &[18.0], now);
-    assert_eq!(controller.admits(1, 60, 0, Duration::ZERO), Ok(()));
+    assert_eq!(controller.admits(1, ahead(60, 0), Duration::ZERO), Ok(()));
     // Ones that take half as long again (their answers wait for their
     // threads) plan the two batches at 27 ms.
     backlogs(&mut controller, 400, 60, &[27.0], now);
-    let late = controller.admits(1, 60, 0, Duration::ZERO).unwrap_err();
+    let late = controller.admits(1, ahead(60, 0), Duration::ZERO).unwrap_err();
     assert!((late.estimate.as_secs_f64() - 0.027).abs() < 0.001, "{late:?}");
     // One batch ahead takes 13.5 ms: let in. An idle queue takes any request.
-    assert_eq!(controller.admits(1, 20, 0, Duration::ZERO), Ok(()));
-    assert_eq!(controller.admits(1, 0, 0, Duration::ZERO), Ok(()));
+    assert_eq!(controller.admits(1, ahead(20, 0), Duration::ZERO), Ok(()));
+    assert_eq!(controller.admits(1, ahead(0, 0), Duration::ZERO), Ok(()));
+}
+
+#[test]
+fn the_rows_ahead_are_planned_at_the_batches_they_make_not_at_the_cap() {
+    // 1 ms + 0.25 ms per row against 10 ms: the cap is 16 rows (5 ms).
+    let mut controller = Controller::new(objective(10), 128, 1);
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    assert_eq!(controller.steering().cap, 16);
+    // Backlogs took three times their runs: 41 rows, a batch of 32 (9 ms)
+    // and one of 9 (planned at 16 rows, 5 ms), in 42 ms.
+    backlogs(&mut controller, 100, 40, &[42.0], Instant::now());
+    // Behind one row: a run of two (1.5 ms), planned at 4.5 ms, not a
+    // run of the cap at 15.
+    assert_eq!(controller.admits(1, ahead(1, 0), Duration::ZERO), Ok(()));
+    // Behind a running batch of two: 1.5 + 1.25 ms, planned at 8.25.
+    let small = Ahead {
+        rows: 0,
+        running: 1,
+        running_rows: 2,
+    };
+    assert_eq!(controller.admits(1, small, Duration::ZERO), Ok(()));
+    // Behind a running batch of 16: 5 + 1.25 ms, planned at 18.75.
+    let large = Ahead {
+        running_rows: 16,
+        ..small
+    };
+    assert!(controller.admits(1, large, Duration::ZERO).is_err());
+    // Behind 16 rows: a batch of 16 and one of its own, 18.75 ms too.
+    assert!(controller.admits(1, ahead(16, 0), Duration::ZERO).is_err());
 }
 
 #[test]
@@ -243,21 +282,21 @@ fn a_backlog_is_learned_against_the_runs_it_found_running() {
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     // Behind 20 rows and a running batch: two runs, 18 ms, as planned.
-    let found = Ahead {
-        rows: 20,
-        running: 1,
-        cap: 32,
-    };
+    let found = ahead(20, 1);
     for _ in 0..100 {
-        controller.taken(found, 1, Duration::from_millis(18), Instant::now());
+        controller.taken(found, 32, 1, Duration::from_millis(18), Instant::now());
     }
     let ratio = controller.cleared().unwrap();
     assert!((ratio - 1.0).abs() < 1e-9, "{ratio}");
     // Planned at the cap it found, not the cap now.
-    let found = Ahead { cap: 16, ..found };
+    let found = Ahead {
+        running_rows: 16,
+        ..found
+    };
     for _ in 0..400 {
-        // 5 ms a batch of 16: a running one and two more.
-        controller.taken(found, 1, Duration::from_millis(15), Instant::now());
+        // A running batch of 16 (5 ms), one more of 16 and one of the 5
+        // rows left (2.25 ms, planned at 8 rows: 3 ms).
+        controller.taken(found, 16, 1, Duration::from_millis(13), Instant::now());
     }
     let ratio = controller.cleared().unwrap();
     assert!((ratio - 1.0).abs() < 0.01, "{ratio}");
@@ -281,10 +320,10 @@ fn a_backlog_is_planned_at_the_percentile_of_how_it_clears() {
         controller
     };
     // At p99, one batch ahead is planned at 9 × (1.5 + 2.33 × 0.5) ms.
-    let late = controller(99.0).admits(1, 20, 0, Duration::ZERO).unwrap_err();
+    let late = controller(99.0).admits(1, ahead(20, 0), Duration::ZERO).unwrap_err();
     assert!((late.estimate.as_secs_f64() - 0.024).abs() < 0.001, "{late:?}");
     // At p50, at 9 × 1.5 ms.
-    assert_eq!(controller(50.0).admits(1, 20, 0, Duration::ZERO), Ok(()));
+    assert_eq!(controller(50.0).admits(1, ahead(20, 0), Duration::ZERO), Ok(()));
 }
 
 #[test]
@@ -294,11 +333,11 @@ fn how_backlogs_cleared_is_forgotten_once_none_confirms_it() {
     let start = Instant::now();
     // A slow spell: backlogs took four and a half times their runs.
     backlogs(&mut controller, 100, 40, &[81.0], start);
-    assert!(controller.admits(1, 40, 0, Duration::ZERO).is_err());
+    assert!(controller.admits(1, ahead(40, 0), Duration::ZERO).is_err());
     // Arrivals within a second keep it...
     controller.arrived(1, start + Duration::from_millis(900));
-    assert!(controller.admits(1, 40, 0, Duration::ZERO).is_err());
+    assert!(controller.admits(1, ahead(40, 0), Duration::ZERO).is_err());
     // ...past it, the runs plan again: two batches of 32, 18 ms.
     controller.arrived(1, start + Duration::from_millis(1100));
-    assert_eq!(controller.admits(1, 40, 0, Duration::ZERO), Ok(()));
+    assert_eq!(controller.admits(1, ahead(40, 0), Duration::ZERO), Ok(()));
 }
