@@ -57,7 +57,7 @@ pub struct Late {
 
 /// What a request finds ahead of it: rows waiting (queued, or answered and
 /// not yet taken), and the queue's batches running with their rows.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Ahead {
     pub rows: usize,
     pub running: usize,
@@ -277,14 +277,22 @@ impl Controller {
         self.runs.iter().skip(target + 1).flatten().next().copied()
     }
 
-    /// The largest batch whose run fits half the budget, and the wait that
-    /// fills it when the queue is busy enough to need batches at all.
+    /// The largest batch whose run fits half the budget, planned as the
+    /// check plans a batch ahead (slower where backlogs cleared slower than
+    /// their runs: else a request behind one batch of the cap would be
+    /// refused), and the wait that fills it when the queue is busy enough to
+    /// need batches at all.
     fn steer(&mut self) {
         let half = self.budget() / 2.0;
+        let ratio = self.clearing.planned(self.objective.deviations());
         let mut cap = 1;
         let mut size = 1;
         loop {
-            if self.estimate(size).is_some_and(|run| run <= half) {
+            let planned = self.estimate(size).map(|run| match (ratio, self.measured(size)) {
+                (Some(ratio), Some((mean, _))) => run.max(mean * ratio),
+                _ => run,
+            });
+            if planned.is_some_and(|run| run <= half) {
                 cap = size;
             }
             if size >= self.max_batch {

@@ -278,6 +278,21 @@ fn the_rows_ahead_are_planned_at_the_batches_they_make_not_at_the_cap() {
 }
 
 #[test]
+fn where_backlogs_clear_slower_than_their_runs_the_cap_shrinks_to_match() {
+    let mut controller = Controller::new(objective(20), 128, 1);
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    assert_eq!(controller.steering().cap, 32, "9 ms fits 10");
+    // Backlogs took three times their runs: a batch of 32 ahead is planned
+    // at 27 ms, so a request behind one would be refused. Once the queue
+    // runs again, its cap is the largest batch planned within 10 ms: 8 rows
+    // (3 ms, planned at 9).
+    backlogs(&mut controller, 100, 40, &[42.0], Instant::now());
+    runs(&mut controller, 1.0, 0.25, &[8]);
+    assert_eq!(controller.steering().cap, 8);
+    assert_eq!(controller.admits(1, ahead(8, 0), Duration::ZERO), Ok(()));
+}
+
+#[test]
 fn a_backlog_is_learned_against_the_runs_it_found_running() {
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
