@@ -1,7 +1,8 @@
 //! A queue's latency objective and the controller that keeps it: from the
 //! run times it measures per batch size and the rate requests arrive at, it
 //! picks the largest batch whose run fits half the objective (a request may
-//! wait behind one run and then take one), how long a batch may wait to fill
+//! wait behind one run and then take one; planned at the pace backlogs
+//! clear, as the check below plans a batch ahead), how long a batch may wait to fill
 //! (when single runs fall behind: long enough for a batch that keeps up, not
 //! for the largest), and refuses a request the queue ahead of it would make
 //! late, planning the rows ahead as slower than their runs where backlogs
@@ -225,8 +226,8 @@ impl Controller {
 
     /// The runs one after another that a request of `rows` rows waits for
     /// and takes behind what it finds `ahead`, at the sizes they run at:
-    /// the batches running, where they hold every thread the queue runs on,
-    /// then the batches of `cap` the rows ahead and its own make, as many at
+    /// the batches running, where they hold every thread the queue runs on
+    /// (one run at their mean size), then the batches of `cap` the rows ahead and its own make, as many at
     /// once as it runs, the last of them at the rows left over where they
     /// run alone (behind one row, a request takes a run of two, not of the
     /// cap). `None` before any run was measured.
@@ -241,7 +242,8 @@ impl Controller {
         let (full, left) = (queued / cap, queued % cap);
         runs.add(self.measured(cap)?, full / self.parallel);
         if full % self.parallel > 0 {
-            // The rows left over run beside the last full batches.
+            // A last wave short of full batches, with a thread to spare
+            // for any rows left over.
             runs.add(self.measured(cap)?, 1);
         } else if left > 0 {
             runs.add(self.measured(left)?, 1);

@@ -278,6 +278,34 @@ fn the_rows_ahead_are_planned_at_the_batches_they_make_not_at_the_cap() {
 }
 
 #[test]
+fn rows_left_over_run_beside_the_last_full_batches_or_alone() {
+    // Two threads; batches of 32 rows take 9 ms, of 8 rows 3, of one 1.25.
+    let mut controller = Controller::new(objective(100), 128, 2);
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    let planned = |rows: usize, running: usize, running_rows: usize| {
+        let ahead = Ahead {
+            rows,
+            running,
+            running_rows,
+        };
+        controller.runs_ahead(32, 1, ahead).map(|runs| runs.mean * 1000.0)
+    };
+    let close = |ms: Option<f64>, expected: f64| ms.is_some_and(|ms| (ms - expected).abs() < 1e-6);
+    // 64 rows and its own: two batches of 32 side by side (9 ms), then its
+    // row alone (1.25 ms).
+    assert!(close(planned(63, 0, 0), 9.0), "{:?}", planned(63, 0, 0));
+    assert!(close(planned(64, 0, 0), 10.25), "{:?}", planned(64, 0, 0));
+    // 40 rows and its own: a batch of 32 and the 9 left beside it: 9 ms.
+    assert!(close(planned(40, 0, 0), 9.0), "{:?}", planned(40, 0, 0));
+    // Behind two running batches of 8 rows each (3 ms), its own alone.
+    assert!(close(planned(0, 2, 16), 4.25), "{:?}", planned(0, 2, 16));
+    // Running batches whose rows were all given up on plan as runs of one.
+    assert!(close(planned(0, 2, 0), 2.5), "{:?}", planned(0, 2, 0));
+    // One running of two threads holds none up.
+    assert!(close(planned(0, 1, 32), 1.25), "{:?}", planned(0, 1, 32));
+}
+
+#[test]
 fn where_backlogs_clear_slower_than_their_runs_the_cap_shrinks_to_match() {
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
@@ -287,8 +315,10 @@ fn where_backlogs_clear_slower_than_their_runs_the_cap_shrinks_to_match() {
     // runs again, its cap is the largest batch planned within 10 ms: 8 rows
     // (3 ms, planned at 9).
     backlogs(&mut controller, 100, 40, &[42.0], Instant::now());
+    assert!(controller.admits(1, ahead(32, 0), Duration::ZERO).is_err());
     runs(&mut controller, 1.0, 0.25, &[8]);
     assert_eq!(controller.steering().cap, 8);
+    // Behind one batch of it: 3 + 1.25 ms, planned at 12.75: let in.
     assert_eq!(controller.admits(1, ahead(8, 0), Duration::ZERO), Ok(()));
 }
 
@@ -346,13 +376,14 @@ fn how_backlogs_cleared_is_forgotten_once_none_confirms_it() {
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     let start = Instant::now();
-    // A slow spell: backlogs took four and a half times their runs.
+    // A slow spell: backlogs of 41 rows (a batch of 32 and one of 9,
+    // planned at 16 rows: 9 + 5 ms) took 81 ms, near six times their runs.
     backlogs(&mut controller, 100, 40, &[81.0], start);
     assert!(controller.admits(1, ahead(40, 0), Duration::ZERO).is_err());
     // Arrivals within a second keep it...
     controller.arrived(1, start + Duration::from_millis(900));
     assert!(controller.admits(1, ahead(40, 0), Duration::ZERO).is_err());
-    // ...past it, the runs plan again: two batches of 32, 18 ms.
+    // ...past it, the runs plan again: 14 ms.
     controller.arrived(1, start + Duration::from_millis(1100));
     assert_eq!(controller.admits(1, ahead(40, 0), Duration::ZERO), Ok(()));
 }
