@@ -42,10 +42,10 @@ impl Pending {
     /// `rows` count on `context` while the answer is pending, if it has an objective.
     pub(super) fn new(receiver: oneshot::Receiver<ReplyResult>, context: &Arc<QueueContext>, rows: usize) -> Pending {
         let counted = context.controller.is_some().then(|| {
-            let waiting = context.waiting_rows();
+            let found = context.ahead(0);
             context.pending_rows.fetch_add(rows, Ordering::Relaxed);
             let cap = context.steered_cap();
-            let behind = (waiting >= cap).then(|| (context.ahead(rows), cap, Instant::now()));
+            let behind = (found.rows >= cap).then(|| (found, cap, Instant::now()));
             Box::new(Counted {
                 context: context.clone(),
                 rows,

@@ -2,9 +2,9 @@
 //! run times it measures per batch size and the rate requests arrive at, it
 //! picks the largest batch whose run fits half the objective (a request may
 //! wait behind one run and then take one; planned at the pace backlogs
-//! clear, as the check below plans a batch ahead), how long a batch may wait to fill
-//! (when single runs fall behind: long enough for a batch that keeps up, not
-//! for the largest), and refuses a request the queue ahead of it would make
+//! clear, as the check below plans a batch ahead), how long a batch may
+//! wait to fill (when single runs fall behind: long enough for a batch that
+//! keeps up, not for the largest), and refuses a request the queue ahead of it would make
 //! late, planning the rows ahead as slower than their runs where backlogs
 //! were seen to clear slower ([`clearing`]). Free of threads and clocks:
 //! every input carries its time, so tests drive it with a simulated one.
@@ -200,16 +200,9 @@ impl Controller {
             }
             self.estimate(rows).filter(|&run| run <= self.budget() / 2.0)
         } else {
-            self.runs_ahead(self.steering.cap, rows, ahead).map(|runs| {
-                let planned = runs.mean + self.objective.deviations() * runs.spread.sqrt();
-                // Where more than the runs stands between a row and its answer
-                // (its connection's thread, on a core the batches share), how
-                // much longer backlogs took to clear says so.
-                match self.clearing.planned(self.objective.deviations()) {
-                    Some(ratio) => planned.max(runs.mean * ratio),
-                    None => planned,
-                }
-            })
+            let ratio = self.clearing.planned(self.objective.deviations());
+            self.runs_ahead(self.steering.cap, rows, ahead)
+                .map(|runs| self.planned(runs, ratio))
         };
         let Some(estimate) = estimate else {
             return Ok(());
@@ -227,10 +220,11 @@ impl Controller {
     /// The runs one after another that a request of `rows` rows waits for
     /// and takes behind what it finds `ahead`, at the sizes they run at:
     /// the batches running, where they hold every thread the queue runs on
-    /// (one run at their mean size), then the batches of `cap` the rows ahead and its own make, as many at
-    /// once as it runs, the last of them at the rows left over where they
-    /// run alone (behind one row, a request takes a run of two, not of the
-    /// cap). `None` before any run was measured.
+    /// (one run at their mean size), then the batches of `cap` the rows
+    /// ahead and its own make, as many at once as it runs, the last of them
+    /// at the rows left over where they run alone (behind one row, a
+    /// request takes a run of two, not of the cap). `None` before any run
+    /// was measured.
     fn runs_ahead(&self, cap: usize, rows: usize, ahead: Ahead) -> Option<Runs> {
         let cap = cap.max(1);
         let mut runs = Runs::default();
@@ -249,6 +243,16 @@ impl Controller {
             runs.add(self.measured(left)?, 1);
         }
         Some(runs)
+    }
+
+    /// How long `runs` are planned to take: at the objective's percentile,
+    /// or at the percentile of how much longer than their runs backlogs
+    /// took to clear (`ratio`) where that is longer: where more than the
+    /// runs stands between a row and its answer (its connection's thread,
+    /// on a core the batches share), how backlogs cleared says so.
+    fn planned(&self, runs: Runs, ratio: Option<f64>) -> f64 {
+        let at_percentile = runs.mean + self.objective.deviations() * runs.spread.sqrt();
+        ratio.map_or(at_percentile, |ratio| at_percentile.max(runs.mean * ratio))
     }
 
     fn budget(&self) -> f64 {
@@ -290,11 +294,14 @@ impl Controller {
         let mut cap = 1;
         let mut size = 1;
         loop {
-            let planned = self.estimate(size).map(|run| match (ratio, self.measured(size)) {
-                (Some(ratio), Some((mean, _))) => run.max(mean * ratio),
-                _ => run,
+            let planned = self.measured(size).map(|(mean, deviation)| {
+                let run = Runs {
+                    mean,
+                    spread: deviation * deviation,
+                };
+                self.planned(run, ratio)
             });
-            if planned.is_some_and(|run| run <= half) {
+            if planned.is_some_and(|planned| planned <= half) {
                 cap = size;
             }
             if size >= self.max_batch {
