@@ -3,8 +3,9 @@
 //! picks the largest batch whose run fits half the objective (a request may
 //! wait behind one run and then take one; planned at the pace backlogs
 //! clear, as the check below plans a batch ahead), how long a batch may
-//! wait to fill (when single runs fall behind: long enough for a batch that
-//! keeps up, not for the largest), and refuses a request the queue ahead of it would make
+//! wait to fill (where several batch threads share the queue and single
+//! runs fall behind: long enough for a batch that keeps up, not for the
+//! largest), and refuses a request the queue ahead of it would make
 //! late, planning the rows ahead as slower than their runs where backlogs
 //! were seen to clear slower ([`clearing`]). Free of threads and clocks:
 //! every input carries its time, so tests drive it with a simulated one.
@@ -286,8 +287,8 @@ impl Controller {
     /// The largest batch whose run fits half the budget, planned as the
     /// check plans a batch ahead (slower where backlogs cleared slower than
     /// their runs: else a request behind one batch of the cap would be
-    /// refused), and the wait that fills it when the queue is busy enough to
-    /// need batches at all.
+    /// refused), and the wait that fills it when the queue's threads are
+    /// busy enough to need batches at all and run side by side.
     fn steer(&mut self) {
         let half = self.budget() / 2.0;
         let ratio = self.clearing.planned(self.objective.deviations());
@@ -313,10 +314,15 @@ impl Controller {
         // Runs of one request, as measured (not planned from larger ones: a
         // busy queue rarely runs one, and a larger batch's time would make
         // it look slow): while they keep up, batches form by themselves
-        // behind running ones, and waiting would only add latency.
+        // behind running ones, and waiting would only add latency. So they
+        // do on a queue with one batch thread whatever the load: the rows
+        // that arrive during a run make the next batch, as large as the
+        // rate brings, so a wait only delays it. Threads running side by
+        // side split those rows between them, and each frees sooner than a
+        // run: there a wait gathers what one thread alone would have.
         let one = self.runs[0].map_or(0.0, |(mean, _)| mean);
         let timeout = match self.row_gap {
-            Some(gap) if gap > 0.0 && one / gap >= self.parallel as f64 => {
+            Some(gap) if self.parallel > 1 && gap > 0.0 && one / gap >= self.parallel as f64 => {
                 // Waiting for the cap would spend the objective on every
                 // request; a batch that keeps up is enough.
                 let fill = self.keeping_up(gap, cap) as f64 * gap;

@@ -1,127 +1,8 @@
-//! The controller on a simulated clock: models that speed up, slow down
-//! and spread, arrivals that change rate, queues of every depth.
+//! Which requests the queue ahead of them would make late, and how the
+//! rows ahead are planned: at the batches they make, the batches running,
+//! and the pace backlogs were seen to clear at.
 
 use super::*;
-
-fn objective(ms: u64) -> Objective {
-    Objective {
-        latency: Duration::from_millis(ms),
-        percentile: 99.0,
-    }
-}
-
-/// A model whose run takes `fixed + per_row × rows` milliseconds.
-fn runs(controller: &mut Controller, fixed: f64, per_row: f64, sizes: &[usize]) {
-    for _ in 0..20 {
-        for &rows in sizes {
-            let run = Duration::from_secs_f64((fixed + per_row * rows as f64) / 1000.0);
-            controller.ran(rows, run);
-        }
-    }
-}
-
-#[test]
-fn the_cap_is_the_largest_batch_whose_run_fits_half_the_objective() {
-    let mut controller = Controller::new(objective(20), 128, 1);
-    assert_eq!(controller.steering().cap, 1, "nothing measured yet");
-    // 1 ms + 0.25 ms per row: 32 rows take 9 ms, 64 take 17.
-    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-    assert_eq!(controller.steering().cap, 32);
-    let mut tight = Controller::new(objective(5), 128, 1);
-    runs(&mut tight, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-    assert_eq!(tight.steering().cap, 4, "4 rows take 2 ms, 8 take 3");
-}
-
-#[test]
-fn unmeasured_sizes_are_planned_linearly_so_the_cap_grows_as_it_learns() {
-    let mut controller = Controller::new(objective(21), 128, 1);
-    runs(&mut controller, 1.0, 0.25, &[1]);
-    // 1.25 ms at 1 row, so 8 rows are planned at 10 ms: the cap.
-    assert_eq!(controller.steering().cap, 8);
-    runs(&mut controller, 1.0, 0.25, &[8]);
-    // 8 rows measured at 3 ms: 16 planned at 6, 32 at 12.
-    assert_eq!(controller.steering().cap, 16);
-    runs(&mut controller, 1.0, 0.25, &[16]);
-    assert_eq!(controller.steering().cap, 32);
-}
-
-#[test]
-fn a_model_that_slows_down_gets_smaller_batches() {
-    let mut controller = Controller::new(objective(20), 128, 1);
-    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-    assert_eq!(controller.steering().cap, 32);
-    // Now four times slower (another tenant on the cores): 4 rows take
-    // 8 ms, 8 take 12.
-    for _ in 0..3 {
-        runs(&mut controller, 4.0, 1.0, &[1, 2, 4, 8, 16, 32, 64]);
-    }
-    assert_eq!(controller.steering().cap, 4);
-}
-
-/// `rows` rows waiting, behind `running` batches of 32 rows running.
-fn ahead(rows: usize, running: usize) -> Ahead {
-    Ahead {
-        rows,
-        running,
-        running_rows: running * 32,
-    }
-}
-
-/// One row arriving every `interval`, `count` times from `start`.
-fn arrive_every(controller: &mut Controller, count: u32, start: Instant, interval: Duration) {
-    for i in 0..count {
-        controller.arrived(1, start + interval * i);
-    }
-}
-
-#[test]
-fn batches_wait_to_fill_only_when_single_runs_cannot_keep_up() {
-    let mut controller = Controller::new(objective(20), 128, 1);
-    let start = Instant::now();
-    // One row every 10 ms against 1.25 ms runs: no waiting.
-    arrive_every(&mut controller, 50, start, Duration::from_millis(10));
-    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-    assert_eq!(controller.steering().timeout, Duration::ZERO);
-    // One row every 0.5 ms: runs of one would fall behind.
-    let later = start + Duration::from_secs(1);
-    arrive_every(&mut controller, 200, later, Duration::from_micros(500));
-    runs(&mut controller, 1.0, 0.25, &[32]);
-    let steering = controller.steering();
-    assert_eq!(steering.cap, 32);
-    // Filling 32 rows takes ~16 ms, but 20 - 2 × 9 leaves 2 ms.
-    let timeout = steering.timeout.as_secs_f64() * 1000.0;
-    assert!((1.5..=2.5).contains(&timeout), "{timeout} ms");
-    // A queue that has only run large batches has no measured run of one:
-    // it does not wait on a guess.
-    let mut busy = Controller::new(objective(20), 128, 1);
-    arrive_every(&mut busy, 200, later, Duration::from_micros(500));
-    runs(&mut busy, 1.0, 0.25, &[32]);
-    assert_eq!(busy.steering().timeout, Duration::ZERO);
-}
-
-#[test]
-fn a_batch_waits_for_the_rows_that_keep_up_not_for_the_cap() {
-    // 0.5 ms per run and 0.01 ms per row: 128 rows run in 1.8 ms, so
-    // the cap is 128, but single runs fall behind one row every 0.25 ms.
-    let mut controller = Controller::new(objective(20), 128, 1);
-    let start = Instant::now();
-    arrive_every(&mut controller, 400, start, Duration::from_micros(250));
-    runs(&mut controller, 0.5, 0.01, &[1, 2, 4, 8, 16, 32, 64, 128]);
-    let steering = controller.steering();
-    assert_eq!(steering.cap, 128);
-    // 8 rows run in 0.58 ms, under half of the 2 ms they take to
-    // arrive (4 rows: 0.54 of 1 ms): the wait fills 8, not 128 (32 ms,
-    // which the objective would have cut to 16).
-    let timeout = steering.timeout.as_secs_f64() * 1000.0;
-    assert!((1.8..=2.2).contains(&timeout), "{timeout} ms");
-    // Arrivals twice as fast: 16 rows keep up (0.66 of 2 ms; 8 rows:
-    // 0.58 of 1 ms do not), filled in the same 2 ms.
-    let later = start + Duration::from_secs(1);
-    arrive_every(&mut controller, 400, later, Duration::from_micros(125));
-    runs(&mut controller, 0.5, 0.01, &[16]);
-    let timeout = controller.steering().timeout.as_secs_f64() * 1000.0;
-    assert!((1.8..=2.2).contains(&timeout), "{timeout} ms");
-}
 
 #[test]
 fn a_request_the_queue_would_make_late_is_refused() {
@@ -217,16 +98,6 @@ fn the_percentile_plans_for_the_spread_of_run_times() {
     assert!(spread(99.0) < 32, "9 + 2.33 × 3 ms does not");
 }
 
-/// `count` requests that queued behind `ahead` rows, the runs idle and the
-/// cap 32, took `spent` each.
-fn backlogs(controller: &mut Controller, count: usize, ahead: usize, spent: &[f64], now: Instant) {
-    for _ in 0..count {
-        for &ms in spent {
-            controller.taken(self::ahead(ahead, 0), 32, 1, Duration::from_secs_f64(ms / 1000.0), now);
-        }
-    }
-}
-
 #[test]
 fn a_backlog_that_clears_slower_than_its_runs_is_planned_as_slower() {
     let mut controller = Controller::new(objective(20), 128, 1);
@@ -303,23 +174,6 @@ fn rows_left_over_run_beside_the_last_full_batches_or_alone() {
     assert!(close(planned(0, 2, 0), 2.5), "{:?}", planned(0, 2, 0));
     // One running of two threads holds none up.
     assert!(close(planned(0, 1, 32), 1.25), "{:?}", planned(0, 1, 32));
-}
-
-#[test]
-fn where_backlogs_clear_slower_than_their_runs_the_cap_shrinks_to_match() {
-    let mut controller = Controller::new(objective(20), 128, 1);
-    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-    assert_eq!(controller.steering().cap, 32, "9 ms fits 10");
-    // Backlogs took three times their runs: a batch of 32 ahead is planned
-    // at 27 ms, so a request behind one would be refused. Once the queue
-    // runs again, its cap is the largest batch planned within 10 ms: 8 rows
-    // (3 ms, planned at 9).
-    backlogs(&mut controller, 100, 40, &[42.0], Instant::now());
-    assert!(controller.admits(1, ahead(32, 0), Duration::ZERO).is_err());
-    runs(&mut controller, 1.0, 0.25, &[8]);
-    assert_eq!(controller.steering().cap, 8);
-    // Behind one batch of it: 3 + 1.25 ms, planned at 12.75: let in.
-    assert_eq!(controller.admits(1, ahead(8, 0), Duration::ZERO), Ok(()));
 }
 
 #[test]
