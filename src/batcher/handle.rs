@@ -121,7 +121,7 @@ impl QueueHandle {
         // sees: the batch threads run them.
         if splitting {
             let tasks = self.split_tasks(inputs, rows, request_id, sender);
-            self.enqueue(tasks, false)?;
+            self.enqueue(tasks, false, Admitted::No)?;
             return Ok(Submitted { pending, drive: None });
         }
         let task = Task {
@@ -137,34 +137,34 @@ impl QueueHandle {
                 if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
                     return Err(BatchError::ShuttingDown);
                 }
+                self.admit_inline(rows)?;
                 match self.shards.push(shard, task, cap) {
-                    Ok(()) => {
-                        self.arrived_inline(rows);
-                        Some(Drive::Shard(shard))
-                    }
+                    Ok(()) => Some(Drive::Shard(shard)),
                     // The shared queue takes it or refuses it, in its own words.
                     Err(task) => {
-                        self.enqueue(vec![task], true)?;
+                        self.enqueue(vec![task], true, Admitted::Yes)?;
                         Some(Drive::Shared)
                     }
                 }
             }
             None => {
-                self.enqueue(vec![task], inline.is_some())?;
+                self.enqueue(vec![task], inline.is_some(), Admitted::No)?;
                 inline.map(|_| Drive::Shared)
             }
         };
         Ok(Submitted { pending, drive })
     }
 
-    /// A steered queue's controller counts the arrivals its callers run too:
-    /// when single runs stop keeping up with them, it chooses to wait, and
-    /// the queue's batches go back to the batch threads, whose queue it can
-    /// refuse from.
-    fn arrived_inline(&self, rows: usize) {
-        if let Some(controller) = &self.context.controller {
-            let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            controller.arrived(rows, Instant::now());
+    /// A steered queue's controller counts the arrivals its callers run too
+    /// (where several batch threads share the queue and single runs stop
+    /// keeping up, it chooses to wait, and the batches go back to the batch
+    /// threads), and refuses those the rows ahead would make late, as the
+    /// shared queue does: a queue that runs one batch at a time never
+    /// waits, so its callers may run its batches at any load.
+    fn admit_inline(&self, rows: usize) -> Result<(), BatchError> {
+        match &self.context.controller {
+            Some(controller) => self.admit(controller, rows).map(drop),
+            None => Ok(()),
         }
     }
 
@@ -254,17 +254,11 @@ impl QueueHandle {
         }
     }
 
-    /// Under the queue's latency objective: counts the arrival, refuses the
-    /// tasks when the queue ahead would make them late, and applies what the
-    /// controller chose to the queue.
-    fn steer(
-        &self,
-        controller: &Mutex<objective::Controller>,
-        queue: &mut Queue<Reply>,
-        tasks: &[Task<Reply>],
-    ) -> Result<(), BatchError> {
-        let rows = tasks.iter().map(|t| t.rows).sum();
-        // The tasks' own rows are counted pending already.
+    /// Under the queue's latency objective: counts the arrival of `rows`,
+    /// refuses them when the queue ahead would make them late, and says what
+    /// the controller chose.
+    fn admit(&self, controller: &Mutex<objective::Controller>, rows: usize) -> Result<objective::Steering, BatchError> {
+        // The rows are counted pending already.
         let ahead = self.context.ahead(rows);
         let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
         controller.arrived(rows, Instant::now());
@@ -272,9 +266,7 @@ impl QueueHandle {
             self.context.metrics.rejected_late.inc();
             return Err(self.late(late));
         }
-        let steering = controller.steering();
-        queue.steer(steering.cap, steering.timeout);
-        Ok(())
+        Ok(controller.steering())
     }
 
     fn late(&self, late: objective::Late) -> BatchError {
@@ -310,7 +302,7 @@ impl QueueHandle {
 
     /// Puts the tasks on the shared queue, or refuses them all (full, too
     /// large, shutting down); wakes an idle batch thread unless the caller drives.
-    fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool) -> Result<(), BatchError> {
+    fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool, admitted: Admitted) -> Result<(), BatchError> {
         let wake = {
             let mut state = self.shared.lock();
             if state.shutdown {
@@ -318,7 +310,11 @@ impl QueueHandle {
             }
             let entry = state.queues.get_mut(&self.id).ok_or(BatchError::ShuttingDown)?;
             if let Some(controller) = &self.context.controller {
-                self.steer(controller, &mut entry.queue, &tasks)?;
+                let steering = match admitted {
+                    Admitted::No => self.admit(controller, tasks.iter().map(|t| t.rows).sum())?,
+                    Admitted::Yes => controller.lock().unwrap_or_else(|p| p.into_inner()).steering(),
+                };
+                entry.queue.steer(steering.cap, steering.timeout);
             }
             if let Err((error, _)) = entry.queue.enqueue(tasks) {
                 return Err(self.refused(error));
@@ -334,6 +330,14 @@ impl QueueHandle {
         }
         Ok(())
     }
+}
+
+/// Whether a steered queue's controller has counted and checked the tasks
+/// already (on their way to a caller's shard that had no room).
+#[derive(Clone, Copy)]
+enum Admitted {
+    No,
+    Yes,
 }
 
 /// The 0th dimension all of a request's inputs share, or `None` when one is a

@@ -3,9 +3,9 @@
 //! picks the largest batch whose run fits half the objective (a request may
 //! wait behind one run and then take one; planned at the pace backlogs
 //! clear, as the check below plans a batch ahead), how long a batch may
-//! wait to fill (where several batch threads share the queue and single
-//! runs fall behind: long enough for a batch that keeps up, not for the
-//! largest), and refuses a request the queue ahead of it would make
+//! wait to fill (where several of the queue's batches run at once and
+//! single runs fall behind: long enough for a batch that keeps up, not for
+//! the largest), and refuses a request the queue ahead of it would make
 //! late, planning the rows ahead as slower than their runs where backlogs
 //! were seen to clear slower ([`clearing`]). Free of threads and clocks:
 //! every input carries its time, so tests drive it with a simulated one.
@@ -287,8 +287,8 @@ impl Controller {
     /// The largest batch whose run fits half the budget, planned as the
     /// check plans a batch ahead (slower where backlogs cleared slower than
     /// their runs: else a request behind one batch of the cap would be
-    /// refused), and the wait that fills it when the queue's threads are
-    /// busy enough to need batches at all and run side by side.
+    /// refused), and the wait that fills it when the queue's batches run
+    /// side by side and its threads are busy enough to need batches at all.
     fn steer(&mut self) {
         let half = self.budget() / 2.0;
         let ratio = self.clearing.planned(self.objective.deviations());
@@ -315,10 +315,10 @@ impl Controller {
         // busy queue rarely runs one, and a larger batch's time would make
         // it look slow): while they keep up, batches form by themselves
         // behind running ones, and waiting would only add latency. So they
-        // do on a queue with one batch thread whatever the load: the rows
-        // that arrive during a run make the next batch, as large as the
-        // rate brings, so a wait only delays it. Threads running side by
-        // side split those rows between them, and each frees sooner than a
+        // do on a queue that runs one batch at a time whatever the load: the
+        // rows that arrive during a run make the next batch, as large as the
+        // rate brings, so a wait only delays it. Batches running side by side
+        // split those rows between them, and each thread frees sooner than a
         // run: there a wait gathers what one thread alone would have.
         let one = self.runs[0].map_or(0.0, |(mean, _)| mean);
         let timeout = match self.row_gap {
@@ -337,9 +337,9 @@ impl Controller {
     }
 
     /// The smallest batch, up to `cap`, whose planned run takes at most
-    /// [`KEEP_UP_SHARE`] of the time its rows take to arrive `gap` apart:
-    /// batches of it keep up with arrivals with room to spare. `cap` when
-    /// none does.
+    /// [`KEEP_UP_SHARE`] of the time rows `gap` apart take to bring one
+    /// batch of it for each thread: batches of it keep up with arrivals with
+    /// room to spare. `cap` when none does.
     fn keeping_up(&self, gap: f64, cap: usize) -> usize {
         let mut size = 1;
         while size < cap {

@@ -149,6 +149,52 @@ fn a_steered_queue_that_waits_for_nothing_is_run_by_its_callers_within_its_cap()
 }
 
 #[test]
+fn a_steered_queue_its_callers_run_refuses_what_its_shards_would_make_late() {
+    // One batch thread: the controller never waits, so its callers run the
+    // queue at any load, and the rows on their shards are all that is ahead.
+    let batcher = Batcher::with_inline_limit(1, Duration::from_secs(1)).unwrap();
+    let runner = Arc::new(MillisecondRows::default());
+    let params = BatchParams {
+        target_latency_micros: 10_000,
+        ..params(8, Duration::ZERO)
+    };
+    let metrics = QueueMetrics::new("batcher-test", 1, "steered-shards");
+    let handle = batcher.add_queue("q".into(), params, true, runner, metrics.clone());
+    for _ in 0..4 {
+        answer(handle.submit(vec![rows(&[0.0])], &["x"], None).unwrap()).unwrap();
+    }
+    // Nobody drives: the rows stay on the shard. Runs take a millisecond a
+    // row, so a few batches ahead exceed the 10 ms objective, long before
+    // the shards' 100 batches are full and the shared queue would refuse.
+    let mut queued = Vec::new();
+    let refusal = loop {
+        assert!(queued.len() < 64, "64 rows on the shard and still taking requests");
+        match handle.submit_or_drive(vec![rows(&[queued.len() as f32])], &["x"], None) {
+            Ok(submitted) => {
+                assert!(matches!(submitted.drive, Some(Drive::Shard(_))), "run by its caller");
+                queued.push(submitted);
+            }
+            Err(refusal) => break refusal,
+        }
+    };
+    assert!(
+        queued.len() >= 2,
+        "an idle queue takes a request and the next behind it"
+    );
+    assert_eq!(refusal.code(), Code::Unavailable);
+    assert!(
+        refusal.to_string().contains("latency objective of 10.0 ms"),
+        "{refusal}"
+    );
+    assert_eq!(metrics.rejected_late.get(), 1);
+    let drive = queued[0].drive.expect("driven");
+    while handle.run_ready(drive) {}
+    for (i, submitted) in queued.into_iter().enumerate() {
+        assert_eq!(floats(&answer(submitted.pending)), vec![i as f32]);
+    }
+}
+
+#[test]
 fn answers_not_yet_taken_count_as_waiting_against_the_objective() {
     let batcher = Batcher::new(1).unwrap();
     let runner = Arc::new(MillisecondRows::default());
