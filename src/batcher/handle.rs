@@ -121,7 +121,7 @@ impl QueueHandle {
         // sees: the batch threads run them.
         if splitting {
             let tasks = self.split_tasks(inputs, rows, request_id, sender);
-            self.enqueue(tasks, false, Admitted::No)?;
+            self.enqueue(tasks, false, None)?;
             return Ok(Submitted { pending, drive: None });
         }
         let task = Task {
@@ -137,18 +137,18 @@ impl QueueHandle {
                 if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
                     return Err(BatchError::ShuttingDown);
                 }
-                self.admit_inline(rows)?;
+                let admitted = self.admit_inline(rows)?;
                 match self.shards.push(shard, task, cap) {
                     Ok(()) => Some(Drive::Shard(shard)),
                     // The shared queue takes it or refuses it, in its own words.
                     Err(task) => {
-                        self.enqueue(vec![task], true, Admitted::Yes)?;
+                        self.enqueue(vec![task], true, admitted)?;
                         Some(Drive::Shared)
                     }
                 }
             }
             None => {
-                self.enqueue(vec![task], inline.is_some(), Admitted::No)?;
+                self.enqueue(vec![task], inline.is_some(), None)?;
                 inline.map(|_| Drive::Shared)
             }
         };
@@ -160,12 +160,14 @@ impl QueueHandle {
     /// keeping up, it chooses to wait, and the batches go back to the batch
     /// threads), and refuses those the rows ahead would make late, as the
     /// shared queue does: a queue that runs one batch at a time never
-    /// waits, so its callers may run its batches at any load.
-    fn admit_inline(&self, rows: usize) -> Result<(), BatchError> {
-        match &self.context.controller {
-            Some(controller) => self.admit(controller, rows).map(drop),
-            None => Ok(()),
-        }
+    /// waits, so its callers may run its batches at any load. Says what the
+    /// controller chose, for a request the shards then have no room for.
+    fn admit_inline(&self, rows: usize) -> Result<Option<objective::Steering>, BatchError> {
+        self.context
+            .controller
+            .as_ref()
+            .map(|controller| self.admit(controller, rows))
+            .transpose()
     }
 
     /// The request's rows, and whether it must run alone. As TF Serving's
@@ -301,8 +303,15 @@ impl QueueHandle {
     }
 
     /// Puts the tasks on the shared queue, or refuses them all (full, too
-    /// large, shutting down); wakes an idle batch thread unless the caller drives.
-    fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool, admitted: Admitted) -> Result<(), BatchError> {
+    /// large, shutting down, or late: unless `admitted` says what a steered
+    /// queue's controller chose when it counted and checked them already);
+    /// wakes an idle batch thread unless the caller drives.
+    fn enqueue(
+        &self,
+        tasks: Vec<Task<Reply>>,
+        drive: bool,
+        admitted: Option<objective::Steering>,
+    ) -> Result<(), BatchError> {
         let wake = {
             let mut state = self.shared.lock();
             if state.shutdown {
@@ -311,8 +320,8 @@ impl QueueHandle {
             let entry = state.queues.get_mut(&self.id).ok_or(BatchError::ShuttingDown)?;
             if let Some(controller) = &self.context.controller {
                 let steering = match admitted {
-                    Admitted::No => self.admit(controller, tasks.iter().map(|t| t.rows).sum())?,
-                    Admitted::Yes => controller.lock().unwrap_or_else(|p| p.into_inner()).steering(),
+                    Some(steering) => steering,
+                    None => self.admit(controller, tasks.iter().map(|t| t.rows).sum())?,
                 };
                 entry.queue.steer(steering.cap, steering.timeout);
             }
@@ -330,14 +339,6 @@ impl QueueHandle {
         }
         Ok(())
     }
-}
-
-/// Whether a steered queue's controller has counted and checked the tasks
-/// already (on their way to a caller's shard that had no room).
-#[derive(Clone, Copy)]
-enum Admitted {
-    No,
-    Yes,
 }
 
 /// The 0th dimension all of a request's inputs share, or `None` when one is a
