@@ -263,12 +263,22 @@ impl QueueHandle {
         // The rows are counted pending already.
         let ahead = self.context.ahead(rows);
         let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-        controller.arrived(rows, Instant::now());
-        if let Err(late) = controller.admits(rows, ahead, Duration::ZERO) {
+        let now = Instant::now();
+        controller.arrived(rows, now);
+        let verdict = controller.check(rows, ahead, Duration::ZERO, now);
+        self.show_refusing(controller.refusing(now));
+        if let Err(late) = verdict {
             self.context.metrics.rejected_late.inc();
             return Err(self.late(late));
         }
         Ok(controller.steering())
+    }
+
+    /// Whether the objective refuses, in `/metrics`.
+    fn show_refusing(&self, refusing: bool) {
+        if let Some(gauges) = &self.context.metrics.steering {
+            gauges.refusing.set(i64::from(refusing));
+        }
     }
 
     fn late(&self, late: objective::Late) -> BatchError {
@@ -286,15 +296,21 @@ impl QueueHandle {
     /// Whether a request of one row that has `waited` since its bytes
     /// arrived would be refused as late were it queued now: the check the
     /// queue makes at enqueue, made before the request's body is read so
-    /// that a refusal costs no decoding. Counts nothing (the caller counts
-    /// the refusal it makes, [`QueueHandle::count_late`]). `None` for a
+    /// that a refusal costs no decoding. The controller learns from it
+    /// whether refusing shortens the waits; the caller counts
+    /// the refusal it makes ([`QueueHandle::count_late`]). `None` for a
     /// queue without an objective.
     pub fn late_now(&self, waited: Duration) -> Option<BatchError> {
         let controller = self.context.controller.as_ref()?;
         let ahead = self.context.ahead(0);
-        let controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-        let late = controller.admits(1, ahead, waited).err()?;
-        Some(self.late(late))
+        let now = Instant::now();
+        let (verdict, refusing) = {
+            let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
+            let verdict = controller.check(1, ahead, waited, now);
+            (verdict, controller.refusing(now))
+        };
+        self.show_refusing(refusing);
+        verdict.err().map(|late| self.late(late))
     }
 
     /// Counts a request refused as late before it was queued.

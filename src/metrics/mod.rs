@@ -36,6 +36,7 @@ pub struct Metrics {
     queue_depth: IntGaugeVec,
     batch_cap: IntGaugeVec,
     batch_timeout_seconds: GaugeVec,
+    batch_objective_refusing: IntGaugeVec,
     rejected: IntCounterVec,
     dropped: IntCounterVec,
     /// Panics contained: `where` is `request` (an HTTP handler) or `batch` (a model run).
@@ -178,6 +179,14 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             &registry,
             "tfserve_batch_timeout_seconds",
             "How long a batch of a queue with a latency objective waits to fill, as its controller chose it.",
+            QUEUE_LABELS,
+        ),
+        batch_objective_refusing: int_gauge(
+            &registry,
+            "tfserve_batch_objective_refusing",
+            "1 while a queue with a latency objective refuses the requests it would make late, 0 while it \
+             has stopped for a while because refusing shortened no one's wait (callers that come straight \
+             back after a refusal).",
             QUEUE_LABELS,
         ),
         rejected: counter(

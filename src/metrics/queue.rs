@@ -9,6 +9,8 @@ use super::METRICS;
 pub struct SteeringGauges {
     pub cap: IntGauge,
     pub timeout: Gauge,
+    /// Whether the objective refuses requests (1) or has stopped for a while (0).
+    pub refusing: IntGauge,
 }
 
 impl SteeringGauges {
@@ -67,6 +69,11 @@ impl QueueMetrics {
         self.steering.get_or_insert_with(|| SteeringGauges {
             cap: METRICS.batch_cap.with_label_values(&labels),
             timeout: METRICS.batch_timeout_seconds.with_label_values(&labels),
+            refusing: {
+                let gauge = METRICS.batch_objective_refusing.with_label_values(&labels);
+                gauge.set(1);
+                gauge
+            },
         })
     }
 }

@@ -7,14 +7,18 @@
 //! single runs fall behind: long enough for a batch that keeps up, not for
 //! the largest), and refuses a request the queue ahead of it would make
 //! late, planning the rows ahead as slower than their runs where backlogs
-//! were seen to clear slower ([`clearing`]). Free of threads and clocks:
-//! every input carries its time, so tests drive it with a simulated one.
+//! were seen to clear slower ([`clearing`]), for as long as refusing
+//! shortens the waits ([`draining`]).
+//! Free of threads and clocks: every input carries its time, so tests
+//! drive it with a simulated one.
 
 use std::time::{Duration, Instant};
 
 use clearing::Clearing;
+use draining::Draining;
 
 mod clearing;
+mod draining;
 
 /// What a queue promises: `percentile` of its requests spend at most
 /// `latency` in the batcher (queue and run).
@@ -98,6 +102,8 @@ pub struct Controller {
     last_arrival: Option<Instant>,
     /// How much longer than their runs backlogs were seen to take.
     clearing: Clearing,
+    /// Whether refusing shortens the waits.
+    draining: Draining,
     steering: Steering,
 }
 
@@ -112,6 +118,7 @@ impl Controller {
             row_gap: None,
             last_arrival: None,
             clearing: Clearing::default(),
+            draining: Draining::default(),
             steering: Steering {
                 cap: 1,
                 timeout: Duration::ZERO,
@@ -195,9 +202,36 @@ impl Controller {
     /// of a millisecond would decide, and no wait is to blame for a run
     /// that overruns it alone.
     pub fn admits(&self, rows: usize, ahead: Ahead, waited: Duration) -> Result<(), Late> {
+        self.judge(rows, ahead, waited).0
+    }
+
+    /// As [`Controller::admits`], for a request checked at `now`, unless
+    /// refusing was lately seen to shorten nothing (callers that come
+    /// straight back after a refusal): then it is let in. The outcome
+    /// teaches whether refusing shortens the waits ([`draining`]).
+    pub fn check(&mut self, rows: usize, ahead: Ahead, waited: Duration, now: Instant) -> Result<(), Late> {
+        let (verdict, planned) = self.judge(rows, ahead, waited);
+        let refusing = self.draining.refusing(now);
+        self.draining
+            .checked(planned, refusing && verdict.is_err(), now, self.objective.latency);
+        if refusing {
+            verdict
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether the queue refuses requests it would make late at `now`.
+    pub fn refusing(&self, now: Instant) -> bool {
+        self.draining.refusing(now)
+    }
+
+    /// [`Controller::admits`], and the time planned for the request in all
+    /// (its wait included; zero where nothing was planned).
+    fn judge(&self, rows: usize, ahead: Ahead, waited: Duration) -> (Result<(), Late>, Duration) {
         let estimate = if ahead.rows == 0 && ahead.running < self.parallel {
             if waited.is_zero() {
-                return Ok(());
+                return (Ok(()), Duration::ZERO);
             }
             self.estimate(rows).filter(|&run| run <= self.budget() / 2.0)
         } else {
@@ -206,16 +240,19 @@ impl Controller {
                 .map(|runs| self.planned(runs, ratio))
         };
         let Some(estimate) = estimate else {
-            return Ok(());
+            return (Ok(()), waited);
         };
-        if waited.as_secs_f64() + estimate <= self.budget() {
-            return Ok(());
+        let estimate = Duration::try_from_secs_f64(estimate).unwrap_or(Duration::MAX);
+        let planned = waited.saturating_add(estimate);
+        if planned.as_secs_f64() <= self.budget() {
+            return (Ok(()), planned);
         }
-        Err(Late {
-            estimate: Duration::try_from_secs_f64(estimate).unwrap_or(Duration::MAX),
+        let late = Late {
+            estimate,
             waited,
             waiting_rows: ahead.rows,
-        })
+        };
+        (Err(late), planned)
     }
 
     /// The runs one after another that a request of `rows` rows waits for

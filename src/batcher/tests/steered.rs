@@ -149,6 +149,38 @@ fn a_steered_queue_that_waits_for_nothing_is_run_by_its_callers_within_its_cap()
 }
 
 #[test]
+fn callers_refused_for_an_unread_wait_that_never_falls_are_let_in() {
+    let batcher = Batcher::new(1).unwrap();
+    let params = BatchParams {
+        target_latency_micros: 20_000,
+        ..params(8, Duration::ZERO)
+    };
+    let mut metrics = QueueMetrics::new("batcher-test", 1, "unread");
+    let gauges = metrics.steered().clone();
+    let runner = Arc::new(MillisecondRows::default());
+    let handle = batcher.add_queue("q".into(), params, true, runner, metrics);
+    answer(handle.submit(vec![rows(&[0.0])], &["x"], None).unwrap()).unwrap();
+    assert_eq!(gauges.refusing.get(), 1);
+    // Callers whose bytes wait 30 ms unread however many of them are
+    // refused (they come straight back): refused once the run is counted,
+    // until two windows of 80 ms show that refusing drains nothing.
+    let waited = Duration::from_millis(30);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handle.late_now(waited).is_none() {
+        assert!(Instant::now() < deadline, "the run was never counted");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut refused = 1;
+    while handle.late_now(waited).is_some() {
+        assert!(Instant::now() < deadline, "still refused after {refused}");
+        refused += 1;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(refused >= 30, "two windows of at least 16: {refused}");
+    assert_eq!(gauges.refusing.get(), 0);
+}
+
+#[test]
 fn a_steered_queue_its_callers_run_refuses_what_its_shards_would_make_late() {
     // One batch thread: the controller never waits, so its callers run the
     // queue at any load, and the rows on their shards are all that is ahead.

@@ -3,6 +3,7 @@
 
 use super::*;
 
+mod draining;
 mod refusing;
 mod steering;
 
