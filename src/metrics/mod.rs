@@ -66,24 +66,18 @@ fn registered<C: Collector + Clone + 'static>(registry: &Registry, metric: C) ->
 }
 
 fn int_gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    registered(
-        registry,
-        IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric"),
-    )
+    let metric = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registered(registry, metric)
 }
 
 fn gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
-    registered(
-        registry,
-        GaugeVec::new(Opts::new(name, help), labels).expect("valid metric"),
-    )
+    let metric = GaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registered(registry, metric)
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    registered(
-        registry,
-        IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
-    )
+    let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registered(registry, metric)
 }
 
 fn histogram(registry: &Registry, name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
@@ -184,9 +178,8 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         batch_objective_refusing: int_gauge(
             &registry,
             "tfserve_batch_objective_refusing",
-            "1 while a queue with a latency objective refuses the requests it would make late, 0 while it \
-             has stopped for a while because refusing shortened no one's wait (callers that come straight \
-             back after a refusal).",
+            "1 while a queue's latency objective refuses the requests it would make late; \
+             0 while it has stopped because refusing shortened no one's wait.",
             QUEUE_LABELS,
         ),
         rejected: counter(

@@ -211,14 +211,9 @@ impl Controller {
     /// teaches whether refusing shortens the waits ([`draining`]).
     pub fn check(&mut self, rows: usize, ahead: Ahead, waited: Duration, now: Instant) -> Result<(), Late> {
         let (verdict, planned) = self.judge(rows, ahead, waited);
-        let refusing = self.draining.refusing(now);
-        self.draining
-            .checked(planned, refusing && verdict.is_err(), now, self.objective.latency);
-        if refusing {
-            verdict
-        } else {
-            Ok(())
-        }
+        let refused = verdict.is_err() && self.draining.refusing(now);
+        self.draining.checked(planned, refused, now, self.objective.latency);
+        verdict.or_else(|late| if refused { Err(late) } else { Ok(()) })
     }
 
     /// Whether the queue refuses requests it would make late at `now`.

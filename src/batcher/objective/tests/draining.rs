@@ -25,7 +25,8 @@ fn check(controller: &mut Controller, start: Instant, ms: u32, wait: impl Fn(u32
 }
 
 /// Checks a request that waited `wait_ms` unread every millisecond from
-/// `start` until the queue stops refusing: then, and how many got in.
+/// `start` until the queue stops refusing (and tries letting everyone in):
+/// then, and how many got in.
 fn until_held(controller: &mut Controller, start: Instant, wait_ms: u64) -> (Instant, u32) {
     let mut admitted = 0;
     for i in 0..10_000 {
@@ -38,12 +39,19 @@ fn until_held(controller: &mut Controller, start: Instant, wait_ms: u64) -> (Ins
     panic!("refusing for a {wait_ms} ms wait never stopped");
 }
 
-/// How long from `from` until the queue refuses again, to the millisecond.
-fn hold(controller: &Controller, from: Instant) -> Duration {
-    (0..100_000)
-        .map(|ms| MS * ms)
-        .find(|&d| controller.refusing(from + d))
-        .expect("held for good")
+/// Checks a request every millisecond from `start`, the `i`th having
+/// waited `wait(i)` ms unread, all let in, until the queue refuses again:
+/// then.
+fn let_in(controller: &mut Controller, start: Instant, wait: impl Fn(u32) -> f64) -> Instant {
+    for i in 0..20_000 {
+        let now = start + MS * i;
+        if controller.refusing(now) {
+            return now;
+        }
+        let waited = Duration::from_secs_f64(wait(i) / 1000.0);
+        assert_eq!(controller.check(1, ahead(0, 0), waited, now), Ok(()), "at {i} ms");
+    }
+    panic!("never refused again");
 }
 
 #[test]
@@ -52,24 +60,56 @@ fn callers_that_come_straight_back_stop_being_refused_for_their_wait() {
     let start = Instant::now();
     // 12 ms unread, whatever is refused (the callers' number times what a
     // request costs): two windows of 25 ms refuse everyone.
-    let (held, admitted) = until_held(&mut controller, start, 12);
+    let (trial, admitted) = until_held(&mut controller, start, 12);
     assert_eq!(admitted, 0);
-    assert_eq!(held - start, MS * 51);
-    assert_eq!(hold(&controller, held), Duration::from_secs(1));
-    // Held: the same waits get in, as do longer ones (answers cost more
-    // than refusals), and so would a deep queue: only its static bounds
-    // refuse.
-    assert_eq!(check(&mut controller, held + MS, 900, |_| 30.0), 900);
-    let deep = controller.check(1, ahead(10_000, 1), MS * 30, held + MS * 901);
-    assert_eq!(deep, Ok(()));
-    assert!(controller.admits(1, ahead(10_000, 1), MS * 30).is_err());
+    assert_eq!(trial - start, MS * 51);
+    // Let in, each caller's wait rises once, to what an answer rather than
+    // a refusal costs the others, and stays: the trial settles in three
+    // windows and the queue lets everyone in for a second.
+    let back = let_in(&mut controller, trial + MS, |i| if i < 30 { 20.0 } else { 30.0 });
+    let held = back - trial;
+    assert!(
+        held > Duration::from_secs(1) && held < Duration::from_millis(1200),
+        "{held:?}"
+    );
+    assert!(
+        controller.admits(1, ahead(10_000, 1), MS * 30).is_err(),
+        "the plan is unchanged"
+    );
     // Then refusing is tried again: the waits fall from 30 ms to 12 in the
-    // first window (draining), stay there for two more, and the hold that
-    // follows is twice as long.
-    let (again, admitted) = until_held(&mut controller, held + Duration::from_secs(1), 12);
+    // first window (draining), stay there for two more, and the next trial
+    // settles at once: the hold that follows is twice as long.
+    let (trial, admitted) = until_held(&mut controller, back, 12);
     assert_eq!(admitted, 0);
-    assert_eq!(again - held, Duration::from_secs(1) + MS * 77);
-    assert_eq!(hold(&controller, again), Duration::from_secs(2));
+    assert_eq!(trial - back, MS * 77);
+    let held = let_in(&mut controller, trial + MS, |_| 12.0) - trial;
+    assert!(
+        held > Duration::from_secs(2) && held < Duration::from_millis(2100),
+        "{held:?}"
+    );
+}
+
+#[test]
+fn arrivals_that_pile_up_when_let_in_are_refused_again_at_once() {
+    let mut controller = idle_queue();
+    let start = Instant::now();
+    // Everyone refused for two windows (the server stalled, say), then let
+    // in: the waits grow half a millisecond a millisecond (arrivals at 150%
+    // of what the server answers), up three windows in a row: about 100 ms.
+    let (trial, _) = until_held(&mut controller, start, 12);
+    let trial = trial + MS;
+    let mut i = 0;
+    while !controller.refusing(trial + MS * i) {
+        let waited = Duration::from_secs_f64((12.0 + 0.5 * f64::from(i)) / 1000.0);
+        assert_eq!(controller.check(1, ahead(0, 0), waited, trial + MS * i), Ok(()));
+        i += 1;
+        assert!(i < 1000, "still letting everyone in");
+    }
+    assert!(i < 120, "{i} ms let in");
+    // Refusing again, it tries no other trial for a second, however futile.
+    let again = trial + MS * i;
+    assert_eq!(check(&mut controller, again, 900, |_| 12.0), 0);
+    assert!(controller.refusing(again + MS * 900));
 }
 
 #[test]
@@ -99,16 +139,21 @@ fn a_steady_overload_that_lets_some_in_stays_refused_for() {
 fn callers_that_thin_out_reset_the_hold() {
     let mut controller = idle_queue();
     let start = Instant::now();
-    let (held, _) = until_held(&mut controller, start, 12);
-    let (held, _) = until_held(&mut controller, held + Duration::from_secs(1), 12);
-    assert_eq!(hold(&controller, held), Duration::from_secs(2));
-    // Fewer callers: their waits fit. When they grow again, refusing for
-    // them stops after a first hold's second again.
-    let thinner = held + Duration::from_secs(2);
-    assert_eq!(check(&mut controller, thinner, 100, |_| 1.0), 100);
-    let (held, admitted) = until_held(&mut controller, thinner + MS * 100, 12);
+    let (trial, _) = until_held(&mut controller, start, 12);
+    let back = let_in(&mut controller, trial + MS, |_| 12.0);
+    let (trial, _) = until_held(&mut controller, back, 12);
+    let back = let_in(&mut controller, trial + MS, |_| 12.0);
+    assert!(back - trial > Duration::from_secs(2));
+    // Fewer callers: their waits fit. When they grow again, the queue lets
+    // them in after a first hold's second again.
+    assert_eq!(check(&mut controller, back, 100, |_| 1.0), 100);
+    let (trial, admitted) = until_held(&mut controller, back + MS * 100, 12);
     assert_eq!(admitted, 0);
-    assert_eq!(hold(&controller, held), Duration::from_secs(1));
+    let held = let_in(&mut controller, trial + MS, |_| 12.0) - trial;
+    assert!(
+        held > Duration::from_secs(1) && held < Duration::from_millis(1100),
+        "{held:?}"
+    );
 }
 
 #[test]
@@ -123,13 +168,14 @@ fn answers_that_wait_for_callers_coming_straight_back_stop_being_refused_for_too
     assert_eq!(controller.steering().cap, 1);
     let mut i = 0;
     while controller.refusing(start + MS * i) {
-        assert!(controller.check(1, ahead(2, 0), Duration::ZERO, start + MS * i).is_err());
+        assert!(controller
+            .check(1, ahead(2, 0), Duration::ZERO, start + MS * i)
+            .is_err());
         i += 1;
         assert!(i < 1000, "refusing for the clearing pace never stopped");
     }
-    // Two windows of about 60 ms, then a second of letting them in.
+    // Two windows of about 60 ms, then everyone is let in.
     assert!((120..=124).contains(&i), "{i} ms");
-    let held = start + MS * (i - 1);
-    assert_eq!(controller.check(1, ahead(2, 0), Duration::ZERO, held + MS), Ok(()));
-    assert_eq!(hold(&controller, held), Duration::from_secs(1));
+    let now = start + MS * i;
+    assert_eq!(controller.check(1, ahead(2, 0), Duration::ZERO, now), Ok(()));
 }
