@@ -91,7 +91,10 @@ def main():
         work = pathlib.Path(work)
         script, body = work / "post.lua", work / "body.json"
         script.write_text(bench.WRK_SCRIPT)
-        body.write_text('{"instances": [1.0, 2.0]}')
+        if args.model == "half_plus_three":
+            body.write_text('{"instances": [1.0, 2.0]}')
+        else:
+            bench.body_for(args.model, body)
         log = open(work / "server.log", "w")
         for round_ in range(args.rounds):
             order = builds if round_ % 2 == 0 else builds[::-1]
