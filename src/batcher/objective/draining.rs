@@ -56,6 +56,8 @@ const TRIAL_RISES: u32 = 3;
 /// the next.
 const FIRST_HOLD: Duration = Duration::from_secs(1);
 const LONGEST_HOLD: Duration = Duration::from_secs(8);
+/// The most a request's planned time counts for, in seconds.
+const LONGEST_PLAN: f64 = 60.0;
 
 pub(super) struct Draining {
     window: Window,
@@ -128,7 +130,9 @@ impl Draining {
         let start = *self.window.start.get_or_insert(now);
         self.window.checked += 1;
         self.window.refused += u32::from(refused);
-        self.window.planned += planned.as_secs_f64();
+        // A plan past any objective (a stalled model's) counts as a minute,
+        // so that one such request cannot hold a window open for ever.
+        self.window.planned += planned.as_secs_f64().min(LONGEST_PLAN);
         let mean = self.window.planned / f64::from(self.window.checked);
         // A trial's windows are half as long: each of them lets a backlog
         // pile up, where arrivals come at their own pace.

@@ -179,3 +179,16 @@ fn answers_that_wait_for_callers_coming_straight_back_stop_being_refused_for_too
     let now = start + MS * i;
     assert_eq!(controller.check(1, ahead(2, 0), Duration::ZERO, now), Ok(()));
 }
+
+#[test]
+fn one_request_planned_past_any_objective_does_not_hold_a_window_open() {
+    let mut controller = idle_queue();
+    let start = Instant::now();
+    // An hour unread counts as a minute: the window closes once it has
+    // lasted twice its mean, after some 350 requests.
+    assert!(controller
+        .check(1, ahead(0, 0), Duration::from_secs(3600), start)
+        .is_err());
+    let (trial, _) = until_held(&mut controller, start + MS, 12);
+    assert!(trial - start < Duration::from_secs(1), "{:?}", trial - start);
+}
