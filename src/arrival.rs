@@ -3,7 +3,7 @@
 //! last segment a read took. How long a request sat unread in its socket is
 //! a wait no queue of the server sees; under a latency objective it is what
 //! tells a transport that the server has fallen behind its connections
-//! (`Controller::admits`). The REST front reads with [`read`]; gRPC's
+//! (`Controller::check`). The REST front reads with [`read`]; gRPC's
 //! connections read through a [`Stamped`] stream, whose latest stamp the
 //! connection reads as each call opens. Asked for only on connections
 //! accepted while a queue has an objective: every other read stays a plain

@@ -177,12 +177,34 @@ impl Controller {
     /// `cap` rows, the cap then (behind less, it mostly shared a batch with
     /// the rows ahead), took its answer at `now`, `spent` after: the queue
     /// learns how much longer than the runs it was planned to wait for and
-    /// take (as [`Controller::admits`] plans them) backlogs take to clear.
+    /// take (as [`Controller::check`] plans them) backlogs take to clear.
     pub fn taken(&mut self, found: Ahead, cap: usize, rows: usize, spent: Duration, now: Instant) {
         let planned = self.runs_ahead(cap, rows, found).map(|runs| runs.mean);
         if let Some(planned) = planned.filter(|&planned| planned > 0.0) {
             self.clearing.learn(spent.as_secs_f64() / planned, now);
         }
+    }
+
+    /// The verdict alone, as tests ask for it.
+    #[cfg(test)]
+    pub fn admits(&self, rows: usize, ahead: Ahead, waited: Duration) -> Result<(), Late> {
+        self.judge(rows, ahead, waited).0
+    }
+
+    /// Whether the request would likely finish in time, as planned below,
+    /// checked at `now`; let in while refusing was lately seen to shorten
+    /// nothing (callers that come straight back after a refusal). The
+    /// outcome teaches whether refusing shortens the waits ([`draining`]).
+    pub fn check(&mut self, rows: usize, ahead: Ahead, waited: Duration, now: Instant) -> Result<(), Late> {
+        let (verdict, planned) = self.judge(rows, ahead, waited);
+        let refused = verdict.is_err() && self.draining.refusing(now);
+        self.draining.checked(planned, refused, now, self.objective.latency);
+        verdict.or_else(|late| if refused { Err(late) } else { Ok(()) })
+    }
+
+    /// Whether the queue refuses requests it would make late at `now`.
+    pub fn refusing(&self, now: Instant) -> bool {
+        self.draining.refusing(now)
     }
 
     /// Whether a request of `rows` rows, behind what it finds `ahead`,
@@ -200,29 +222,8 @@ impl Controller {
     /// the cheapest way to catch up. That takes a run that fits half the
     /// objective, as the cap does: with a longer one, a wait of a fraction
     /// of a millisecond would decide, and no wait is to blame for a run
-    /// that overruns it alone.
-    pub fn admits(&self, rows: usize, ahead: Ahead, waited: Duration) -> Result<(), Late> {
-        self.judge(rows, ahead, waited).0
-    }
-
-    /// As [`Controller::admits`], for a request checked at `now`, unless
-    /// refusing was lately seen to shorten nothing (callers that come
-    /// straight back after a refusal): then it is let in. The outcome
-    /// teaches whether refusing shortens the waits ([`draining`]).
-    pub fn check(&mut self, rows: usize, ahead: Ahead, waited: Duration, now: Instant) -> Result<(), Late> {
-        let (verdict, planned) = self.judge(rows, ahead, waited);
-        let refused = verdict.is_err() && self.draining.refusing(now);
-        self.draining.checked(planned, refused, now, self.objective.latency);
-        verdict.or_else(|late| if refused { Err(late) } else { Ok(()) })
-    }
-
-    /// Whether the queue refuses requests it would make late at `now`.
-    pub fn refusing(&self, now: Instant) -> bool {
-        self.draining.refusing(now)
-    }
-
-    /// [`Controller::admits`], and the time planned for the request in all
-    /// (its wait included; zero where nothing was planned).
+    /// that overruns it alone. With the time planned for it in all (its
+    /// wait included; zero where nothing was planned).
     fn judge(&self, rows: usize, ahead: Ahead, waited: Duration) -> (Result<(), Late>, Duration) {
         let estimate = if ahead.rows == 0 && ahead.running < self.parallel {
             if waited.is_zero() {
