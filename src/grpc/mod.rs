@@ -69,7 +69,7 @@ pub fn start(settings: &Settings, state: Arc<ServerState>) -> Result<GrpcServer,
         addr: addr.clone(),
         source,
     };
-    let listener = std::net::TcpListener::bind(&addr).map_err(bind_error)?;
+    let listener = crate::server::listen::tcp_first(&addr).map_err(bind_error)?;
     listener.set_nonblocking(true).map_err(bind_error)?;
     let local = listener.local_addr().map_err(bind_error)?;
     let tls = tls_acceptor(settings)?;

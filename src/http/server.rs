@@ -183,7 +183,7 @@ fn bind_listeners(addr: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
     let mut listeners = Vec::new();
     let mut last_error = None;
     for resolved in addr.to_socket_addrs()? {
-        match std::net::TcpListener::bind(resolved) {
+        match crate::server::listen::tcp(resolved) {
             Ok(listener) => listeners.push(listener),
             Err(error) => last_error = Some(error),
         }

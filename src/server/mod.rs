@@ -8,6 +8,7 @@ pub mod admission;
 pub mod auth;
 pub mod drain;
 pub mod lifecycle;
+pub mod listen;
 pub mod models;
 pub mod request_id;
 pub mod start;
