@@ -95,8 +95,12 @@ pub struct Controller {
     /// Batches of this queue that run at once.
     parallel: usize,
     /// Per power of two (index: log2 of the rows run, rounded up): the mean
-    /// run time and its mean absolute deviation, in seconds.
+    /// run time and its mean absolute deviation, in seconds; and whether a
+    /// run of it was seen (the first is not measured: it pays TensorFlow's
+    /// one-time costs for its shape, and warm-up runs every size once, so
+    /// that a size no later batch reached would cap batches below it).
     runs: Vec<Option<(f64, f64)>>,
+    seen: Vec<bool>,
     /// Mean seconds between arriving rows.
     row_gap: Option<f64>,
     last_arrival: Option<Instant>,
@@ -115,6 +119,7 @@ impl Controller {
             max_batch,
             parallel: parallel.max(1),
             runs: vec![None; bucket(max_batch) + 1],
+            seen: vec![false; bucket(max_batch) + 1],
             row_gap: None,
             last_arrival: None,
             clearing: Clearing::default(),
@@ -128,18 +133,6 @@ impl Controller {
 
     pub fn steering(&self) -> Steering {
         self.steering
-    }
-
-    /// The mean of how much longer than their runs backlogs took to clear.
-    #[cfg(test)]
-    pub fn cleared(&self) -> Option<f64> {
-        self.clearing.mean()
-    }
-
-    /// Whether any request has taught how backlogs clear.
-    #[cfg(test)]
-    pub fn clearing_taught(&self) -> bool {
-        self.clearing.taught()
     }
 
     /// A request of `rows` rows arrives at `now`.
@@ -161,7 +154,15 @@ impl Controller {
     /// queueing, and smaller batches queue longer).
     pub fn ran(&mut self, rows: usize, run: Duration) {
         let seconds = run.as_secs_f64();
-        if let Some(slot) = self.runs.get_mut(bucket(rows.min(self.max_batch))) {
+        let size = bucket(rows.min(self.max_batch));
+        if self
+            .seen
+            .get_mut(size)
+            .is_some_and(|seen| !std::mem::replace(seen, true))
+        {
+            return;
+        }
+        if let Some(slot) = self.runs.get_mut(size) {
             *slot = Some(match *slot {
                 Some((mean, deviation)) => (
                     mean + (seconds - mean) * RUN_WEIGHT,
@@ -183,12 +184,6 @@ impl Controller {
         if let Some(planned) = planned.filter(|&planned| planned > 0.0) {
             self.clearing.learn(spent.as_secs_f64() / planned, now);
         }
-    }
-
-    /// The verdict alone, as tests ask for it.
-    #[cfg(test)]
-    pub fn admits(&self, rows: usize, ahead: Ahead, waited: Duration) -> Result<(), Late> {
-        self.judge(rows, ahead, waited).0
     }
 
     /// Whether the request would likely finish in time, as planned below,

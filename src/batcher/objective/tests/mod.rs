@@ -7,6 +7,24 @@ mod draining;
 mod refusing;
 mod steering;
 
+/// What the tests read of a controller beyond what the batcher does.
+impl Controller {
+    /// The mean of how much longer than their runs backlogs took to clear.
+    pub fn cleared(&self) -> Option<f64> {
+        self.clearing.mean()
+    }
+
+    /// Whether any request has taught how backlogs clear.
+    pub fn clearing_taught(&self) -> bool {
+        self.clearing.taught()
+    }
+
+    /// The verdict alone.
+    pub fn admits(&self, rows: usize, ahead: Ahead, waited: Duration) -> Result<(), Late> {
+        self.judge(rows, ahead, waited).0
+    }
+}
+
 fn objective(ms: u64) -> Objective {
     Objective {
         latency: Duration::from_millis(ms),

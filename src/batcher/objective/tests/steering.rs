@@ -28,6 +28,23 @@ fn unmeasured_sizes_are_planned_linearly_so_the_cap_grows_as_it_learns() {
 }
 
 #[test]
+fn a_sizes_first_run_which_pays_its_one_time_costs_caps_nothing() {
+    let mut controller = Controller::new(objective(5), 64, 1);
+    // Warm-up runs every size once, the first run at each slow (2 ms), then
+    // traffic runs up to 8 rows at 0.25 ms + 0.01 ms a row: 16 rows are
+    // planned at 0.66 ms, 32 at 1.3, 64 at 2.6 (past half the objective).
+    for rows in [1, 2, 4, 8, 16, 32, 64] {
+        controller.ran(rows, Duration::from_millis(2));
+    }
+    runs(&mut controller, 0.25, 0.01, &[1, 2, 4, 8]);
+    assert_eq!(controller.steering().cap, 32);
+    // The first run at a size is not measured, however fast.
+    let mut fresh = Controller::new(objective(5), 64, 1);
+    fresh.ran(1, Duration::from_micros(10));
+    assert_eq!(fresh.steering().cap, 1, "nothing measured yet");
+}
+
+#[test]
 fn a_model_that_slows_down_gets_smaller_batches() {
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
