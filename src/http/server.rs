@@ -44,7 +44,7 @@ pub fn serve(
         move |source| StartError::Bind { addr, source }
     };
     // Bound here rather than by actix, so the drain can close them (see [`stop`]).
-    let listeners = bind_listeners(&addr).map_err(bind_error(&addr))?;
+    let listeners = crate::server::listen::tcp_every(&addr).map_err(bind_error(&addr))?;
     let handles = listeners
         .iter()
         .map(std::net::TcpListener::try_clone)
@@ -177,26 +177,6 @@ fn serve_front(
     Ok((builder.run(), addrs))
 }
 
-/// A listening socket on every address `addr` resolves to.
-fn bind_listeners(addr: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
-    use std::net::ToSocketAddrs;
-    let mut listeners = Vec::new();
-    let mut last_error = None;
-    for resolved in addr.to_socket_addrs()? {
-        match crate::server::listen::tcp(resolved) {
-            Ok(listener) => listeners.push(listener),
-            Err(error) => last_error = Some(error),
-        }
-    }
-    match (listeners.is_empty(), last_error) {
-        (true, Some(error)) => Err(error),
-        (true, None) => Err(std::io::Error::new(
-            std::io::ErrorKind::AddrNotAvailable,
-            "the address resolves to nothing",
-        )),
-        (false, _) => Ok(listeners),
-    }
-}
 /// `HttpServer::on_connect` hook.
 pub fn on_connect(connection: &dyn Any, extensions: &mut Extensions) {
     type TlsStream = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;

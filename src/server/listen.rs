@@ -26,18 +26,38 @@ pub fn tcp(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(socket.into())
 }
 
-/// A TCP socket listening on the first address `addr` resolves to that
-/// binds, as `std::net::TcpListener::bind` would bind it.
+/// Sockets listening on every address `addr` resolves to that binds (as
+/// the REST port listens on each of a host name's addresses).
+pub fn tcp_every(addr: impl ToSocketAddrs) -> io::Result<Vec<TcpListener>> {
+    resolved(addr, true)
+}
+
+/// A socket listening on the first address `addr` resolves to that binds,
+/// as `std::net::TcpListener::bind` binds it.
 pub fn tcp_first(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+    resolved(addr, false).map(|mut listeners| listeners.swap_remove(0))
+}
+
+/// Binds the addresses `addr` resolves to, in order, all of them or up to
+/// the first that binds; an error (the last one met) only when none does.
+fn resolved(addr: impl ToSocketAddrs, every: bool) -> io::Result<Vec<TcpListener>> {
+    let mut listeners = Vec::new();
     let mut last_error = None;
     for resolved in addr.to_socket_addrs()? {
         match tcp(resolved) {
-            Ok(listener) => return Ok(listener),
+            Ok(listener) if every => listeners.push(listener),
+            Ok(listener) => return Ok(vec![listener]),
             Err(error) => last_error = Some(error),
         }
     }
-    Err(last_error
-        .unwrap_or_else(|| io::Error::new(io::ErrorKind::AddrNotAvailable, "the address resolves to nothing")))
+    match (listeners.is_empty(), last_error) {
+        (false, _) => Ok(listeners),
+        (true, Some(error)) => Err(error),
+        (true, None) => Err(io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            "the address resolves to nothing",
+        )),
+    }
 }
 
 #[cfg(test)]

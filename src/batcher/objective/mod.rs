@@ -95,11 +95,12 @@ pub struct Controller {
     /// Batches of this queue that run at once.
     parallel: usize,
     /// Per power of two (index: log2 of the rows run, rounded up): the mean
-    /// run time and its mean absolute deviation, in seconds; and whether a
-    /// run of it was seen (the first is not measured: it pays TensorFlow's
-    /// one-time costs for its shape, and warm-up runs every size once, so
-    /// that a size no later batch reached would cap batches below it).
+    /// run time and its mean absolute deviation, in seconds.
     runs: Vec<Option<(f64, f64)>>,
+    /// Per power of two, whether a run of it was seen: the first is not
+    /// measured, as it pays TensorFlow's one-time costs for its shape, and
+    /// warm-up runs every size once (a size no later batch reached would
+    /// cap batches below it).
     seen: Vec<bool>,
     /// Mean seconds between arriving rows.
     row_gap: Option<f64>,
