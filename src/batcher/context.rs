@@ -99,17 +99,18 @@ impl QueueContext {
     /// One of the queue's batches ran: the controller learns from it.
     pub(super) fn ran(&self, rows: usize, run: Duration) {
         let Some(controller) = &self.controller else { return };
-        let steering = {
+        let (steering, clearing) = {
             let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
             controller.ran(rows, run);
             let steering = controller.steering();
             // Under the lock: runs ending together store in the order they steered.
             self.steered_inline_cap.store(inline_cap(steering), Ordering::Relaxed);
             self.steered_cap.store(steering.cap, Ordering::Relaxed);
-            steering
+            (steering, controller.clearing_ratio())
         };
         if let Some(gauges) = &self.metrics.steering {
             gauges.set(steering.cap, steering.timeout);
+            gauges.clearing.set(clearing.unwrap_or(0.0));
         }
     }
 

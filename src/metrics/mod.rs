@@ -37,6 +37,7 @@ pub struct Metrics {
     batch_cap: IntGaugeVec,
     batch_timeout_seconds: GaugeVec,
     batch_objective_refusing: IntGaugeVec,
+    batch_clearing_ratio: GaugeVec,
     rejected: IntCounterVec,
     dropped: IntCounterVec,
     /// Panics contained: `where` is `request` (an HTTP handler) or `batch` (a model run).
@@ -180,6 +181,13 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "tfserve_batch_objective_refusing",
             "1 while a queue's latency objective refuses the requests it would make late; \
              0 while it has stopped because refusing shortened no one's wait.",
+            QUEUE_LABELS,
+        ),
+        batch_clearing_ratio: gauge(
+            &registry,
+            "tfserve_batch_clearing_ratio",
+            "How many times their runs a queue with a latency objective plans its backlogs to take to clear, \
+             at the objective's percentile, as they were seen to; 0 until enough backlogs have taught it.",
             QUEUE_LABELS,
         ),
         rejected: counter(
@@ -357,11 +365,23 @@ mod tests {
     fn the_summary_carries_the_cap_an_objective_chose_and_none_without() {
         let mut steered = QueueMetrics::new("summary-steered", 1, "serving_default");
         steered.steered().set(16, std::time::Duration::from_millis(2));
+        steered.steered().clearing.set(2.5);
         let plain = QueueMetrics::new("summary-plain", 1, "serving_default");
         plain.batch_rows.observe(3.0);
         let summary = METRICS.summary();
         assert_eq!(summary.models["summary-steered"].batch_cap, Some(16.0));
         assert_eq!(summary.models["summary-plain"].batch_cap, None);
+        let text = String::from_utf8(METRICS.render()).unwrap();
+        assert!(
+            text.lines()
+                .any(|line| line.starts_with("tfserve_batch_clearing_ratio{")
+                    && line.contains("summary-steered")
+                    && line.ends_with(" 2.5")),
+            "{text}"
+        );
+        assert!(!text
+            .lines()
+            .any(|line| line.starts_with("tfserve_batch_clearing_ratio{") && line.contains("summary-plain")));
     }
 
     #[test]

@@ -11,6 +11,8 @@ pub struct SteeringGauges {
     pub timeout: Gauge,
     /// Whether the objective refuses requests (1) or has stopped for a while (0).
     pub refusing: IntGauge,
+    /// How many times their runs backlogs are planned to take (0: not yet learned).
+    pub clearing: Gauge,
 }
 
 impl SteeringGauges {
@@ -74,6 +76,7 @@ impl QueueMetrics {
                 gauge.set(1);
                 gauge
             },
+            clearing: METRICS.batch_clearing_ratio.with_label_values(&labels),
         })
     }
 }

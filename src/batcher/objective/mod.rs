@@ -198,6 +198,12 @@ impl Controller {
         verdict.or_else(|late| if refused { Err(late) } else { Ok(()) })
     }
 
+    /// How many times their runs backlogs are planned to take to clear, at
+    /// the objective's percentile; `None` until enough have taught it.
+    pub fn clearing_ratio(&self) -> Option<f64> {
+        self.clearing.planned(self.objective.deviations())
+    }
+
     /// Whether the queue refuses requests it would make late at `now`.
     pub fn refusing(&self, now: Instant) -> bool {
         self.draining.refusing(now)

@@ -213,16 +213,24 @@ fn a_backlog_is_planned_at_the_percentile_of_how_it_clears() {
             1,
         );
         runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+        assert_eq!(controller.clearing_ratio(), None, "no backlog seen yet");
         // Behind 20 rows, one batch: 9 ms planned. Half took as long, half
         // twice: a ratio of 1.5 on average, 0.5 apart.
         backlogs(&mut controller, 400, 20, &[9.0, 18.0], Instant::now());
         controller
     };
-    // At p99, one batch ahead is planned at 9 × (1.5 + 2.33 × 0.5) ms.
-    let late = controller(99.0).admits(1, ahead(20, 0), Duration::ZERO).unwrap_err();
+    // At p99, one batch ahead is planned at 9 × (1.5 + 2.33 × 0.5) ms, the
+    // ratio `/metrics` shows.
+    let at_p99 = controller(99.0);
+    let late = at_p99.admits(1, ahead(20, 0), Duration::ZERO).unwrap_err();
     assert!((late.estimate.as_secs_f64() - 0.024).abs() < 0.001, "{late:?}");
+    let ratio = at_p99.clearing_ratio().unwrap();
+    assert!((ratio - (1.5 + 2.33 * 0.5)).abs() < 0.05, "{ratio}");
     // At p50, at 9 × 1.5 ms.
-    assert_eq!(controller(50.0).admits(1, ahead(20, 0), Duration::ZERO), Ok(()));
+    let at_p50 = controller(50.0);
+    assert_eq!(at_p50.admits(1, ahead(20, 0), Duration::ZERO), Ok(()));
+    let ratio = at_p50.clearing_ratio().unwrap();
+    assert!((ratio - 1.5).abs() < 0.05, "{ratio}");
 }
 
 #[test]
