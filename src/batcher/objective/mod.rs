@@ -97,10 +97,9 @@ pub struct Controller {
     /// Per power of two (index: log2 of the rows run, rounded up): the mean
     /// run time and its mean absolute deviation, in seconds.
     runs: Vec<Option<(f64, f64)>>,
-    /// Per power of two, whether a run of it was seen: the first is not
-    /// measured, as it pays TensorFlow's one-time costs for its shape, and
-    /// warm-up runs every size once (a size no later batch reached would
-    /// cap batches below it).
+    /// Per power of two, whether a run of it was seen: the first pays
+    /// TensorFlow's one-time costs for its shape and is not measured (warm-up
+    /// runs each size once; a size no batch reached since would cap below it).
     seen: Vec<bool>,
     /// Mean seconds between arriving rows.
     row_gap: Option<f64>,
@@ -198,8 +197,7 @@ impl Controller {
         verdict.or_else(|late| if refused { Err(late) } else { Ok(()) })
     }
 
-    /// How many times their runs backlogs are planned to take to clear, at
-    /// the objective's percentile; `None` until enough have taught it.
+    /// The ratio backlogs are planned to clear at (at the percentile); `None` until taught.
     pub fn clearing_ratio(&self) -> Option<f64> {
         self.clearing.planned(self.objective.deviations())
     }
