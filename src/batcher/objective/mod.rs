@@ -231,7 +231,7 @@ impl Controller {
             }
             self.estimate(rows).filter(|&run| run <= self.budget() / 2.0)
         } else {
-            let ratio = self.clearing.planned(self.objective.deviations());
+            let ratio = self.clearing_ratio();
             self.runs_ahead(self.steering.cap, rows, ahead)
                 .map(|runs| self.planned(runs, ratio))
         };
@@ -324,7 +324,7 @@ impl Controller {
     /// side by side and its threads are busy enough to need batches at all.
     fn steer(&mut self) {
         let half = self.budget() / 2.0;
-        let ratio = self.clearing.planned(self.objective.deviations());
+        let ratio = self.clearing_ratio();
         let mut cap = 1;
         let mut size = 1;
         loop {
