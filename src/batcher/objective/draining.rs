@@ -190,8 +190,12 @@ impl Draining {
             self.state = State::Refusing { futile: 0 };
             self.no_trial_before = Some(now + self.retry);
             self.retry = (self.retry * 2).min(LONGEST_HOLD);
-        } else if windows > rises {
+        } else if rises == 0 && windows > 1 {
             // Risen and settled (or never risen): the callers' own number.
+            // Not on the first window alone: it is measured against a
+            // refusing one, which a stall (the model's, or the server's
+            // own) may have lifted past anything a pile-up reaches in one
+            // window; the windows of the trial itself tell.
             self.state = State::Held { until: now + self.hold };
             self.hold = (self.hold * 2).min(LONGEST_HOLD);
         } else {

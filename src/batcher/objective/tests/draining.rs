@@ -78,7 +78,7 @@ fn callers_that_come_straight_back_stop_being_refused_for_their_wait() {
     );
     // Then refusing is tried again: the waits fall from 30 ms to 12 in the
     // first window (draining), stay there for two more, and the next trial
-    // settles at once: the hold that follows is twice as long.
+    // settles in two windows: the hold that follows is twice as long.
     let (trial, admitted) = until_held(&mut controller, back, 12);
     assert_eq!(admitted, 0);
     assert_eq!(trial - back, MS * 77);
@@ -110,6 +110,26 @@ fn arrivals_that_pile_up_when_let_in_are_refused_again_at_once() {
     let again = trial + MS * i;
     assert_eq!(check(&mut controller, again, 900, |_| 12.0), 0);
     assert!(controller.refusing(again + MS * 900));
+}
+
+#[test]
+fn a_stall_that_lifted_the_refused_waits_does_not_hold_arrivals_that_pile_up() {
+    let mut controller = idle_queue();
+    let start = Instant::now();
+    // The server stalled: everyone refused for two windows with 60 ms
+    // unread. Let in, the waits start at 12 ms, far below, and grow half a
+    // millisecond a millisecond: the first window does not rise against
+    // the stalled ones, the trial's own windows do.
+    let (trial, _) = until_held(&mut controller, start, 60);
+    let trial = trial + MS;
+    let mut i = 0;
+    while !controller.refusing(trial + MS * i) {
+        let waited = Duration::from_secs_f64((12.0 + 0.5 * f64::from(i)) / 1000.0);
+        assert_eq!(controller.check(1, ahead(0, 0), waited, trial + MS * i), Ok(()));
+        i += 1;
+        assert!(i < 1000, "still letting everyone in");
+    }
+    assert!(i < 200, "{i} ms let in");
 }
 
 #[test]
