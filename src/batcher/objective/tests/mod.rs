@@ -9,7 +9,8 @@ mod steering;
 
 /// What the tests read of a controller beyond what the batcher does.
 impl Controller {
-    /// The mean of how much longer than their runs backlogs took to clear.
+    /// The mean of how much longer than their runs backlogs took to clear,
+    /// in seconds a row.
     pub fn cleared(&self) -> Option<f64> {
         self.clearing.mean()
     }
