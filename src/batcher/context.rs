@@ -106,7 +106,7 @@ impl QueueContext {
             // Under the lock: runs ending together store in the order they steered.
             self.steered_inline_cap.store(inline_cap(steering), Ordering::Relaxed);
             self.steered_cap.store(steering.cap, Ordering::Relaxed);
-            (steering, controller.clearing_per_row())
+            (steering, controller.clearing_ratio())
         };
         if let Some(gauges) = &self.metrics.steering {
             gauges.set(steering.cap, steering.timeout);

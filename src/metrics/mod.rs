@@ -37,7 +37,7 @@ pub struct Metrics {
     batch_cap: IntGaugeVec,
     batch_timeout_seconds: GaugeVec,
     batch_objective_refusing: IntGaugeVec,
-    batch_row_clearing_seconds: GaugeVec,
+    batch_clearing_ratio: GaugeVec,
     rejected: IntCounterVec,
     dropped: IntCounterVec,
     /// Panics contained: `where` is `request` (an HTTP handler) or `batch` (a model run).
@@ -183,12 +183,11 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
              0 while it has stopped because refusing shortened no one's wait.",
             QUEUE_LABELS,
         ),
-        batch_row_clearing_seconds: gauge(
+        batch_clearing_ratio: gauge(
             &registry,
-            "tfserve_batch_row_clearing_seconds",
-            "Seconds each row ahead adds to a backlog's clearing past its runs, as a queue with a latency \
-             objective plans it (at the objective's percentile, as backlogs were seen to clear); \
-             0 until enough backlogs have taught it.",
+            "tfserve_batch_clearing_ratio",
+            "How many times their runs a queue with a latency objective plans its backlogs to take to clear, \
+             at the objective's percentile, as they were seen to; 0 until enough backlogs have taught it.",
             QUEUE_LABELS,
         ),
         rejected: counter(

@@ -76,7 +76,7 @@ impl QueueMetrics {
                 gauge.set(1);
                 gauge
             },
-            clearing: METRICS.batch_row_clearing_seconds.with_label_values(&labels),
+            clearing: METRICS.batch_clearing_ratio.with_label_values(&labels),
         })
     }
 }

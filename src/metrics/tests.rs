@@ -15,14 +15,14 @@ fn the_summary_carries_the_cap_an_objective_chose_and_none_without() {
     let text = String::from_utf8(METRICS.render()).unwrap();
     assert!(
         text.lines()
-            .any(|line| line.starts_with("tfserve_batch_row_clearing_seconds{")
+            .any(|line| line.starts_with("tfserve_batch_clearing_ratio{")
                 && line.contains("summary-steered")
                 && line.ends_with(" 2.5")),
         "{text}"
     );
     assert!(!text
         .lines()
-        .any(|line| line.starts_with("tfserve_batch_row_clearing_seconds{") && line.contains("summary-plain")));
+        .any(|line| line.starts_with("tfserve_batch_clearing_ratio{") && line.contains("summary-plain")));
 }
 
 #[test]

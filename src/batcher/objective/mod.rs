@@ -6,10 +6,9 @@
 //! wait to fill (where several of the queue's batches run at once and
 //! single runs fall behind: long enough for a batch that keeps up, not for
 //! the largest), and refuses a request the queue ahead of it would make
-//! late, planning each row ahead to take longer than its share of the runs
-//! where backlogs were seen to clear slower ([`clearing`]), for as long as
-//! refusing shortens the waits ([`draining`]). Run times per size are
-//! [`run_times`]'s.
+//! late, planning the rows ahead as slower than their runs where backlogs
+//! were seen to clear slower ([`clearing`]), for as long as refusing
+//! shortens the waits ([`draining`]).
 //! Free of threads and clocks: every input carries its time, so tests
 //! drive it with a simulated one.
 
@@ -17,11 +16,9 @@ use std::time::{Duration, Instant};
 
 use clearing::Clearing;
 use draining::Draining;
-use run_times::RunTimes;
 
 mod clearing;
 mod draining;
-mod run_times;
 
 /// What a queue promises: `percentile` of its requests spend at most
 /// `latency` in the batcher (queue and run).
@@ -88,18 +85,26 @@ impl Runs {
     }
 }
 
-/// Each new arrival weighs this much in the running mean of their gaps.
+/// Each new run or arrival weighs this much in the running means.
+const RUN_WEIGHT: f64 = 1.0 / 8.0;
 const ARRIVAL_WEIGHT: f64 = 1.0 / 16.0;
+
 pub struct Controller {
     objective: Objective,
     max_batch: usize,
     /// Batches of this queue that run at once.
     parallel: usize,
-    run_times: RunTimes,
+    /// Per power of two (index: log2 of the rows run, rounded up): the mean
+    /// run time and its mean absolute deviation, in seconds.
+    runs: Vec<Option<(f64, f64)>>,
+    /// Per power of two, whether a run of it was seen: the first pays
+    /// TensorFlow's one-time costs for its shape and is not measured (warm-up
+    /// runs each size once; a size no batch reached since would cap below it).
+    seen: Vec<bool>,
     /// Mean seconds between arriving rows.
     row_gap: Option<f64>,
     last_arrival: Option<Instant>,
-    /// How much longer than their runs backlogs were seen to take, per row.
+    /// How much longer than their runs backlogs were seen to take.
     clearing: Clearing,
     /// Whether refusing shortens the waits.
     draining: Draining,
@@ -113,7 +118,8 @@ impl Controller {
             objective,
             max_batch,
             parallel: parallel.max(1),
-            run_times: RunTimes::new(max_batch),
+            runs: vec![None; bucket(max_batch) + 1],
+            seen: vec![false; bucket(max_batch) + 1],
             row_gap: None,
             last_arrival: None,
             clearing: Clearing::default(),
@@ -147,7 +153,24 @@ impl Controller {
     /// the throughput when the queue needs it most (lateness under load is
     /// queueing, and smaller batches queue longer).
     pub fn ran(&mut self, rows: usize, run: Duration) {
-        self.run_times.record(rows, run.as_secs_f64(), self.steering.cap);
+        let seconds = run.as_secs_f64();
+        let size = bucket(rows.min(self.max_batch));
+        if self
+            .seen
+            .get_mut(size)
+            .is_some_and(|seen| !std::mem::replace(seen, true))
+        {
+            return;
+        }
+        if let Some(slot) = self.runs.get_mut(size) {
+            *slot = Some(match *slot {
+                Some((mean, deviation)) => (
+                    mean + (seconds - mean) * RUN_WEIGHT,
+                    deviation + ((seconds - mean).abs() - deviation) * RUN_WEIGHT,
+                ),
+                None => (seconds, 0.0),
+            });
+        }
         self.steer();
     }
 
@@ -155,12 +178,11 @@ impl Controller {
     /// `cap` rows, the cap then (behind less, it mostly shared a batch with
     /// the rows ahead), took its answer at `now`, `spent` after: the queue
     /// learns how much longer than the runs it was planned to wait for and
-    /// take (as [`Controller::check`] plans them) backlogs take to clear,
-    /// per row whose answer went out before its own or with it.
+    /// take (as [`Controller::check`] plans them) backlogs take to clear.
     pub fn taken(&mut self, found: Ahead, cap: usize, rows: usize, spent: Duration, now: Instant) {
-        if let Some(runs) = self.runs_ahead(cap, rows, found) {
-            let excess = (spent.as_secs_f64() - runs.mean).max(0.0);
-            self.clearing.learn(excess / through(rows, found) as f64, now);
+        let planned = self.runs_ahead(cap, rows, found).map(|runs| runs.mean);
+        if let Some(planned) = planned.filter(|&planned| planned > 0.0) {
+            self.clearing.learn(spent.as_secs_f64() / planned, now);
         }
     }
 
@@ -175,9 +197,8 @@ impl Controller {
         verdict.or_else(|late| if refused { Err(late) } else { Ok(()) })
     }
 
-    /// The seconds each row adds to a backlog's clearing past its runs, as
-    /// planned (at the percentile); `None` until taught.
-    pub fn clearing_per_row(&self) -> Option<f64> {
+    /// The ratio backlogs are planned to clear at (at the percentile); `None` until taught.
+    pub fn clearing_ratio(&self) -> Option<f64> {
         self.clearing.planned(self.objective.deviations())
     }
 
@@ -191,9 +212,9 @@ impl Controller {
     /// `waited` unread before the queue saw it. Rows answered whose callers
     /// have not yet taken their answers wait as if queued: they wait for
     /// the callers' threads. The runs ahead are planned at the objective's
-    /// percentile, or at their mean and the percentile of how much longer
-    /// per row backlogs took to clear where that is longer (where the
-    /// callers' threads, not the runs, hold answers up). Without measurements it is
+    /// percentile, or at the percentile of how much longer than their runs
+    /// backlogs took to clear where that is longer (where the callers'
+    /// threads, not the runs, hold answers up). Without measurements it is
     /// let in, and so is a fresh one that finds the queue idle: nothing the
     /// server could refuse would make it faster. One that finds it idle
     /// after waiting past what its own run leaves is refused: the server
@@ -210,9 +231,9 @@ impl Controller {
             }
             self.estimate(rows).filter(|&run| run <= self.budget() / 2.0)
         } else {
-            let per_row = self.clearing_per_row();
+            let ratio = self.clearing_ratio();
             self.runs_ahead(self.steering.cap, rows, ahead)
-                .map(|runs| self.planned(runs, through(rows, ahead), per_row))
+                .map(|runs| self.planned(runs, ratio))
         };
         let Some(estimate) = estimate else {
             return (Ok(()), waited);
@@ -243,33 +264,29 @@ impl Controller {
         let mut runs = Runs::default();
         if ahead.running >= self.parallel {
             let size = ahead.running_rows.div_ceil(ahead.running).max(1);
-            runs.add(self.run_times.measured(size)?, 1);
+            runs.add(self.measured(size)?, 1);
         }
         let queued = ahead.rows + rows;
         let (full, left) = (queued / cap, queued % cap);
-        runs.add(self.run_times.measured(cap)?, full / self.parallel);
+        runs.add(self.measured(cap)?, full / self.parallel);
         if full % self.parallel > 0 {
             // A last wave short of full batches, with a thread to spare
             // for any rows left over.
-            runs.add(self.run_times.measured(cap)?, 1);
+            runs.add(self.measured(cap)?, 1);
         } else if left > 0 {
-            runs.add(self.run_times.measured(left)?, 1);
+            runs.add(self.measured(left)?, 1);
         }
         Some(runs)
     }
 
-    /// How long `runs` are planned to take, with `through` rows' answers
-    /// going out before the last: at the objective's percentile, or at
-    /// their mean and `per_row` for each of those rows (how much longer
-    /// than their runs backlogs took to clear, per row) where that is
-    /// longer: where more than the runs stands between a row and its
-    /// answer (its connection's thread, on a core the batches share), how
-    /// backlogs cleared says so.
-    fn planned(&self, runs: Runs, through: usize, per_row: Option<f64>) -> f64 {
+    /// How long `runs` are planned to take: at the objective's percentile,
+    /// or at the percentile of how much longer than their runs backlogs
+    /// took to clear (`ratio`) where that is longer: where more than the
+    /// runs stands between a row and its answer (its connection's thread,
+    /// on a core the batches share), how backlogs cleared says so.
+    fn planned(&self, runs: Runs, ratio: Option<f64>) -> f64 {
         let at_percentile = runs.mean + self.objective.deviations() * runs.spread.sqrt();
-        per_row.map_or(at_percentile, |per_row| {
-            at_percentile.max(runs.mean + per_row * through as f64)
-        })
+        ratio.map_or(at_percentile, |ratio| at_percentile.max(runs.mean * ratio))
     }
 
     fn budget(&self) -> f64 {
@@ -279,27 +296,44 @@ impl Controller {
     /// The run time planned for a batch of `rows`, at the objective's
     /// percentile.
     fn estimate(&self, rows: usize) -> Option<f64> {
-        let (mean, deviation) = self.run_times.measured(rows)?;
+        let (mean, deviation) = self.measured(rows)?;
         Some(mean + self.objective.deviations() * deviation)
     }
 
+    /// The mean run time of a batch of `rows` and its deviation: measured at
+    /// its power of two, else scaled linearly from the nearest smaller one
+    /// measured (runs grow at most linearly with rows), else the nearest
+    /// larger one's.
+    fn measured(&self, rows: usize) -> Option<(f64, f64)> {
+        let target = bucket(rows.min(self.max_batch));
+        if let Some(Some(run)) = self.runs.get(target) {
+            return Some(*run);
+        }
+        let below = (0..target).rev().find_map(|b| self.runs[b].map(|run| (b, run)));
+        if let Some((b, (mean, deviation))) = below {
+            let scale = (1u64 << (target - b)) as f64;
+            return Some((mean * scale, deviation * scale));
+        }
+        self.runs.iter().skip(target + 1).flatten().next().copied()
+    }
+
     /// The largest batch whose run fits half the budget, planned as the
-    /// check plans a batch ahead (with its rows' time past the runs where
-    /// backlogs cleared slower than their runs: else a request behind one
-    /// batch of the cap would be refused), and the wait that fills it when the queue's batches run
+    /// check plans a batch ahead (slower where backlogs cleared slower than
+    /// their runs: else a request behind one batch of the cap would be
+    /// refused), and the wait that fills it when the queue's batches run
     /// side by side and its threads are busy enough to need batches at all.
     fn steer(&mut self) {
         let half = self.budget() / 2.0;
-        let per_row = self.clearing_per_row();
+        let ratio = self.clearing_ratio();
         let mut cap = 1;
         let mut size = 1;
         loop {
-            let planned = self.run_times.measured(size).map(|(mean, deviation)| {
+            let planned = self.measured(size).map(|(mean, deviation)| {
                 let run = Runs {
                     mean,
                     spread: deviation * deviation,
                 };
-                self.planned(run, size, per_row)
+                self.planned(run, ratio)
             });
             if planned.is_some_and(|planned| planned <= half) {
                 cap = size;
@@ -319,7 +353,7 @@ impl Controller {
         // rate brings, so a wait only delays it. Batches running side by side
         // split those rows between them, and each thread frees sooner than a
         // run: there a wait gathers what one thread alone would have.
-        let one = self.run_times.single();
+        let one = self.runs[0].map_or(0.0, |(mean, _)| mean);
         let timeout = match self.row_gap {
             Some(gap) if self.parallel > 1 && gap > 0.0 && one / gap >= self.parallel as f64 => {
                 // Waiting for the cap would spend the objective on every
@@ -357,10 +391,9 @@ impl Controller {
 /// needs the same cores, and on a small model costs as much as the run.
 const KEEP_UP_SHARE: f64 = 0.5;
 
-/// The rows whose answers go out before a request's or with it: those
-/// waiting and running ahead of it, and its own.
-fn through(rows: usize, ahead: Ahead) -> usize {
-    (rows + ahead.rows + ahead.running_rows).max(1)
+/// The power of two `rows` rounds up to, as an index: 1 → 0, 2 → 1, 3..4 → 2.
+fn bucket(rows: usize) -> usize {
+    rows.max(1).next_power_of_two().trailing_zeros() as usize
 }
 
 #[cfg(test)]

@@ -180,11 +180,10 @@ fn callers_that_thin_out_reset_the_hold() {
 fn answers_that_wait_for_callers_coming_straight_back_stop_being_refused_for_too() {
     let mut controller = idle_queue();
     let start = Instant::now();
-    // Backlogs took 10 ms a row past their runs to clear (41 rows, planned
-    // at 4.8 ms of runs): their answers waited for the connections'
-    // threads. Behind two rows, three runs of 0.1 ms and three rows are
-    // planned at 30.3 ms.
-    backlogs(&mut controller, 16, 40, &[414.8], start);
+    // Backlogs took 100 times their runs to clear: their answers waited for
+    // the connections' threads. Behind two rows, three runs of 0.1 ms are
+    // planned at 30 ms.
+    backlogs(&mut controller, 16, 40, &[480.0], start);
     runs(&mut controller, 0.1, 0.0, &[1]);
     assert_eq!(controller.steering().cap, 1);
     let mut i = 0;
@@ -195,7 +194,7 @@ fn answers_that_wait_for_callers_coming_straight_back_stop_being_refused_for_too
         i += 1;
         assert!(i < 1000, "refusing for the clearing pace never stopped");
     }
-    // Two windows of about 61 ms, then everyone is let in.
+    // Two windows of about 60 ms, then everyone is let in.
     assert!((120..=124).contains(&i), "{i} ms");
     let now = start + MS * i;
     assert_eq!(controller.check(1, ahead(2, 0), Duration::ZERO, now), Ok(()));

@@ -9,8 +9,7 @@ mod steering;
 
 /// What the tests read of a controller beyond what the batcher does.
 impl Controller {
-    /// The mean of how much longer than their runs backlogs took to clear,
-    /// in seconds a row.
+    /// The mean of how much longer than their runs backlogs took to clear.
     pub fn cleared(&self) -> Option<f64> {
         self.clearing.mean()
     }

@@ -110,12 +110,11 @@ fn a_backlog_that_clears_slower_than_its_runs_is_planned_as_slower() {
     backlogs(&mut controller, 100, 60, &[18.0], now);
     assert_eq!(controller.admits(1, ahead(60, 0), Duration::ZERO), Ok(()));
     // Ones that take half as long again (their answers wait for their
-    // threads), 9 ms past the runs for 61 rows, plan the two batches at 27.
+    // threads) plan the two batches at 27 ms.
     backlogs(&mut controller, 400, 60, &[27.0], now);
     let late = controller.admits(1, ahead(60, 0), Duration::ZERO).unwrap_err();
     assert!((late.estimate.as_secs_f64() - 0.027).abs() < 0.001, "{late:?}");
-    // One batch ahead: 9 ms and 21 rows' 3.1: let in. An idle queue takes
-    // any request.
+    // One batch ahead takes 13.5 ms: let in. An idle queue takes any request.
     assert_eq!(controller.admits(1, ahead(20, 0), Duration::ZERO), Ok(()));
     assert_eq!(controller.admits(1, ahead(0, 0), Duration::ZERO), Ok(()));
 }
@@ -127,26 +126,25 @@ fn the_rows_ahead_are_planned_at_the_batches_they_make_not_at_the_cap() {
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     assert_eq!(controller.steering().cap, 16);
     // Backlogs took three times their runs: 41 rows, a batch of 32 (9 ms)
-    // and one of 9 (planned at 16 rows, 5 ms), in 42 ms: 0.68 ms a row
-    // past the runs.
+    // and one of 9 (planned at 16 rows, 5 ms), in 42 ms.
     backlogs(&mut controller, 100, 40, &[42.0], Instant::now());
-    // Behind one row: a run of two (1.5 ms) and two rows, planned at 2.9
-    // ms, not a run of the cap.
+    // Behind one row: a run of two (1.5 ms), planned at 4.5 ms, not a
+    // run of the cap at 15.
     assert_eq!(controller.admits(1, ahead(1, 0), Duration::ZERO), Ok(()));
-    // Behind a running batch of two: 1.5 + 1.25 ms and three rows, 4.8.
+    // Behind a running batch of two: 1.5 + 1.25 ms, planned at 8.25.
     let small = Ahead {
         rows: 0,
         running: 1,
         running_rows: 2,
     };
     assert_eq!(controller.admits(1, small, Duration::ZERO), Ok(()));
-    // Behind a running batch of 16: 5 + 1.25 ms and 17 rows, 17.9.
+    // Behind a running batch of 16: 5 + 1.25 ms, planned at 18.75.
     let large = Ahead {
         running_rows: 16,
         ..small
     };
     assert!(controller.admits(1, large, Duration::ZERO).is_err());
-    // Behind 16 rows: a batch of 16, one of its own and 17 rows, 17.9 too.
+    // Behind 16 rows: a batch of 16 and one of its own, 18.75 ms too.
     assert!(controller.admits(1, ahead(16, 0), Duration::ZERO).is_err());
 }
 
@@ -182,14 +180,13 @@ fn rows_left_over_run_beside_the_last_full_batches_or_alone() {
 fn a_backlog_is_learned_against_the_runs_it_found_running() {
     let mut controller = Controller::new(objective(20), 128, 1);
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-    // Behind 20 rows and a running batch of 32: two runs, 18 ms, and 10
-    // µs for each of the 53 rows.
+    // Behind 20 rows and a running batch: two runs, 18 ms, as planned.
     let found = ahead(20, 1);
     for _ in 0..100 {
-        controller.taken(found, 32, 1, Duration::from_micros(18_530), Instant::now());
+        controller.taken(found, 32, 1, Duration::from_millis(18), Instant::now());
     }
-    let per_row = controller.cleared().unwrap();
-    assert!((per_row - 10e-6).abs() < 1e-9, "{per_row}");
+    let ratio = controller.cleared().unwrap();
+    assert!((ratio - 1.0).abs() < 1e-9, "{ratio}");
     // Planned at the cap it found, not the cap now.
     let found = Ahead {
         running_rows: 16,
@@ -197,11 +194,11 @@ fn a_backlog_is_learned_against_the_runs_it_found_running() {
     };
     for _ in 0..400 {
         // A running batch of 16 (5 ms), one more of 16 and one of the 5
-        // rows left (2.25 ms, planned at 8 rows: 3 ms), and 37 rows' 0.37.
-        controller.taken(found, 16, 1, Duration::from_micros(13_370), Instant::now());
+        // rows left (2.25 ms, planned at 8 rows: 3 ms).
+        controller.taken(found, 16, 1, Duration::from_millis(13), Instant::now());
     }
-    let per_row = controller.cleared().unwrap();
-    assert!((per_row - 10e-6).abs() < 1e-7, "{per_row}");
+    let ratio = controller.cleared().unwrap();
+    assert!((ratio - 1.0).abs() < 0.01, "{ratio}");
 }
 
 #[test]
@@ -216,26 +213,24 @@ fn a_backlog_is_planned_at_the_percentile_of_how_it_clears() {
             1,
         );
         runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
-        assert_eq!(controller.clearing_per_row(), None, "no backlog seen yet");
+        assert_eq!(controller.clearing_ratio(), None, "no backlog seen yet");
         // Behind 20 rows, one batch: 9 ms planned. Half took as long, half
-        // twice: 9 ms past the runs for 21 rows, 0.21 ms a row on average
-        // and as far apart.
+        // twice: a ratio of 1.5 on average, 0.5 apart.
         backlogs(&mut controller, 400, 20, &[9.0, 18.0], Instant::now());
         controller
     };
-    // At p99, one batch ahead is planned at 9 ms and 21 rows of
-    // 0.21 × (1 + 2.33) ms, the time a row `/metrics` shows.
-    let per_row = 0.009 / 21.0 / 2.0;
+    // At p99, one batch ahead is planned at 9 × (1.5 + 2.33 × 0.5) ms, the
+    // ratio `/metrics` shows.
     let at_p99 = controller(99.0);
     let late = at_p99.admits(1, ahead(20, 0), Duration::ZERO).unwrap_err();
     assert!((late.estimate.as_secs_f64() - 0.024).abs() < 0.001, "{late:?}");
-    let planned = at_p99.clearing_per_row().unwrap();
-    assert!((planned / (per_row * 3.33) - 1.0).abs() < 0.02, "{planned}");
-    // At p50, at 9 ms and 21 rows of 0.21 ms: 13.5 ms.
+    let ratio = at_p99.clearing_ratio().unwrap();
+    assert!((ratio - (1.5 + 2.33 * 0.5)).abs() < 0.05, "{ratio}");
+    // At p50, at 9 × 1.5 ms.
     let at_p50 = controller(50.0);
     assert_eq!(at_p50.admits(1, ahead(20, 0), Duration::ZERO), Ok(()));
-    let planned = at_p50.clearing_per_row().unwrap();
-    assert!((planned / per_row - 1.0).abs() < 0.02, "{planned}");
+    let ratio = at_p50.clearing_ratio().unwrap();
+    assert!((ratio - 1.5).abs() < 0.05, "{ratio}");
 }
 
 #[test]
@@ -244,7 +239,7 @@ fn how_backlogs_cleared_is_forgotten_once_none_confirms_it() {
     runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
     let start = Instant::now();
     // A slow spell: backlogs of 41 rows (a batch of 32 and one of 9,
-    // planned at 16 rows: 9 + 5 ms) took 81 ms, 1.6 ms a row past the runs.
+    // planned at 16 rows: 9 + 5 ms) took 81 ms, near six times their runs.
     backlogs(&mut controller, 100, 40, &[81.0], start);
     assert!(controller.admits(1, ahead(40, 0), Duration::ZERO).is_err());
     // Arrivals within a second keep it...
