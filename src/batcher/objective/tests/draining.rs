@@ -54,6 +54,21 @@ fn let_in(controller: &mut Controller, start: Instant, wait: impl Fn(u32) -> f64
     panic!("never refused again");
 }
 
+/// Checks a request every millisecond from `start`, all let in, their
+/// unread waits growing from 12 ms by half a millisecond a millisecond
+/// (arrivals at 150% of what the server answers), until the queue refuses
+/// again: how many milliseconds that took.
+fn piling_up_until_refused(controller: &mut Controller, start: Instant) -> u32 {
+    let mut i = 0;
+    while !controller.refusing(start + MS * i) {
+        let waited = Duration::from_secs_f64((12.0 + 0.5 * f64::from(i)) / 1000.0);
+        assert_eq!(controller.check(1, ahead(0, 0), waited, start + MS * i), Ok(()));
+        i += 1;
+        assert!(i < 1000, "still letting everyone in");
+    }
+    i
+}
+
 #[test]
 fn callers_that_come_straight_back_stop_being_refused_for_their_wait() {
     let mut controller = idle_queue();
@@ -98,13 +113,7 @@ fn arrivals_that_pile_up_when_let_in_are_refused_again_at_once() {
     // of what the server answers), up three windows in a row: about 100 ms.
     let (trial, _) = until_held(&mut controller, start, 12);
     let trial = trial + MS;
-    let mut i = 0;
-    while !controller.refusing(trial + MS * i) {
-        let waited = Duration::from_secs_f64((12.0 + 0.5 * f64::from(i)) / 1000.0);
-        assert_eq!(controller.check(1, ahead(0, 0), waited, trial + MS * i), Ok(()));
-        i += 1;
-        assert!(i < 1000, "still letting everyone in");
-    }
+    let i = piling_up_until_refused(&mut controller, trial);
     assert!(i < 120, "{i} ms let in");
     // Refusing again, it tries no other trial for a second, however futile.
     let again = trial + MS * i;
@@ -121,14 +130,7 @@ fn a_stall_that_lifted_the_refused_waits_does_not_hold_arrivals_that_pile_up() {
     // millisecond a millisecond: the first window does not rise against
     // the stalled ones, the trial's own windows do.
     let (trial, _) = until_held(&mut controller, start, 60);
-    let trial = trial + MS;
-    let mut i = 0;
-    while !controller.refusing(trial + MS * i) {
-        let waited = Duration::from_secs_f64((12.0 + 0.5 * f64::from(i)) / 1000.0);
-        assert_eq!(controller.check(1, ahead(0, 0), waited, trial + MS * i), Ok(()));
-        i += 1;
-        assert!(i < 1000, "still letting everyone in");
-    }
+    let i = piling_up_until_refused(&mut controller, trial + MS);
     assert!(i < 200, "{i} ms let in");
 }
 
