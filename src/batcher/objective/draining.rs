@@ -134,14 +134,17 @@ impl Draining {
         // so that one such request cannot hold a window open for ever.
         self.window.planned += planned.as_secs_f64().min(LONGEST_PLAN);
         let mean = self.window.planned / f64::from(self.window.checked);
-        // A trial's windows are half as long: each of them lets a backlog
-        // pile up, where arrivals come at their own pace.
-        let waits = if matches!(self.state, State::Trial { .. }) {
-            1.0
-        } else {
-            2.0
+        // A trial's windows are half as long (each lets a backlog pile up,
+        // where arrivals come at their own pace), and at most twice the
+        // mean of the window before: one as long as its own mean would
+        // stretch with a pile-up planned to outgrow the time passing (on
+        // mlp past capacity, one did for 2.6 s).
+        let waits = match (&self.state, self.last_mean) {
+            (State::Trial { .. }, Some(last)) => mean.min(2.0 * last),
+            (State::Trial { .. }, None) => mean,
+            _ => 2.0 * mean,
         };
-        let length = (objective * WINDOW_OBJECTIVES).as_secs_f64().max(waits * mean);
+        let length = (objective * WINDOW_OBJECTIVES).as_secs_f64().max(waits);
         if self.window.checked < WINDOW_REQUESTS || now.saturating_duration_since(start).as_secs_f64() < length {
             return;
         }

@@ -55,13 +55,13 @@ fn let_in(controller: &mut Controller, start: Instant, wait: impl Fn(u32) -> f64
 }
 
 /// Checks a request every millisecond from `start`, all let in, their
-/// unread waits growing from 12 ms by half a millisecond a millisecond
-/// (arrivals at 150% of what the server answers), until the queue refuses
-/// again: how many milliseconds that took.
-fn piling_up_until_refused(controller: &mut Controller, start: Instant) -> u32 {
+/// unread waits growing from 12 ms by `growth` milliseconds a millisecond
+/// (half of one: arrivals at 150% of what the server answers), until the
+/// queue refuses again: how many milliseconds that took.
+fn piling_up_until_refused(controller: &mut Controller, start: Instant, growth: f64) -> u32 {
     let mut i = 0;
     while !controller.refusing(start + MS * i) {
-        let waited = Duration::from_secs_f64((12.0 + 0.5 * f64::from(i)) / 1000.0);
+        let waited = Duration::from_secs_f64((12.0 + growth * f64::from(i)) / 1000.0);
         assert_eq!(controller.check(1, ahead(0, 0), waited, start + MS * i), Ok(()));
         i += 1;
         assert!(i < 1000, "still letting everyone in");
@@ -113,7 +113,7 @@ fn arrivals_that_pile_up_when_let_in_are_refused_again_at_once() {
     // of what the server answers), up three windows in a row: about 100 ms.
     let (trial, _) = until_held(&mut controller, start, 12);
     let trial = trial + MS;
-    let i = piling_up_until_refused(&mut controller, trial);
+    let i = piling_up_until_refused(&mut controller, trial, 0.5);
     assert!(i < 120, "{i} ms let in");
     // Refusing again, it tries no other trial for a second, however futile.
     let again = trial + MS * i;
@@ -130,8 +130,21 @@ fn a_stall_that_lifted_the_refused_waits_does_not_hold_arrivals_that_pile_up() {
     // millisecond a millisecond: the first window does not rise against
     // the stalled ones, the trial's own windows do.
     let (trial, _) = until_held(&mut controller, start, 60);
-    let i = piling_up_until_refused(&mut controller, trial + MS);
+    let i = piling_up_until_refused(&mut controller, trial + MS, 0.5);
     assert!(i < 200, "{i} ms let in");
+}
+
+#[test]
+fn a_trial_planned_to_pile_up_faster_than_time_passes_still_ends() {
+    let mut controller = idle_queue();
+    let start = Instant::now();
+    // Let in, the planned times grow two milliseconds a millisecond (a
+    // backlog planned slower than it clears): a window as long as its own
+    // mean would never close. At most twice the mean before its own, three
+    // rise in about 380 ms.
+    let (trial, _) = until_held(&mut controller, start, 12);
+    let i = piling_up_until_refused(&mut controller, trial + MS, 2.0);
+    assert!(i < 400, "{i} ms let in");
 }
 
 #[test]
