@@ -53,6 +53,9 @@ pub struct Trace {
     pub queue_time: Option<Duration>,
     pub run_time: Option<Duration>,
     pub batch_rows: Option<usize>,
+    /// How long the answer waited for the request to take it, once its batch
+    /// ran (measured only for a request that gets an access line).
+    pub answer_wait: Option<Duration>,
     /// The client's own deadline (gRPC's `grpc-timeout`), when shorter than the server's.
     pub deadline: Option<Duration>,
     /// How long the request waited unread in its socket, where its transport
@@ -86,6 +89,9 @@ impl Trace {
         self.queue_time = Some(output.queue_time);
         self.run_time = Some(output.run_time);
         self.batch_rows = Some(output.batch_rows);
+        if self.access_logged {
+            self.answer_wait = Some(output.answered_at.elapsed());
+        }
     }
 }
 

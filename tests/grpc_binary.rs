@@ -237,6 +237,12 @@ fn json_logs_and_an_access_line_per_rest_and_grpc_request() {
     assert_eq!(rest["level"], "INFO");
     assert!(rest["run_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{rest}");
     assert!(rest["total_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{rest}");
+    // The answer's wait for its connection, once its batch ran: part of the whole.
+    let answer_wait = rest["answer_wait_ms"].as_f64().unwrap_or(-1.0);
+    assert!(
+        (0.0..=rest["total_ms"].as_f64().unwrap_or(0.0)).contains(&answer_wait),
+        "{rest}"
+    );
     assert!(
         rest["client"].as_str().is_some_and(|c| c.starts_with("127.0.0.1:")),
         "{rest}"
@@ -253,6 +259,7 @@ fn json_logs_and_an_access_line_per_rest_and_grpc_request() {
     );
     assert_eq!(ok["version"], 1);
     assert!(ok["bytes_in"].as_u64().is_some_and(|n| n > 0) && ok["bytes_out"].as_u64().is_some_and(|n| n > 0));
+    assert!(ok["answer_wait_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{ok}");
     let refused = grpc
         .iter()
         .find(|l| l["grpc_code"] == "NOT_FOUND")
@@ -260,6 +267,7 @@ fn json_logs_and_an_access_line_per_rest_and_grpc_request() {
     assert_eq!(refused["status"], 5);
     // Refused before it resolved a model, the line still names the one asked for.
     assert_eq!(refused["model"], "nope", "{refused}");
+    assert_eq!(refused["answer_wait_ms"], serde_json::Value::Null, "{refused}");
 
     // Every line on stderr is JSON, TensorFlow's own C++ lines included.
     let log = server.log.lock().unwrap().clone();

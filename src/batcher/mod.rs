@@ -53,6 +53,9 @@ pub struct BatchOutput {
     pub run_time: Duration,
     /// Rows in the (largest) batch the request ran in, before padding.
     pub batch_rows: usize,
+    /// When the batch's outputs were ready: the request's answer waited from
+    /// then for its caller (on the HTTP front, its connection's thread).
+    pub answered_at: std::time::Instant,
 }
 
 #[derive(Clone, Debug, thiserror::Error)]

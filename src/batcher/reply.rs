@@ -204,5 +204,6 @@ fn merge_parts(parts: Vec<BatchOutput>) -> ReplyResult {
         queue_time: parts.iter().map(|p| p.queue_time).max().unwrap_or_default(),
         run_time: parts.iter().map(|p| p.run_time).sum(),
         batch_rows: parts.iter().map(|p| p.batch_rows).max().unwrap_or_default(),
+        answered_at: parts.iter().map(|p| p.answered_at).max().unwrap_or_else(Instant::now),
     })
 }

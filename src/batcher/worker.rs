@@ -184,6 +184,7 @@ fn reply_rows(mut live: Vec<Task<Reply>>, outputs: Vec<Tensor>, ran: &Ran) {
         queue_time: ran.started.duration_since(task.enqueued),
         run_time: ran.time,
         batch_rows: ran.rows,
+        answered_at: ran.started + ran.time,
     };
     if live.len() == 1 && ran.run_rows == ran.rows {
         if let Some(task) = live.pop() {

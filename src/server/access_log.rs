@@ -51,6 +51,7 @@ pub struct Served {
     pub signature: Option<String>,
     pub queue: Option<Duration>,
     pub run: Option<Duration>,
+    pub answer_wait: Option<Duration>,
 }
 
 impl Served {
@@ -62,6 +63,7 @@ impl Served {
             signature: trace.signature_name().map(str::to_string),
             queue: trace.queue_time,
             run: trace.run_time,
+            answer_wait: trace.answer_wait,
         }
     }
 }
@@ -108,6 +110,7 @@ pub fn write(line: &Line<'_>) {
         bytes_out = line.bytes_out,
         queue_ms = millis(served.and_then(|s| s.queue)),
         run_ms = millis(served.and_then(|s| s.run)),
+        answer_wait_ms = millis(served.and_then(|s| s.answer_wait)),
         total_ms = line.total.as_secs_f64() * 1000.0,
         client = client.as_deref();
         "{} {} {}", line.method, line.path, Status(line)
