@@ -3,7 +3,7 @@
 //! batch rather than one per part. Also where a steered queue's controller
 //! learns from each run and publishes what it chose.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,6 +45,11 @@ pub(super) struct QueueContext {
     steered_inline_cap: AtomicUsize,
     /// Under an objective, the batch cap it chose.
     steered_cap: AtomicUsize,
+    /// Under an objective, requests let in that took their answers past it,
+    /// and in time, since its controller last counted them: counted without
+    /// its lock, as each request drops.
+    answered_late: AtomicU32,
+    answered_on_time: AtomicU32,
 }
 
 impl QueueContext {
@@ -74,7 +79,28 @@ impl QueueContext {
             running_rows: AtomicUsize::new(0),
             steered_inline_cap: AtomicUsize::new(steering.map_or(0, inline_cap)),
             steered_cap: AtomicUsize::new(steering.map_or(0, |s| s.cap)),
+            answered_late: AtomicU32::new(0),
+            answered_on_time: AtomicU32::new(0),
         }
+    }
+
+    /// A request let in under the objective took its answer `spent` after it queued.
+    pub(super) fn answered(&self, spent: Duration) {
+        let Some(objective) = self.params.objective() else {
+            return;
+        };
+        let count = match spent > objective.latency {
+            true => &self.answered_late,
+            false => &self.answered_on_time,
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Hands the answers counted since the last call to `controller`.
+    pub(super) fn teach_answered(&self, controller: &mut Controller) {
+        let late = self.answered_late.swap(0, Ordering::Relaxed);
+        let on_time = self.answered_on_time.swap(0, Ordering::Relaxed);
+        controller.answered(late, on_time);
     }
 
     /// Whether the queue counts its running batches.
@@ -99,18 +125,19 @@ impl QueueContext {
     /// One of the queue's batches ran: the controller learns from it.
     pub(super) fn ran(&self, rows: usize, run: Duration) {
         let Some(controller) = &self.controller else { return };
-        let (steering, clearing) = {
+        let (steering, clearing, margin) = {
             let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
             controller.ran(rows, run);
             let steering = controller.steering();
             // Under the lock: runs ending together store in the order they steered.
             self.steered_inline_cap.store(inline_cap(steering), Ordering::Relaxed);
             self.steered_cap.store(steering.cap, Ordering::Relaxed);
-            (steering, controller.clearing_ratio())
+            (steering, controller.clearing_ratio(), controller.margin())
         };
         if let Some(gauges) = &self.metrics.steering {
             gauges.set(steering.cap, steering.timeout);
             gauges.clearing.set(clearing.unwrap_or(0.0));
+            gauges.margin.set(margin.as_secs_f64());
         }
     }
 

@@ -264,6 +264,7 @@ impl QueueHandle {
         let ahead = self.context.ahead(rows);
         let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
+        self.context.teach_answered(&mut controller);
         controller.arrived(rows, now);
         let verdict = controller.check(rows, ahead, Duration::ZERO, now);
         self.show_refusing(controller.refusing(now));
@@ -306,6 +307,7 @@ impl QueueHandle {
         let now = Instant::now();
         let (verdict, refusing) = {
             let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
+            self.context.teach_answered(&mut controller);
             let verdict = controller.check(1, ahead, waited, now);
             (verdict, controller.refusing(now))
         };

@@ -30,10 +30,11 @@ pub struct Pending {
 struct Counted {
     context: Arc<QueueContext>,
     rows: usize,
-    /// Queued behind at least a batch's worth of rows: what it found, the
-    /// cap then, and when. Only such a request teaches how fast a backlog
-    /// clears.
-    behind: Option<(Ahead, usize, Instant)>,
+    /// When it queued: every answered request teaches whether it was late.
+    queued: Instant,
+    /// Queued behind at least a batch's worth of rows: what it found and
+    /// the cap then. Only such a request teaches how fast a backlog clears.
+    behind: Option<(Ahead, usize)>,
     /// When its answer was taken, if it was one.
     taken: Option<Instant>,
 }
@@ -45,10 +46,11 @@ impl Pending {
             let found = context.ahead(0);
             context.pending_rows.fetch_add(rows, Ordering::Relaxed);
             let cap = context.steered_cap();
-            let behind = (found.rows >= cap).then(|| (found, cap, Instant::now()));
+            let behind = (found.rows >= cap).then_some((found, cap));
             Box::new(Counted {
                 context: context.clone(),
                 rows,
+                queued: Instant::now(),
                 behind,
                 taken: None,
             })
@@ -67,13 +69,13 @@ impl Pending {
         answer
     }
 
-    /// An answer was taken: one behind a backlog notes when, for its
-    /// controller to learn from when it drops.
+    /// An answer was taken: the request notes when, for its controller to
+    /// learn from when it drops.
     fn taking(&mut self, answered: bool) {
         let Some(counted) = self.counted.as_mut().filter(|_| answered) else {
             return;
         };
-        if counted.behind.is_some() && counted.taken.is_none() {
+        if counted.taken.is_none() {
             counted.taken = Some(Instant::now());
         }
     }
@@ -115,12 +117,12 @@ impl Drop for Pending {
         context.pending_rows.fetch_sub(counted.rows, Ordering::Relaxed);
         // Given up on, refused or failed: it says nothing of how fast
         // answers come (and takes no lock).
-        let (Some((found, cap, queued)), Some(taken)) = (counted.behind, counted.taken) else {
-            return;
-        };
+        let Some(taken) = counted.taken else { return };
+        let spent = taken.saturating_duration_since(counted.queued);
+        context.answered(spent);
+        let Some((found, cap)) = counted.behind else { return };
         if let Some(controller) = &context.controller {
             let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            let spent = taken.saturating_duration_since(queued);
             controller.taken(found, cap, counted.rows, spent, taken);
         }
     }

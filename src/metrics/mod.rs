@@ -38,6 +38,7 @@ pub struct Metrics {
     batch_timeout_seconds: GaugeVec,
     batch_objective_refusing: IntGaugeVec,
     batch_clearing_ratio: GaugeVec,
+    batch_objective_margin: GaugeVec,
     rejected: IntCounterVec,
     dropped: IntCounterVec,
     /// Panics contained: `where` is `request` (an HTTP handler) or `batch` (a model run).
@@ -188,6 +189,13 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "tfserve_batch_clearing_ratio",
             "How many times their runs a queue with a latency objective plans its backlogs to take to clear, \
              at the objective's percentile, as they were seen to; 0 until enough backlogs have taught it.",
+            QUEUE_LABELS,
+        ),
+        batch_objective_margin: gauge(
+            &registry,
+            "tfserve_batch_objective_margin_seconds",
+            "How far short of its latency objective a queue plans a request to be let in: learned from \
+             the requests it let in that took their answers past the objective.",
             QUEUE_LABELS,
         ),
         rejected: counter(

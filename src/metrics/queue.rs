@@ -13,6 +13,8 @@ pub struct SteeringGauges {
     pub refusing: IntGauge,
     /// How many times their runs backlogs are planned to take (0: not yet learned).
     pub clearing: Gauge,
+    /// Seconds short of the objective a request is planned to be let in.
+    pub margin: Gauge,
 }
 
 impl SteeringGauges {
@@ -77,6 +79,7 @@ impl QueueMetrics {
                 gauge
             },
             clearing: METRICS.batch_clearing_ratio.with_label_values(&labels),
+            margin: METRICS.batch_objective_margin.with_label_values(&labels),
         })
     }
 }

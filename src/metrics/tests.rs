@@ -7,6 +7,7 @@ fn the_summary_carries_the_cap_an_objective_chose_and_none_without() {
     let mut steered = QueueMetrics::new("summary-steered", 1, "serving_default");
     steered.steered().set(16, std::time::Duration::from_millis(2));
     steered.steered().clearing.set(2.5);
+    steered.steered().margin.set(0.004);
     let plain = QueueMetrics::new("summary-plain", 1, "serving_default");
     plain.batch_rows.observe(3.0);
     let summary = METRICS.summary();
@@ -18,6 +19,13 @@ fn the_summary_carries_the_cap_an_objective_chose_and_none_without() {
             .any(|line| line.starts_with("tfserve_batch_clearing_ratio{")
                 && line.contains("summary-steered")
                 && line.ends_with(" 2.5")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("tfserve_batch_objective_margin_seconds{")
+                && line.contains("summary-steered")
+                && line.ends_with(" 0.004")),
         "{text}"
     );
     assert!(!text

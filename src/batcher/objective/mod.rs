@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 
 use clearing::Clearing;
 use draining::Draining;
+use margin::Margin;
 
 mod clearing;
 mod draining;
+mod margin;
 
 /// What a queue promises: `percentile` of its requests spend at most
 /// `latency` in the batcher (queue and run).
@@ -108,6 +110,8 @@ pub struct Controller {
     clearing: Clearing,
     /// Whether refusing shortens the waits.
     draining: Draining,
+    /// How far short of the objective a request is planned to be let in.
+    margin: Margin,
     steering: Steering,
 }
 
@@ -124,6 +128,7 @@ impl Controller {
             last_arrival: None,
             clearing: Clearing::default(),
             draining: Draining::default(),
+            margin: Margin::default(),
             steering: Steering {
                 cap: 1,
                 timeout: Duration::ZERO,
@@ -186,6 +191,13 @@ impl Controller {
         }
     }
 
+    /// `late` requests let in took their answers past the objective, and
+    /// `on_time` did not: the check's margin learns how far its plans fall short.
+    pub fn answered(&mut self, late: u32, on_time: u32) {
+        let allowed = (1.0 - self.objective.percentile / 100.0).max(0.0);
+        self.margin.answered(late, on_time, self.budget(), allowed);
+    }
+
     /// Whether the request would likely finish in time, as planned below,
     /// checked at `now`; let in while refusing was lately seen to shorten
     /// nothing (callers that come straight back after a refusal). The
@@ -200,6 +212,11 @@ impl Controller {
     /// The ratio backlogs are planned to clear at (at the percentile); `None` until taught.
     pub fn clearing_ratio(&self) -> Option<f64> {
         self.clearing.planned(self.objective.deviations())
+    }
+
+    /// How far short of the objective a request is planned to be let in.
+    pub fn margin(&self) -> Duration {
+        Duration::from_secs_f64(self.margin.seconds())
     }
 
     /// Whether the queue refuses requests it would make late at `now`.
@@ -222,8 +239,10 @@ impl Controller {
     /// the cheapest way to catch up. That takes a run that fits half the
     /// objective, as the cap does: with a longer one, a wait of a fraction
     /// of a millisecond would decide, and no wait is to blame for a run
-    /// that overruns it alone. With the time planned for it in all (its
-    /// wait included; zero where nothing was planned).
+    /// that overruns it alone. Planned to finish within the objective less
+    /// the margin its answered requests taught ([`margin`]). With the time
+    /// planned for it in all (its wait included; zero where nothing was
+    /// planned).
     fn judge(&self, rows: usize, ahead: Ahead, waited: Duration) -> (Result<(), Late>, Duration) {
         let estimate = if ahead.rows == 0 && ahead.running < self.parallel {
             if waited.is_zero() {
@@ -240,7 +259,7 @@ impl Controller {
         };
         let estimate = Duration::try_from_secs_f64(estimate).unwrap_or(Duration::MAX);
         let planned = waited.saturating_add(estimate);
-        if planned.as_secs_f64() <= self.budget() {
+        if planned.as_secs_f64() <= self.budget() - self.margin.seconds() {
             return (Ok(()), planned);
         }
         let late = Late {

@@ -397,3 +397,39 @@ fn only_answers_taken_from_behind_a_batchs_worth_teach_how_backlogs_clear() {
     // is what this checks.
     assert!(taught());
 }
+
+#[test]
+fn answers_taken_past_the_objective_teach_its_check_a_margin() {
+    // Made first, dropped last, as in `rows_given_up_on_count_neither_as_pending_nor_as_running`.
+    let batcher = Batcher::new(1).unwrap();
+    let (gate, runs, go) = Gate::new();
+    let params = BatchParams {
+        target_latency_micros: 20_000,
+        ..params(8, Duration::ZERO)
+    };
+    let handle = batcher.add_queue(
+        "q".into(),
+        params,
+        true,
+        gate,
+        QueueMetrics::new("batcher-test", 1, "margin"),
+    );
+    let margin = || handle.context.controller.as_ref().unwrap().lock().unwrap().margin();
+    let submit = |value: f32| handle.submit(vec![rows(&[value])], &["x"], None).unwrap();
+    let late = submit(1.0);
+    runs.recv().unwrap();
+    // Held past the 20 ms objective before it runs.
+    std::thread::sleep(Duration::from_millis(25));
+    go.send(()).unwrap();
+    assert_eq!(floats(&answer(late)), vec![1.0]);
+    assert_eq!(
+        margin(),
+        Duration::ZERO,
+        "counted as it dropped, taught at the next check"
+    );
+    go.send(()).unwrap();
+    let next = submit(2.0);
+    assert!(margin() > Duration::ZERO);
+    assert_eq!(floats(&answer(next)), vec![2.0]);
+    runs.recv().unwrap();
+}

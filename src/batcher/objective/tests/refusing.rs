@@ -249,3 +249,21 @@ fn how_backlogs_cleared_is_forgotten_once_none_confirms_it() {
     controller.arrived(1, start + Duration::from_millis(1100));
     assert_eq!(controller.admits(1, ahead(40, 0), Duration::ZERO), Ok(()));
 }
+
+#[test]
+fn answers_late_past_the_objective_make_the_check_plan_short_of_it_until_answers_come_in_time() {
+    let mut controller = Controller::new(objective(20), 128, 2);
+    runs(&mut controller, 1.0, 0.25, &[1, 2, 4, 8, 16, 32, 64]);
+    // Behind 40 rows with both threads busy: 18 ms planned.
+    assert_eq!(controller.admits(1, ahead(40, 2), Duration::ZERO), Ok(()));
+    // A stall: every answer late. The margin rises to its bound, 5 ms.
+    controller.answered(200, 0);
+    assert_eq!(controller.margin(), Duration::from_millis(5));
+    assert!(controller.admits(1, ahead(40, 2), Duration::ZERO).is_err());
+    // 9 ms planned still fits.
+    assert_eq!(controller.admits(1, ahead(40, 0), Duration::ZERO), Ok(()));
+    // Answers in time bring it back.
+    controller.answered(0, 5_000);
+    assert_eq!(controller.margin(), Duration::ZERO);
+    assert_eq!(controller.admits(1, ahead(40, 2), Duration::ZERO), Ok(()));
+}
