@@ -298,9 +298,8 @@ impl QueueHandle {
     /// arrived would be refused as late were it queued now: the check the
     /// queue makes at enqueue, made before the request's body is read so
     /// that a refusal costs no decoding. The controller learns from it
-    /// whether refusing shortens the waits; the caller counts
-    /// the refusal it makes ([`QueueHandle::count_late`]). `None` for a
-    /// queue without an objective.
+    /// whether refusing shortens the waits; the caller counts the refusal it
+    /// makes ([`QueueHandle::count_late`]). `None` without an objective.
     pub fn late_now(&self, waited: Duration) -> Option<BatchError> {
         let controller = self.context.controller.as_ref()?;
         let ahead = self.context.ahead(0);

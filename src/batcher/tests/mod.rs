@@ -375,5 +375,6 @@ impl Runner for ThreadRecorder {
     }
 }
 
+mod answered;
 mod steered;
 mod threads;
