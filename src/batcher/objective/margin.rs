@@ -44,8 +44,8 @@ impl Margin {
 mod tests {
     use super::*;
 
-    /// Requests late with `chance` while the margin is below `needed`
-    /// (of a 20 ms objective), never above it: the margin finds `needed`.
+    /// One request in 40 late while the margin is below `needed` (of a
+    /// 20 ms objective), none above it: the margin finds `needed`.
     fn settle(needed: f64, rounds: usize) -> f64 {
         let mut margin = Margin::default();
         for round in 0..rounds {
