@@ -11,8 +11,10 @@
 //!
 //! So the queue watches windows of the requests it checks, with the time it
 //! planned for each. Where it refused nearly every one of
-//! [`FUTILE_WINDOWS`] windows in a row and the planned times did not fall
-//! by a quarter, it tries letting everyone in. Requests that come at their
+//! [`FUTILE_WINDOWS`] windows and the planned times neither fell by a
+//! quarter nor rose by an eighth, it tries letting everyone in (windows
+//! that rose, a stall's or an overload's past what refusals keep up with,
+//! wait for the next). Requests that come at their
 //! own pace then pile up: the planned times go on rising, window after
 //! window, and it refuses again at once (trying again later, each time
 //! later). Callers that come straight back are as many as before: the
@@ -40,9 +42,10 @@ const DRAINING_SHARE: f64 = 3.0 / 4.0;
 /// Windows in a row that refused nearly all and drained nothing before the
 /// queue tries letting everyone in.
 const FUTILE_WINDOWS: u32 = 2;
-/// While everyone is let in, planned times above this share of the window
-/// before's mean are rising: arrivals past what the server answers pile up
-/// (at 125% of capacity, over a window of its wait, by about 20%).
+/// Planned times above this share of the window before's mean are rising:
+/// while everyone is let in, arrivals past what the server answers pile up
+/// (at 125% of capacity, over a window of its wait, by about 20%); while
+/// nearly all are refused, past what even refusals keep up with.
 const RISING_SHARE: f64 = 9.0 / 8.0;
 /// Windows in a row rising while everyone is let in that tell arrivals at
 /// their own pace: callers that come straight back rise for a window or
@@ -176,6 +179,15 @@ impl Draining {
         }
         if last.is_some_and(|last| mean < last * DRAINING_SHARE) {
             self.state = State::Refusing { futile: 0 };
+            return;
+        }
+        if last.is_some_and(|last| mean > last * RISING_SHARE) {
+            // Rising while nearly all are refused: arrivals at their own
+            // pace outrunning even the refusals, or a stall piling them up
+            // in the sockets. Callers that come straight back raise the
+            // waits only to what their number costs; letting this rise in
+            // would hand every request the pile-up. Neither futile nor
+            // draining yet: the windows after it tell.
             return;
         }
         let futile = futile + 1;

@@ -135,6 +135,23 @@ fn a_stall_that_lifted_the_refused_waits_does_not_hold_arrivals_that_pile_up() {
 }
 
 #[test]
+fn waits_that_go_on_rising_while_all_are_refused_are_not_let_in() {
+    let mut controller = idle_queue();
+    let start = Instant::now();
+    // A stall, or arrivals past what even refusals keep up with: the
+    // requests read have waited longer and longer unread, 12 ms and a
+    // fifth of a millisecond more each millisecond. Every window refuses
+    // all and rises by half: letting them in would hand each the pile-up.
+    assert_eq!(check(&mut controller, start, 600, |i| 12.0 + 0.2 * f64::from(i)), 0);
+    assert!(controller.refusing(start + MS * 600));
+    // Level again (more callers coming straight back, say), two windows
+    // that shorten nothing make the trial as before.
+    let (trial, admitted) = until_held(&mut controller, start + MS * 600, 132);
+    assert_eq!(admitted, 0);
+    assert!(trial - start < Duration::from_millis(1300), "{:?}", trial - start);
+}
+
+#[test]
 fn a_trial_planned_to_pile_up_faster_than_time_passes_still_ends() {
     let mut controller = idle_queue();
     let start = Instant::now();
