@@ -4,7 +4,7 @@
 //! dialect decodes its own bodies (`dialects::*`).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -58,10 +58,10 @@ pub struct Trace {
     pub answer_wait: Option<Duration>,
     /// The client's own deadline (gRPC's `grpc-timeout`), when shorter than the server's.
     pub deadline: Option<Duration>,
-    /// How long the request waited unread in its socket, where its transport
-    /// measured it but could not refuse it before reading it (gRPC names the
-    /// model in the body): under a latency objective it counts at admission.
-    pub unread: Duration,
+    /// When its bytes arrived, where its transport measured it (the kernel's
+    /// receive stamp, under a latency objective): its deadline counts from
+    /// then, not from when it was read.
+    pub arrived: Option<Instant>,
     /// The request gets an access line, so its transport wants what it ran.
     pub access_logged: bool,
     /// The body as it arrived (REST), kept for capture.
@@ -177,15 +177,9 @@ impl Service {
         let queue = servable
             .queue(&signature.name)
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
-        if !trace.unread.is_zero() {
-            if let Some(late) = queue.late_now(trace.unread) {
-                queue.count_late();
-                return Err(late.into());
-            }
-        }
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
         let (capture, keep_tensors) = self.capture_draft(servable, signature, trace, &names, &inputs);
-        let submitted = queue.submit_or_drive(inputs, &names, trace.request_id.clone())?;
+        let submitted = queue.submit_or_drive(inputs, &names, trace.request_id.clone(), trace.arrived)?;
         let mut pending = submitted.pending;
         if let Some(drive) = submitted.drive {
             // Requests that arrived in this same turn of the event loop queue
@@ -307,22 +301,24 @@ impl Service {
         Ok(self.registry.resolve(model, selector)?)
     }
 
-    /// A request refused before its body is read because the queue ahead,
-    /// after the time it `waited` unread since its bytes arrived, would make
-    /// it miss its latency objective ([`Servable::late_now`]).
+    /// A request refused before its body is read because the queue ahead
+    /// would make it miss the deadline its arrival (`arrived`, else now)
+    /// sets ([`Servable::late_at_head`]).
     /// Free while no queue has an objective; a request that resolves no
     /// version is left for its route to refuse in its dialect's words.
     pub fn late_before_reading(
         &self,
         model: &str,
         selector: &VersionSelector,
-        waited: Duration,
+        arrived: Option<Instant>,
     ) -> Result<(), ApiError> {
         if !crate::batcher::any_steered() {
             return Ok(());
         }
         match self.registry.resolve(model, selector) {
-            Ok(servable) => servable.late_now(waited).map_or(Ok(()), |late| Err(late.into())),
+            Ok(servable) => servable
+                .late_at_head(arrived.unwrap_or_else(Instant::now))
+                .map_or(Ok(()), |late| Err(late.into())),
             Err(_) => Ok(()),
         }
     }

@@ -311,8 +311,11 @@ fn a_latency_objective_steers_a_models_queue_and_shows_what_it_chose() {
         0.0,
         "no objective, no series"
     );
-    let timeout = metric("tfserve_batch_timeout_seconds", &["model=\"steered\""]);
-    assert!((0.0..1.0).contains(&timeout), "{timeout}");
+    let margin = metric("tfserve_batch_objective_margin_seconds", &["model=\"steered\""]);
+    assert!(
+        (0.0..=0.25).contains(&margin),
+        "at most a quarter of the objective: {margin}"
+    );
     assert_eq!(
         metric("tfserve_rejected_total", &["model=\"steered\"", "late"]) - refused_before,
         refused

@@ -350,6 +350,7 @@ mod late {
         settings.batching.max_batch_size = Some(2);
         settings.batching.num_batch_threads = Some(1);
         settings.batching.batching_target_latency_ms = Some(10.0);
+        settings.batching.batching_late_action = Some(tfserve::batcher::objective::LateAction::Reject);
         let (sender, receiver) = mpsc::channel();
         let loader = SlowGatedLoader(gate.clone());
         std::thread::spawn(move || {

@@ -1,14 +1,14 @@
 //! What running one of a queue's batches needs, shared by the queue's entry
 //! in the batch threads' table and by its handle: one reference count per
 //! batch rather than one per part. Also where a steered queue's controller
-//! learns from each run and publishes what it chose.
+//! learns from each run and publishes the cap it chose.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::inline::RunClock;
-use super::objective::{Ahead, Controller, Steering};
+use super::objective::{Ahead, Controller};
 use super::params::BatchParams;
 use super::sizes::RunSizes;
 use super::Runner;
@@ -32,22 +32,20 @@ pub(super) struct QueueContext {
     pub(super) controller: Option<Mutex<Controller>>,
     /// Under an objective: rows of requests whose callers have not yet
     /// taken their answers ([`super::Pending`], counted from just before
-    /// they queue), and rows of batches running now for callers still
-    /// waiting. Their difference is what still waits, queued (on the shared
-    /// queue or a caller's shard) or answered but not yet taken: an answer
-    /// waits there for its caller's thread, and a transport thread that has
-    /// fallen behind its requests shows nowhere else.
+    /// they queue), rows of batches running now for callers still waiting,
+    /// and rows on the late lane. What is left of the pending is the on-time
+    /// work that still waits, queued (on the shared queue or a caller's
+    /// shard) or answered but not yet taken: an answer waits there for its
+    /// caller's thread, and a transport thread that has fallen behind its
+    /// requests shows nowhere else.
     pub(super) pending_rows: AtomicUsize,
     pub(super) running_rows: AtomicUsize,
-    /// Under an objective, the batch cap while the controller waits for
-    /// nothing, when requests may run their batches themselves; 0 while
-    /// it waits to fill batches, which takes a batch thread watching the clock.
-    steered_inline_cap: AtomicUsize,
-    /// Under an objective, the batch cap it chose.
-    steered_cap: AtomicUsize,
-    /// Under an objective, requests let in that took their answers past it,
-    /// and in time, since its controller last counted them: counted without
-    /// its lock, as each request drops.
+    pub(super) late_rows: AtomicUsize,
+    /// Under an objective, the batch cap its controller chose (0 without one).
+    cap: AtomicUsize,
+    /// Under an objective, on-time requests that took their answers past
+    /// their deadlines, and in time, since its controller last counted them:
+    /// counted without its lock, as each answer is taken.
     answered_late: AtomicU32,
     answered_on_time: AtomicU32,
 }
@@ -62,9 +60,9 @@ impl QueueContext {
         running_limit: Option<usize>,
         controller: Option<Mutex<Controller>>,
     ) -> QueueContext {
-        let steering = controller
+        let cap = controller
             .as_ref()
-            .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).steering());
+            .map_or(0, |c| c.lock().unwrap_or_else(|p| p.into_inner()).cap());
         QueueContext {
             name,
             runner,
@@ -77,30 +75,31 @@ impl QueueContext {
             controller,
             pending_rows: AtomicUsize::new(0),
             running_rows: AtomicUsize::new(0),
-            steered_inline_cap: AtomicUsize::new(steering.map_or(0, inline_cap)),
-            steered_cap: AtomicUsize::new(steering.map_or(0, |s| s.cap)),
+            late_rows: AtomicUsize::new(0),
+            cap: AtomicUsize::new(cap),
             answered_late: AtomicU32::new(0),
             answered_on_time: AtomicU32::new(0),
         }
     }
 
-    /// A request let in under the objective took its answer `spent` after it queued.
-    pub(super) fn answered(&self, spent: Duration) {
-        let Some(objective) = self.params.objective() else {
-            return;
-        };
-        let count = match spent > objective.latency {
+    /// The controller, locked, having counted the answers taken since last.
+    pub(super) fn controller(&self) -> Option<MutexGuard<'_, Controller>> {
+        let mut controller = self.controller.as_ref()?.lock().unwrap_or_else(|p| p.into_inner());
+        let late = self.answered_late.swap(0, Ordering::Relaxed);
+        let on_time = self.answered_on_time.swap(0, Ordering::Relaxed);
+        if late + on_time > 0 {
+            controller.answered(late, on_time);
+        }
+        Some(controller)
+    }
+
+    /// An on-time request's answer was taken at `taken`, due by `deadline`.
+    pub(super) fn answered(&self, deadline: Instant, taken: Instant) {
+        let count = match taken > deadline {
             true => &self.answered_late,
             false => &self.answered_on_time,
         };
         count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Hands the answers counted since the last call to `controller`.
-    pub(super) fn teach_answered(&self, controller: &mut Controller) {
-        let late = self.answered_late.swap(0, Ordering::Relaxed);
-        let on_time = self.answered_on_time.swap(0, Ordering::Relaxed);
-        controller.answered(late, on_time);
     }
 
     /// Whether the queue counts its running batches.
@@ -108,61 +107,50 @@ impl QueueContext {
         self.running_limit.is_some() || self.controller.is_some()
     }
 
-    /// The largest batch requests may run themselves, as far as the
-    /// queue's objective goes: `usize::MAX` without one; None while the
-    /// controller waits to fill batches (that takes a batch thread watching
-    /// the clock).
-    pub(super) fn inline_cap(&self) -> Option<usize> {
-        if self.controller.is_none() {
-            return Some(usize::MAX);
-        }
-        match self.steered_inline_cap.load(Ordering::Relaxed) {
-            0 => None,
-            cap => Some(cap),
+    /// The largest batch requests may run themselves: `usize::MAX` without
+    /// an objective, else the cap it chose.
+    pub(super) fn inline_cap(&self) -> usize {
+        match self.controller {
+            None => usize::MAX,
+            Some(_) => self.cap(),
         }
     }
 
-    /// One of the queue's batches ran: the controller learns from it.
+    /// One of the queue's batches of `rows` ran in `run`: the controller learns from it.
     pub(super) fn ran(&self, rows: usize, run: Duration) {
-        let Some(controller) = &self.controller else { return };
-        let (steering, clearing, margin) = {
-            let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            controller.ran(rows, run);
-            let steering = controller.steering();
-            // Under the lock: runs ending together store in the order they steered.
-            self.steered_inline_cap.store(inline_cap(steering), Ordering::Relaxed);
-            self.steered_cap.store(steering.cap, Ordering::Relaxed);
-            (steering, controller.clearing_ratio(), controller.margin())
+        let Some(mut controller) = self.controller() else {
+            return;
         };
+        controller.ran(rows, run, Instant::now());
+        let (cap, margin) = (controller.cap(), controller.margin());
+        // Under the lock: runs ending together publish in the order they steered.
+        self.cap.store(cap, Ordering::Relaxed);
+        drop(controller);
         if let Some(gauges) = &self.metrics.steering {
-            gauges.set(steering.cap, steering.timeout);
-            gauges.clearing.set(clearing.unwrap_or(0.0));
+            gauges.cap.set(cap as i64);
             gauges.margin.set(margin.as_secs_f64());
         }
     }
 
     /// Under an objective, the batch cap its controller chose (at least 1).
-    pub(super) fn steered_cap(&self) -> usize {
-        self.steered_cap.load(Ordering::Relaxed).max(1)
+    pub(super) fn cap(&self) -> usize {
+        self.cap.load(Ordering::Relaxed).max(1)
     }
 
-    /// Rows that wait in the queue or for their callers to take their
-    /// answers (counted under an objective only).
-    pub(super) fn waiting_rows(&self) -> usize {
-        let running = self.running_rows.load(Ordering::Relaxed);
-        // A batch's rows count as running until all its answers are out,
-        // and a caller may take its answer before: the running may outnumber
-        // the pending for a moment.
-        self.pending_rows.load(Ordering::Relaxed).saturating_sub(running)
-    }
-
-    /// What a request finds ahead of it, its own `rows` (counted pending
-    /// already) aside.
+    /// What an on-time request finds ahead of it, its own `rows` (counted
+    /// pending already) aside.
     pub(super) fn ahead(&self, rows: usize) -> Ahead {
+        let running_rows = self.running_rows.load(Ordering::Relaxed);
+        // A batch's rows count as running until all its answers are out, and
+        // a caller may take its answer before: the running may outnumber the
+        // pending for a moment.
+        let waiting = (self.pending_rows.load(Ordering::Relaxed))
+            .saturating_sub(running_rows)
+            .saturating_sub(self.late_rows.load(Ordering::Relaxed));
         Ahead {
-            rows: self.waiting_rows().saturating_sub(rows),
+            rows: waiting.saturating_sub(rows),
             running: self.running.load(Ordering::Relaxed),
-            running_rows: self.running_rows.load(Ordering::Relaxed),
+            running_rows,
         }
     }
 
@@ -170,33 +158,5 @@ impl QueueContext {
     pub(super) fn at_running_limit(&self) -> bool {
         self.running_limit
             .is_some_and(|limit| self.running.load(Ordering::Relaxed) >= limit)
-    }
-}
-
-/// A steered queue's requests run its batches themselves, up to the cap,
-/// while the controller waits for nothing: batches then form from the
-/// requests of one turn of the caller's event loop, as they would behind a
-/// running batch, without the two thread wake-ups a batch thread costs.
-fn inline_cap(steering: Steering) -> usize {
-    if steering.timeout.is_zero() {
-        steering.cap.max(1)
-    } else {
-        0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_steered_queue_runs_inline_only_while_its_controller_waits_for_nothing() {
-        let steering = |cap, micros| Steering {
-            cap,
-            timeout: Duration::from_micros(micros),
-        };
-        assert_eq!(inline_cap(steering(16, 0)), 16);
-        assert_eq!(inline_cap(steering(0, 0)), 1, "a cap is at least one row");
-        assert_eq!(inline_cap(steering(16, 500)), 0, "a wait needs a batch thread's clock");
     }
 }

@@ -2,6 +2,7 @@
 //! a request's tensors, reports the queue's parameters, and runs a batch on
 //! the caller's thread when no batch thread was asked to.
 
+use super::objective::Admission;
 use super::*;
 
 /// A handle on one queue; dropping it lets the queue drain and disappear.
@@ -41,14 +42,17 @@ impl QueueHandle {
     }
 
     /// Queues a request for the batch threads. `input_names` label the
-    /// tensors in error messages.
+    /// tensors in error messages; `arrived`, when its transport knows it, is
+    /// when its bytes arrived (else now), from which a latency objective's
+    /// deadline counts.
     pub fn submit(
         &self,
         inputs: Vec<Tensor>,
         input_names: &[&str],
         request_id: Option<Arc<str>>,
+        arrived: Option<Instant>,
     ) -> Result<Pending, BatchError> {
-        self.queue_request(inputs, input_names, request_id, None)
+        self.queue_request(inputs, input_names, request_id, arrived, false)
             .map(|submitted| submitted.pending)
     }
 
@@ -59,32 +63,31 @@ impl QueueHandle {
         inputs: Vec<Tensor>,
         input_names: &[&str],
         request_id: Option<Arc<str>>,
+        arrived: Option<Instant>,
     ) -> Result<Submitted, BatchError> {
-        self.queue_request(
-            inputs,
-            input_names,
-            request_id,
-            self.context
-                .inline_cap()
-                .filter(|_| self.context.clock.within(self.inline_limit)),
-        )
+        let inline = self.context.clock.within(self.inline_limit);
+        self.queue_request(inputs, input_names, request_id, arrived, inline)
     }
 
     /// Takes the ready batch of the shard a request queued on and runs it on
     /// the calling thread; false when there was none.
     pub fn run_ready(&self, drive: Drive) -> bool {
         let work = match drive {
-            Drive::Shard(shard) => self.shards.pop_ready(shard, Instant::now()).map(|batch| {
+            Drive::Shard(shard) => self.shards.pop_ready(shard, Instant::now()).map(|mut batch| {
+                let context = &self.context;
+                let run = context.controller().and_then(|c| c.planned_run(batch.rows));
+                let expired = objective::lanes::expire(&mut batch, Instant::now(), run, context.params.queue_timeout());
                 // A steered queue counts every running batch, wherever it
-                // runs, for its controller's estimate (`Shared::finished`
+                // runs, for its controller's plans (`Shared::finished`
                 // counts it out).
-                if self.context.counts_running() {
-                    self.context.running.fetch_add(1, Ordering::Relaxed);
+                if context.counts_running() {
+                    context.running.fetch_add(1, Ordering::Relaxed);
                 }
                 let merge = self.merge && !batch.runs_alone();
                 Work {
                     batch,
-                    context: self.context.clone(),
+                    expired,
+                    context: context.clone(),
                     merge,
                 }
             }),
@@ -100,74 +103,95 @@ impl QueueHandle {
         }
     }
 
-    /// Queues a request; `inline`: the largest batch its caller may run
-    /// (see [`super::context::QueueContext::inline_cap`]), None when the
-    /// batch threads run it.
+    /// Queues a request, on the caller's shard when `inline` (the caller
+    /// runs it), else for the batch threads; under a latency objective, after
+    /// its verdict: on time, refused, or on the late lane.
+    // Kept whole: one request's verdict and the queue it then takes share its locals (rows,
+    // deadline, the reply channel) and each path hands them on exactly once.
     fn queue_request(
         &self,
         inputs: Vec<Tensor>,
         input_names: &[&str],
         request_id: Option<Arc<str>>,
-        inline: Option<usize>,
+        arrived: Option<Instant>,
+        inline: bool,
     ) -> Result<Submitted, BatchError> {
         let (rows, alone) = self.rows_of(&inputs, input_names);
         let (sender, receiver) = oneshot::channel();
+        let now = Instant::now();
+        let objective = self.context.params.objective().filter(|_| self.merge);
+        let deadline = objective.map(|objective| arrived.unwrap_or(now) + objective.latency);
         // Counted before it queues, so that no check ever finds it queued
         // and uncounted; a refusal drops it, and its count, on the way out.
-        let pending = Pending::new(receiver, &self.context, rows);
+        let mut pending = Pending::new(receiver, &self.context, rows, deadline);
+        let admission = match deadline {
+            Some(deadline) => self.admit(rows, deadline, now)?,
+            None => Admission::OnTime,
+        };
         let params = &self.context.params;
         let splitting = !alone && rows > params.max_batch_size && params.enable_large_batch_splitting;
-        // Pieces of a split request may land in batches its caller never
-        // sees: the batch threads run them.
-        if splitting {
-            let tasks = self.split_tasks(inputs, rows, request_id, sender);
-            self.enqueue(tasks, false, None)?;
-            return Ok(Submitted { pending, drive: None });
-        }
-        let task = Task {
+        let delayed = matches!(admission, Admission::Delay(_));
+        let task = |inputs, request_id, sender| Task {
             inputs,
             rows,
             alone,
             request_id,
-            enqueued: Instant::now(),
+            enqueued: now,
+            deadline,
             reply: Reply::Whole(sender),
         };
-        let drive = match self.shards.this_thread().zip(inline) {
-            Some((shard, cap)) => {
+        // Pieces of a split request may land in batches its caller never
+        // sees, and late ones wait for idle batch threads: the batch threads run them.
+        if splitting || delayed {
+            let tasks = match splitting {
+                true => self.split_tasks(inputs, rows, request_id, sender, deadline),
+                false => vec![task(inputs, request_id, sender)],
+            };
+            if delayed {
+                pending.delayed();
+            }
+            self.enqueue(tasks, false, admission)?;
+            return Ok(Submitted { pending, drive: None });
+        }
+        let task = task(inputs, request_id, sender);
+        let drive = match self.shards.this_thread().filter(|_| inline) {
+            Some(shard) => {
                 if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
                     return Err(BatchError::ShuttingDown);
                 }
-                let admitted = self.admit_inline(rows)?;
-                match self.shards.push(shard, task, cap) {
+                match self.shards.push(shard, task, self.context.inline_cap()) {
                     Ok(()) => Some(Drive::Shard(shard)),
                     // The shared queue takes it or refuses it, in its own words.
                     Err(task) => {
-                        self.enqueue(vec![task], true, admitted)?;
+                        self.enqueue(vec![task], true, admission)?;
                         Some(Drive::Shared)
                     }
                 }
             }
             None => {
-                self.enqueue(vec![task], inline.is_some(), None)?;
-                inline.map(|_| Drive::Shared)
+                self.enqueue(vec![task], inline, admission)?;
+                inline.then_some(Drive::Shared)
             }
         };
         Ok(Submitted { pending, drive })
     }
 
-    /// A steered queue's controller counts the arrivals its callers run too
-    /// (where several batch threads share the queue and single runs stop
-    /// keeping up, it chooses to wait, and the batches go back to the batch
-    /// threads), and refuses those the rows ahead would make late, as the
-    /// shared queue does: a queue that runs one batch at a time never
-    /// waits, so its callers may run its batches at any load. Says what the
-    /// controller chose, for a request the shards then have no room for.
-    fn admit_inline(&self, rows: usize) -> Result<Option<objective::Steering>, BatchError> {
-        self.context
-            .controller
-            .as_ref()
-            .map(|controller| self.admit(controller, rows))
-            .transpose()
+    /// The objective's verdict on a request of `rows` rows due by
+    /// `deadline`, at `now`: a refusal is counted and returned.
+    fn admit(&self, rows: usize, deadline: Instant, now: Instant) -> Result<Admission, BatchError> {
+        // The rows are counted pending already.
+        let ahead = self.context.ahead(rows);
+        let Some(controller) = self.context.controller() else {
+            return Ok(Admission::OnTime);
+        };
+        match controller.admit(rows, ahead, deadline, now) {
+            Admission::Refuse(late) => {
+                drop(controller);
+                self.context.metrics.rejected_late.inc();
+                Err(self.late(late))
+            }
+            admission => Ok(admission),
+        }
     }
 
     /// The request's rows, and whether it must run alone. As TF Serving's
@@ -197,6 +221,7 @@ impl QueueHandle {
         rows: usize,
         request_id: Option<Arc<str>>,
         sender: oneshot::Sender<ReplyResult>,
+        deadline: Option<Instant>,
     ) -> Vec<Task<Reply>> {
         let enqueued = Instant::now();
         // Slicing happens outside the lock; if the open batch fills meanwhile,
@@ -206,7 +231,7 @@ impl QueueHandle {
             .lock()
             .queues
             .get(&self.id)
-            .map(|e| e.queue.room_for(&inputs))
+            .map(|e| e.lanes.on_time.room_for(&inputs))
             .unwrap_or(0);
         let sizes = queue::chunk_sizes(rows, room, self.context.params.max_batch_size);
         let gather = Arc::new(Gather {
@@ -226,6 +251,7 @@ impl QueueHandle {
                 alone: false,
                 request_id: request_id.clone(),
                 enqueued,
+                deadline,
                 reply: Reply::Part {
                     gather: gather.clone(),
                     index,
@@ -256,32 +282,6 @@ impl QueueHandle {
         }
     }
 
-    /// Under the queue's latency objective: counts the arrival of `rows`,
-    /// refuses them when the queue ahead would make them late, and says what
-    /// the controller chose.
-    fn admit(&self, controller: &Mutex<objective::Controller>, rows: usize) -> Result<objective::Steering, BatchError> {
-        // The rows are counted pending already.
-        let ahead = self.context.ahead(rows);
-        let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        self.context.teach_answered(&mut controller);
-        controller.arrived(rows, now);
-        let verdict = controller.check(rows, ahead, Duration::ZERO, now);
-        self.show_refusing(controller.refusing(now));
-        if let Err(late) = verdict {
-            self.context.metrics.rejected_late.inc();
-            return Err(self.late(late));
-        }
-        Ok(controller.steering())
-    }
-
-    /// Whether the objective refuses, in `/metrics`.
-    fn show_refusing(&self, refusing: bool) {
-        if let Some(gauges) = &self.context.metrics.steering {
-            gauges.refusing.set(i64::from(refusing));
-        }
-    }
-
     fn late(&self, late: objective::Late) -> BatchError {
         let objective = self.context.params.objective();
         BatchError::Late {
@@ -294,24 +294,22 @@ impl QueueHandle {
         }
     }
 
-    /// Whether a request of one row that has `waited` since its bytes
-    /// arrived would be refused as late were it queued now: the check the
-    /// queue makes at enqueue, made before the request's body is read so
-    /// that a refusal costs no decoding. The controller learns from it
-    /// whether refusing shortens the waits; the caller counts the refusal it
-    /// makes ([`QueueHandle::count_late`]). `None` without an objective.
-    pub fn late_now(&self, waited: Duration) -> Option<BatchError> {
-        let controller = self.context.controller.as_ref()?;
+    /// Why a request of one row that arrived at `arrived` would be refused
+    /// as late were it queued now: the check made before a request's body is
+    /// read, so that a refusal costs no decoding. A question only: it
+    /// changes nothing; the caller counts the refusal it makes
+    /// ([`QueueHandle::count_late`]). `None` without an objective.
+    pub fn late_at_head(&self, arrived: Instant) -> Option<BatchError> {
+        let objective = self.context.params.objective().filter(|_| self.merge)?;
         let ahead = self.context.ahead(0);
-        let now = Instant::now();
-        let (verdict, refusing) = {
-            let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            self.context.teach_answered(&mut controller);
-            let verdict = controller.check(1, ahead, waited, now);
-            (verdict, controller.refusing(now))
-        };
-        self.show_refusing(refusing);
-        verdict.err().map(|late| self.late(late))
+        let admission = self
+            .context
+            .controller()?
+            .admit(1, ahead, arrived + objective.latency, Instant::now());
+        match admission {
+            Admission::Refuse(late) => Some(self.late(late)),
+            Admission::OnTime | Admission::Delay(_) => None,
+        }
     }
 
     /// Counts a request refused as late before it was queued.
@@ -319,36 +317,35 @@ impl QueueHandle {
         self.context.metrics.rejected_late.inc();
     }
 
-    /// Puts the tasks on the shared queue, or refuses them all (full, too
-    /// large, shutting down, or late: unless `admitted` says what a steered
-    /// queue's controller chose when it counted and checked them already);
-    /// wakes an idle batch thread unless the caller drives.
-    fn enqueue(
-        &self,
-        tasks: Vec<Task<Reply>>,
-        drive: bool,
-        admitted: Option<objective::Steering>,
-    ) -> Result<(), BatchError> {
+    /// Puts the tasks on the shared queue, on-time or late lane as
+    /// `admission` says, or refuses them all (full, too large, shutting
+    /// down); wakes an idle batch thread unless the caller drives.
+    fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool, admission: Admission) -> Result<(), BatchError> {
         let wake = {
             let mut state = self.shared.lock();
             if state.shutdown {
                 return Err(BatchError::ShuttingDown);
             }
             let entry = state.queues.get_mut(&self.id).ok_or(BatchError::ShuttingDown)?;
-            if let Some(controller) = &self.context.controller {
-                let steering = match admitted {
-                    Some(steering) => steering,
-                    None => self.admit(controller, tasks.iter().map(|t| t.rows).sum())?,
-                };
-                entry.queue.steer(steering.cap, steering.timeout);
+            let steered = self.context.controller.is_some();
+            let late = matches!(admission, Admission::Delay(_));
+            let lane = match late {
+                true => &mut entry.lanes.late,
+                false => &mut entry.lanes.on_time,
+            };
+            if steered {
+                lane.steer(self.context.cap(), Duration::ZERO);
             }
-            if let Err((error, _)) = entry.queue.enqueue(tasks) {
+            let rows: usize = tasks.iter().map(|task| task.rows).sum();
+            if let Err((error, _)) = lane.enqueue(tasks) {
                 return Err(self.refused(error));
             }
-            entry.context.metrics.depth.set(entry.queue.depth() as i64);
-            // A steered queue's controller may have chosen to wait since its
-            // caller chose to drive: then only a batch thread's clock runs it.
-            (!drive || self.context.controller.is_some()) && state.idle > 0
+            if late {
+                self.context.late_rows.fetch_add(rows, Ordering::Relaxed);
+            }
+            entry.context.metrics.depth.set(entry.lanes.depth() as i64);
+            // Late work is only ever run by a batch thread.
+            (!drive || late) && state.idle > 0
         };
         // A busy thread looks at the queues again when its batch is done.
         if wake {
@@ -385,7 +382,7 @@ impl Drop for QueueHandle {
         let removed = {
             let mut state = self.shared.lock();
             match state.queues.get_mut(&self.id) {
-                Some(entry) if entry.queue.is_empty() => state.queues.remove(&self.id),
+                Some(entry) if entry.lanes.is_empty() => state.queues.remove(&self.id),
                 Some(entry) => {
                     entry.closing = true;
                     None

@@ -2,9 +2,12 @@
 //! shared pool of OS threads (`num_batch_threads`) that merge waiting requests
 //! into one session run and hand each request its own rows back.
 //!
-//! A handler submits decoded tensors and awaits a one-shot reply; it never runs
-//! a model itself. Batches form while earlier ones run; requests whose client
-//! has gone are dropped before compute.
+//! A handler submits decoded tensors and awaits a one-shot reply; the batch
+//! threads run the model, or, for a queue whose runs are shorter than the
+//! inline limit, the submitting requests themselves ([`inline`]). Batches
+//! form while earlier ones run; requests whose client has gone, that waited
+//! past the queue timeout, or that a latency objective's deadline can no
+//! longer be met for ([`objective`]) are taken out before compute.
 
 pub mod assemble;
 mod context;
@@ -28,6 +31,7 @@ use tokio::sync::oneshot;
 use context::QueueContext;
 pub use handle::{any_steered, Drive, QueueHandle, Submitted};
 use inline::Shards;
+use objective::lanes::{Expired, Lanes, Taken};
 use objective::Controller;
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Queue, Task};
@@ -79,6 +83,15 @@ pub enum BatchError {
         objective_ms: f64,
         percentile: f64,
     },
+    #[error(
+        "the request waited {waited_ms:.1} ms in the batching queue of {queue}, past its queue_timeout_micros \
+         ({timeout_ms:.1} ms); retry later"
+    )]
+    QueueTimeout {
+        queue: String,
+        waited_ms: f64,
+        timeout_ms: f64,
+    },
     #[error("{0}")]
     Inputs(String),
     #[error(transparent)]
@@ -101,7 +114,10 @@ fn read_after(waited_ms: f64) -> String {
 impl HasCode for BatchError {
     fn code(&self) -> Code {
         match self {
-            BatchError::QueueFull { .. } | BatchError::Late { .. } | BatchError::ShuttingDown => Code::Unavailable,
+            BatchError::QueueFull { .. }
+            | BatchError::Late { .. }
+            | BatchError::QueueTimeout { .. }
+            | BatchError::ShuttingDown => Code::Unavailable,
             BatchError::TooLarge { .. } | BatchError::Inputs(_) => Code::InvalidArgument,
             BatchError::Run(error) => error.code(),
             BatchError::Split(_) => Code::Internal,
@@ -112,7 +128,7 @@ impl HasCode for BatchError {
 type ReplyResult = Result<BatchOutput, BatchError>;
 
 struct Entry {
-    queue: Queue<Reply>,
+    lanes: Lanes<Reply>,
     context: Arc<QueueContext>,
     /// Its handle was dropped: remove once drained.
     closing: bool,
@@ -129,9 +145,11 @@ struct State {
     shutdown: bool,
 }
 
-/// A batch taken off a queue, with what is needed to run it.
+/// A batch taken off a queue, with what is needed to run it: the requests
+/// taken out of it unrun are answered first.
 struct Work {
     batch: Batch<Reply>,
+    expired: Vec<(Task<Reply>, Expired)>,
     context: Arc<QueueContext>,
     merge: bool,
 }
@@ -160,16 +178,24 @@ impl State {
         if entry.context.at_running_limit() {
             return None;
         }
-        let batch = entry.queue.pop_ready(now)?;
-        if entry.context.counts_running() {
-            // Under the state lock, as every check of the limit is.
-            entry.context.running.fetch_add(1, Ordering::Relaxed);
+        let context = &entry.context;
+        let controller = context.controller();
+        let planned = |rows| controller.as_ref().and_then(|c| c.planned_run(rows));
+        let Taken { batch, expired, late } = entry.lanes.take(now, planned, context.params.queue_timeout())?;
+        drop(controller);
+        if late {
+            context.late_rows.fetch_sub(batch.rows, Ordering::Relaxed);
         }
-        let merge = entry.queue.merges() && !batch.runs_alone();
-        entry.context.metrics.depth.set(entry.queue.depth() as i64);
+        if context.counts_running() {
+            // Under the state lock, as every check of the limit is.
+            context.running.fetch_add(1, Ordering::Relaxed);
+        }
+        let merge = entry.lanes.on_time.merges() && !batch.runs_alone();
+        context.metrics.depth.set(entry.lanes.depth() as i64);
         Some(Work {
             batch,
-            context: entry.context.clone(),
+            expired,
+            context: context.clone(),
             merge,
         })
     }
@@ -180,7 +206,7 @@ impl State {
         self.queues
             .values()
             .filter(|e| !e.context.at_running_limit())
-            .filter_map(|e| e.queue.deadline())
+            .filter_map(|e| e.lanes.deadline())
             .min()
     }
 }
@@ -279,11 +305,10 @@ impl Batcher {
         running_limit: Option<usize>,
     ) -> QueueHandle {
         // A batch that waits for its timeout needs a thread to watch the
-        // clock (one steered by an objective runs inline only while its
-        // controller waits for nothing: `QueueContext::inline_cap`).
+        // clock; a latency objective never waits to fill.
         let objective = params.objective().filter(|_| merge);
-        let inline_limit = match params.batch_timeout_micros {
-            0 if running_limit.is_none() => self.inline_limit,
+        let inline_limit = match (params.batch_timeout_micros, objective) {
+            (0, _) | (_, Some(_)) if running_limit.is_none() => self.inline_limit,
             _ => Duration::ZERO,
         };
         // Without merging, every request is a batch of its own: callers may
@@ -296,13 +321,10 @@ impl Batcher {
             .then(|| Arc::new(RunSizes::new(&params.allowed_batch_sizes)));
         let parallel = running_limit.unwrap_or(self.thread_count).min(self.thread_count);
         let controller =
-            objective.map(|objective| Mutex::new(Controller::new(objective, params.max_batch_size, parallel)));
-        let steering = controller
-            .as_ref()
-            .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).steering());
+            objective.map(|objective| Controller::new(objective, params.late_action, params.max_batch_size, parallel));
         handle::STEERED_QUEUES.fetch_add(usize::from(controller.is_some()), Ordering::Relaxed);
-        if let Some(steering) = steering {
-            metrics.steered().set(steering.cap, steering.timeout);
+        if let Some(controller) = &controller {
+            metrics.steered().cap.set(controller.cap() as i64);
         }
         let context = Arc::new(QueueContext::new(
             name.as_str().into(),
@@ -311,14 +333,14 @@ impl Batcher {
             params,
             sizes,
             running_limit,
-            controller,
+            controller.map(Mutex::new),
         ));
         let mut queue = match &context.sizes {
             Some(sizes) => Queue::new(context.params.clone(), merge).with_run_sizes(sizes.clone()),
             None => Queue::new(context.params.clone(), merge),
         };
-        if let Some(steering) = steering {
-            queue.steer(steering.cap, steering.timeout);
+        if context.controller.is_some() {
+            queue.steer(context.cap(), Duration::ZERO);
         }
         let mut state = self.shared.lock();
         state.next_id += 1;
@@ -326,7 +348,7 @@ impl Batcher {
         state.queues.insert(
             id,
             Entry {
-                queue,
+                lanes: Lanes::new(queue),
                 context: context.clone(),
                 closing: false,
             },

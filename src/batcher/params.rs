@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::objective::Objective;
+use super::objective::{LateAction, Objective};
 use crate::textproto;
 
 /// Largest batch warmed up when `allowed_batch_sizes` does not list the sizes.
@@ -35,6 +35,13 @@ pub struct BatchParams {
     pub target_latency_micros: u64,
     /// The share of requests, in percent, the objective is for.
     pub target_percentile: f64,
+    /// What becomes of a request the objective predicts late: `reject`
+    /// (503 at once) or `serve` (503 only while on-time requests wait, else
+    /// run when no on-time batch waits).
+    pub late_action: LateAction,
+    /// A request still queued this long after it was queued is answered 503
+    /// instead of run (Triton's default_timeout_microseconds); 0: no limit.
+    pub queue_timeout_micros: u64,
 }
 
 impl Default for BatchParams {
@@ -49,6 +56,8 @@ impl Default for BatchParams {
             enable_large_batch_splitting: false,
             target_latency_micros: 0,
             target_percentile: 99.0,
+            late_action: LateAction::default(),
+            queue_timeout_micros: 0,
         }
     }
 }
@@ -73,6 +82,11 @@ fn powers_of_two_to(limit: usize) -> Vec<usize> {
 impl BatchParams {
     pub fn timeout(&self) -> Duration {
         Duration::from_micros(self.batch_timeout_micros)
+    }
+
+    /// How long a request may stay queued (zero: no limit).
+    pub fn queue_timeout(&self) -> Duration {
+        Duration::from_micros(self.queue_timeout_micros)
     }
 
     /// The latency objective, when one is set.
@@ -167,23 +181,21 @@ impl BatchParams {
     // Kept whole: one line per `BatchingParameters` field.
     pub fn from_textproto(text: &str) -> Result<(BatchParams, Option<usize>), String> {
         let root = textproto::parse(text).map_err(|e| e.to_string())?;
-        let wrapped = |name: &str| -> Result<Option<u64>, String> {
-            let raw = root
-                .message(name)
-                .and_then(|m| m.scalar("value"))
-                .or_else(|| root.scalar(name));
-            raw.map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| format!("{name} must be a non-negative integer, got '{v}'"))
-            })
-            .transpose()
-        };
-        let flag = |name: &str| -> Result<bool, String> {
-            match root
-                .message(name)
+        let raw = |name: &str| {
+            root.message(name)
                 .and_then(|m| m.scalar("value"))
                 .or_else(|| root.scalar(name))
-            {
+        };
+        let wrapped = |name: &str| -> Result<Option<u64>, String> {
+            raw(name)
+                .map(|v| {
+                    v.parse::<u64>()
+                        .map_err(|_| format!("{name} must be a non-negative integer, got '{v}'"))
+                })
+                .transpose()
+        };
+        let flag = |name: &str| -> Result<bool, String> {
+            match raw(name) {
                 None => Ok(false),
                 Some("true") | Some("1") => Ok(true),
                 Some("false") | Some("0") => Ok(false),
@@ -202,6 +214,8 @@ impl BatchParams {
             "thread_pool_name",
             "target_latency_micros",
             "target_percentile",
+            "late_action",
+            "queue_timeout_micros",
         ];
         if let Some(unknown) = root.field_names().find(|n| !known.contains(n)) {
             return Err(format!("unknown batching parameter '{unknown}'"));
@@ -226,14 +240,19 @@ impl BatchParams {
         if let Some(v) = wrapped("target_latency_micros")? {
             params.target_latency_micros = v;
         }
-        if let Some(v) = root
-            .message("target_percentile")
-            .and_then(|m| m.scalar("value"))
-            .or_else(|| root.scalar("target_percentile"))
-        {
+        if let Some(v) = raw("target_percentile") {
             params.target_percentile = v
                 .parse()
                 .map_err(|_| format!("target_percentile must be a number, got '{v}'"))?;
+        }
+        if let Some(v) = wrapped("queue_timeout_micros")? {
+            params.queue_timeout_micros = v;
+        }
+        if let Some(v) = raw("late_action") {
+            params.late_action = v
+                .trim_matches('"')
+                .parse()
+                .map_err(|reason| format!("late_action {reason}"))?;
         }
         params.pad_variable_length_inputs = flag("pad_variable_length_inputs")?;
         params.enable_large_batch_splitting = flag("enable_large_batch_splitting")?;
@@ -254,6 +273,8 @@ pub struct ParamsOverride {
     pub enable_large_batch_splitting: Option<bool>,
     pub target_latency_micros: Option<u64>,
     pub target_percentile: Option<f64>,
+    pub late_action: Option<LateAction>,
+    pub queue_timeout_micros: Option<u64>,
 }
 
 impl ParamsOverride {
@@ -274,6 +295,8 @@ impl ParamsOverride {
                 .unwrap_or(base.enable_large_batch_splitting),
             target_latency_micros: self.target_latency_micros.unwrap_or(base.target_latency_micros),
             target_percentile: self.target_percentile.unwrap_or(base.target_percentile),
+            late_action: self.late_action.unwrap_or(base.late_action),
+            queue_timeout_micros: self.queue_timeout_micros.unwrap_or(base.queue_timeout_micros),
         }
     }
 }
@@ -295,6 +318,12 @@ mod tests {
         assert_eq!(params.max_enqueued_batches, 10);
         assert_eq!(threads, Some(4));
         assert!(BatchParams::from_textproto("max_batch_size { value: x }").is_err());
+        let (params, _) = BatchParams::from_textproto("late_action: REJECT queue_timeout_micros: 2500").unwrap();
+        assert_eq!(params.late_action, LateAction::Reject);
+        assert_eq!(params.queue_timeout(), Duration::from_micros(2500));
+        assert!(BatchParams::from_textproto("late_action: drop")
+            .unwrap_err()
+            .contains("'drop'"));
         assert!(BatchParams::from_textproto("batch_size { value: 3 }")
             .unwrap_err()
             .contains("batch_size"));

@@ -12,50 +12,54 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::context::QueueContext;
-use super::objective::Ahead;
 use super::{assemble, BatchError, BatchOutput, ReplyResult};
 use crate::tensor::Tensor;
 
 /// A queued request's answer, to come. Under a latency objective its rows
-/// count on its queue ([`QueueContext::waiting_rows`]) from just before it
-/// queues until it is dropped: once its answer is taken, when its caller
-/// gives up, or when the queue refuses it.
+/// count on its queue ([`QueueContext::ahead`]) from just before it queues
+/// until it is dropped: once its answer is taken, when its caller gives up,
+/// or when the queue refuses it; and the answer, once taken, counts as late
+/// or in time against its deadline for the controller's margin.
 pub struct Pending {
     receiver: oneshot::Receiver<ReplyResult>,
     /// Boxed: a queue without an objective carries one pointer's room for it.
     counted: Option<Box<Counted>>,
 }
 
-/// A steered queue's request, as its controller learns from it.
+/// A steered queue's request, as its controller counts it.
 struct Counted {
     context: Arc<QueueContext>,
     rows: usize,
-    /// When it queued: every answered request teaches whether it was late.
-    queued: Instant,
-    /// Queued behind at least a batch's worth of rows: what it found and
-    /// the cap then. Only such a request teaches how fast a backlog clears.
-    behind: Option<(Ahead, usize)>,
-    /// When its answer was taken, if it was one.
-    taken: Option<Instant>,
+    /// Due by then; None once it was put on the late lane, or its answer
+    /// was counted.
+    deadline: Option<Instant>,
 }
 
 impl Pending {
-    /// `rows` count on `context` while the answer is pending, if it has an objective.
-    pub(super) fn new(receiver: oneshot::Receiver<ReplyResult>, context: &Arc<QueueContext>, rows: usize) -> Pending {
+    /// `rows` count on `context` while the answer is pending, if it has an
+    /// objective; `deadline` is the request's.
+    pub(super) fn new(
+        receiver: oneshot::Receiver<ReplyResult>,
+        context: &Arc<QueueContext>,
+        rows: usize,
+        deadline: Option<Instant>,
+    ) -> Pending {
         let counted = context.controller.is_some().then(|| {
-            let found = context.ahead(0);
             context.pending_rows.fetch_add(rows, Ordering::Relaxed);
-            let cap = context.steered_cap();
-            let behind = (found.rows >= cap).then_some((found, cap));
             Box::new(Counted {
                 context: context.clone(),
                 rows,
-                queued: Instant::now(),
-                behind,
-                taken: None,
+                deadline,
             })
         });
         Pending { receiver, counted }
+    }
+
+    /// The request was put on the late lane: its answer teaches the margin nothing.
+    pub(super) fn delayed(&mut self) {
+        if let Some(counted) = self.counted.as_mut() {
+            counted.deadline = None;
+        }
     }
 
     /// Whether the answer has not come yet.
@@ -69,14 +73,13 @@ impl Pending {
         answer
     }
 
-    /// An answer was taken: the request notes when, for its controller to
-    /// learn from when it drops.
+    /// An answer was taken: an on-time request counts as late or in time.
     fn taking(&mut self, answered: bool) {
         let Some(counted) = self.counted.as_mut().filter(|_| answered) else {
             return;
         };
-        if counted.taken.is_none() {
-            counted.taken = Some(Instant::now());
+        if let Some(deadline) = counted.deadline.take() {
+            counted.context.answered(deadline, Instant::now());
         }
     }
 
@@ -112,18 +115,8 @@ impl Future for Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        let Some(counted) = &self.counted else { return };
-        let context = &counted.context;
-        context.pending_rows.fetch_sub(counted.rows, Ordering::Relaxed);
-        // Given up on, refused or failed: it says nothing of how fast
-        // answers come (and takes no lock).
-        let Some(taken) = counted.taken else { return };
-        let spent = taken.saturating_duration_since(counted.queued);
-        context.answered(spent);
-        let Some((found, cap)) = counted.behind else { return };
-        if let Some(controller) = &context.controller {
-            let mut controller = controller.lock().unwrap_or_else(|p| p.into_inner());
-            controller.taken(found, cap, counted.rows, spent, taken);
+        if let Some(counted) = &self.counted {
+            counted.context.pending_rows.fetch_sub(counted.rows, Ordering::Relaxed);
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::objective::lanes::Expired;
 use super::queue::{self, Task};
 use super::reply::Reply;
 use super::{assemble, BatchError, BatchOutput, BatchParams, ReplyResult, Runner, Shared, Work};
@@ -21,8 +22,8 @@ pub(super) fn worker(shared: &Shared) {
                 if let Some(work) = state.take_ready(now) {
                     break Some(work);
                 }
-                state.queues.retain(|_, e| !(e.closing && e.queue.is_empty()));
-                if state.shutdown && state.queues.values().all(|e| e.queue.is_empty()) {
+                state.queues.retain(|_, e| !(e.closing && e.lanes.is_empty()));
+                if state.shutdown && state.queues.values().all(|e| e.lanes.is_empty()) {
                     break None;
                 }
                 state.idle += 1;
@@ -82,7 +83,15 @@ pub(super) fn run_contained(work: Work) {
 // Kept whole: one batch's steps in order (drop the abandoned, assemble, run, split, reply) over its
 // locals.
 fn process(work: Work) {
-    let Work { batch, context, merge } = work;
+    let Work {
+        batch,
+        expired,
+        context,
+        merge,
+    } = work;
+    if !expired.is_empty() {
+        answer_expired(&context, expired);
+    }
     let super::QueueContext {
         name,
         runner,
@@ -152,6 +161,46 @@ fn process(work: Work) {
             log::warn!("{name}: batch of {rows} rows failed ({}): {error}", request_ids(&live));
             reply_all(live, Err(BatchError::Run(error)));
         }
+    }
+}
+
+/// Answers the requests taken out of a batch unrun, each in the words of
+/// why, counted as refusals.
+fn answer_expired(context: &super::QueueContext, expired: Vec<(Task<Reply>, Expired)>) {
+    let now = Instant::now();
+    let metrics = &context.metrics;
+    let objective = context.params.objective();
+    for (task, why) in expired {
+        let waited = now.saturating_duration_since(task.enqueued);
+        let error = match why {
+            Expired::Deadline { run } => {
+                metrics.rejected_late.inc();
+                let arrived = task
+                    .deadline
+                    .zip(objective)
+                    .and_then(|(deadline, objective)| deadline.checked_sub(objective.latency));
+                BatchError::Late {
+                    queue: context.name.to_string(),
+                    waiting_rows: 0,
+                    estimate_ms: run.as_secs_f64() * 1000.0,
+                    waited_ms: arrived
+                        .map_or(waited, |arrived| now.saturating_duration_since(arrived))
+                        .as_secs_f64()
+                        * 1000.0,
+                    objective_ms: objective.map_or(0.0, |o| o.latency.as_secs_f64() * 1000.0),
+                    percentile: objective.map_or(0.0, |o| o.percentile),
+                }
+            }
+            Expired::QueueTimeout => {
+                metrics.rejected_timeout.inc();
+                BatchError::QueueTimeout {
+                    queue: context.name.to_string(),
+                    waited_ms: waited.as_secs_f64() * 1000.0,
+                    timeout_ms: context.params.queue_timeout().as_secs_f64() * 1000.0,
+                }
+            }
+        };
+        task.reply.send(Err(error));
     }
 }
 

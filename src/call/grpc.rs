@@ -93,7 +93,9 @@ impl<'a> Call<'a> {
         let trace = Trace {
             request_id: Some(lifecycle.id.0.clone()),
             deadline: head.timeout.and_then(parse_timeout),
-            unread: head.unread,
+            arrived: (!head.unread.is_zero())
+                .then(|| std::time::Instant::now().checked_sub(head.unread))
+                .flatten(),
             access_logged: lifecycle.access_logged(),
             ..Trace::default()
         };

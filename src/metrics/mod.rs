@@ -35,9 +35,6 @@ pub struct Metrics {
     run_seconds: HistogramVec,
     queue_depth: IntGaugeVec,
     batch_cap: IntGaugeVec,
-    batch_timeout_seconds: GaugeVec,
-    batch_objective_refusing: IntGaugeVec,
-    batch_clearing_ratio: GaugeVec,
     batch_objective_margin: GaugeVec,
     rejected: IntCounterVec,
     dropped: IntCounterVec,
@@ -171,37 +168,18 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "The largest batch a queue with a latency objective forms, as its controller chose it.",
             QUEUE_LABELS,
         ),
-        batch_timeout_seconds: gauge(
-            &registry,
-            "tfserve_batch_timeout_seconds",
-            "How long a batch of a queue with a latency objective waits to fill, as its controller chose it.",
-            QUEUE_LABELS,
-        ),
-        batch_objective_refusing: int_gauge(
-            &registry,
-            "tfserve_batch_objective_refusing",
-            "1 while a queue's latency objective refuses the requests it would make late; \
-             0 while it has stopped because refusing shortened no one's wait.",
-            QUEUE_LABELS,
-        ),
-        batch_clearing_ratio: gauge(
-            &registry,
-            "tfserve_batch_clearing_ratio",
-            "How many times their runs a queue with a latency objective plans its backlogs to take to clear, \
-             at the objective's percentile, as they were seen to; 0 until enough backlogs have taught it.",
-            QUEUE_LABELS,
-        ),
         batch_objective_margin: gauge(
             &registry,
             "tfserve_batch_objective_margin_seconds",
-            "How far short of its latency objective a queue plans a request to be let in: learned from \
-             the requests it let in that took their answers past the objective.",
+            "How far short of its deadline a queue with a latency objective plans a request to be let in: \
+             learned from the on-time requests that took their answers past their deadlines.",
             QUEUE_LABELS,
         ),
         rejected: counter(
             &registry,
             "tfserve_rejected_total",
-            "Requests refused by a batching queue (queue full, or too large without splitting).",
+            "Requests refused by a batching queue: queue_full, too_large (without splitting), late (past a \
+             latency objective's deadline, at admission or when its batch was taken), queue_timeout.",
             &["model", "version", "signature", "reason"],
         ),
         dropped: counter(

@@ -4,24 +4,12 @@ use prometheus::{Gauge, Histogram, IntCounter, IntGauge};
 
 use super::METRICS;
 
-/// The batch cap and timeout a queue's latency objective chose.
+/// What a queue's latency objective chose.
 #[derive(Clone)]
 pub struct SteeringGauges {
     pub cap: IntGauge,
-    pub timeout: Gauge,
-    /// Whether the objective refuses requests (1) or has stopped for a while (0).
-    pub refusing: IntGauge,
-    /// How many times their runs backlogs are planned to take (0: not yet learned).
-    pub clearing: Gauge,
-    /// Seconds short of the objective a request is planned to be let in.
+    /// Seconds short of its deadline a request is planned to be let in.
     pub margin: Gauge,
-}
-
-impl SteeringGauges {
-    pub fn set(&self, cap: usize, timeout: std::time::Duration) {
-        self.cap.set(cap as i64);
-        self.timeout.set(timeout.as_secs_f64());
-    }
 }
 
 /// One queue's metric handles, resolved once so the hot path does no label lookups.
@@ -38,6 +26,7 @@ pub struct QueueMetrics {
     pub rejected_full: IntCounter,
     pub rejected_too_large: IntCounter,
     pub rejected_late: IntCounter,
+    pub rejected_timeout: IntCounter,
     pub dropped: IntCounter,
 }
 
@@ -59,6 +48,9 @@ impl QueueMetrics {
                 .with_label_values(&[model, &version, signature, "queue_full"]),
             rejected_too_large: m.rejected.with_label_values(&[model, &version, signature, "too_large"]),
             rejected_late: m.rejected.with_label_values(&[model, &version, signature, "late"]),
+            rejected_timeout: m
+                .rejected
+                .with_label_values(&[model, &version, signature, "queue_timeout"]),
             dropped: m.dropped.with_label_values(&labels),
         }
     }
@@ -72,13 +64,6 @@ impl QueueMetrics {
         ];
         self.steering.get_or_insert_with(|| SteeringGauges {
             cap: METRICS.batch_cap.with_label_values(&labels),
-            timeout: METRICS.batch_timeout_seconds.with_label_values(&labels),
-            refusing: {
-                let gauge = METRICS.batch_objective_refusing.with_label_values(&labels);
-                gauge.set(1);
-                gauge
-            },
-            clearing: METRICS.batch_clearing_ratio.with_label_values(&labels),
             margin: METRICS.batch_objective_margin.with_label_values(&labels),
         })
     }

@@ -5,8 +5,7 @@ use super::*;
 #[test]
 fn the_summary_carries_the_cap_an_objective_chose_and_none_without() {
     let mut steered = QueueMetrics::new("summary-steered", 1, "serving_default");
-    steered.steered().set(16, std::time::Duration::from_millis(2));
-    steered.steered().clearing.set(2.5);
+    steered.steered().cap.set(16);
     steered.steered().margin.set(0.004);
     let plain = QueueMetrics::new("summary-plain", 1, "serving_default");
     plain.batch_rows.observe(3.0);
@@ -16,13 +15,6 @@ fn the_summary_carries_the_cap_an_objective_chose_and_none_without() {
     let text = String::from_utf8(METRICS.render()).unwrap();
     assert!(
         text.lines()
-            .any(|line| line.starts_with("tfserve_batch_clearing_ratio{")
-                && line.contains("summary-steered")
-                && line.ends_with(" 2.5")),
-        "{text}"
-    );
-    assert!(
-        text.lines()
             .any(|line| line.starts_with("tfserve_batch_objective_margin_seconds{")
                 && line.contains("summary-steered")
                 && line.ends_with(" 0.004")),
@@ -30,7 +22,7 @@ fn the_summary_carries_the_cap_an_objective_chose_and_none_without() {
     );
     assert!(!text
         .lines()
-        .any(|line| line.starts_with("tfserve_batch_clearing_ratio{") && line.contains("summary-plain")));
+        .any(|line| line.starts_with("tfserve_batch_objective_margin_seconds{") && line.contains("summary-plain")));
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::batcher::{BatchError, BatchParams, Batcher, ParamsOverride, QueueHandle, Runner};
 use crate::imaging::ImagePolicy;
@@ -48,15 +48,15 @@ impl Servable {
         self.queues.get(signature)
     }
 
-    /// Why a request for this version that has `waited` since its bytes
-    /// arrived would be refused as late were it queued now, before its body
-    /// is read: only when every one of its
-    /// queues has a latency objective and would refuse it (the signature is
-    /// not known yet). The refusal is counted on the queue it names.
-    pub fn late_now(&self, waited: Duration) -> Option<BatchError> {
+    /// Why a request for this version whose bytes arrived at `arrived`
+    /// would be refused as late were it queued now, before its body is
+    /// read: only when every one of its queues has a latency objective and
+    /// would refuse it (the signature is not known yet). The refusal is
+    /// counted on the queue it names.
+    pub fn late_at_head(&self, arrived: Instant) -> Option<BatchError> {
         let mut first = None;
         for queue in self.queues.values() {
-            let late = queue.late_now(waited)?;
+            let late = queue.late_at_head(arrived)?;
             first.get_or_insert((queue, late));
         }
         first.map(|(queue, late)| {

@@ -182,6 +182,14 @@ pub struct BatchingSettings {
     )]
     pub batching_target_percentile: Option<f64>,
 
+    /// A request the objective predicts late: `reject` (503) or `serve` (default; docs/batching.md).
+    #[arg(long = "batching_late_action", alias = "batching-late-action", global = true)]
+    pub batching_late_action: Option<crate::batcher::objective::LateAction>,
+
+    /// A request still queued this long is answered 503 unrun (Triton's); 0: none.
+    #[arg(long = "queue_timeout_micros", alias = "queue-timeout-micros", global = true)]
+    pub queue_timeout_micros: Option<u64>,
+
     /// Threads that run batches (TensorFlow sessions). Default: the parameters
     /// file's num_batch_threads, else the number of cores.
     #[arg(long = "num_batch_threads", alias = "num-batch-threads", global = true)]

@@ -135,6 +135,8 @@ impl Settings {
                 None => None,
             },
             target_percentile: batching.batching_target_percentile,
+            late_action: batching.batching_late_action,
+            queue_timeout_micros: batching.queue_timeout_micros,
             ..ParamsOverride::default()
         }
         .apply(&file_params);

@@ -1,43 +1,44 @@
 //! The terms a queue's controller is given and answers in: the objective,
-//! what a request finds ahead of it, what the controller chose, and why it
-//! refused.
+//! what a request finds ahead of it, what to do with one predicted late,
+//! and why it was refused.
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// What a queue promises: `percentile` of its requests spend at most
-/// `latency` in the batcher (queue and run).
+/// `latency` from their arrival to their answer.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Objective {
     pub latency: Duration,
     pub percentile: f64,
 }
 
-impl Objective {
-    /// Standard deviations above the mean a run is planned at, so that about
-    /// `percentile` of runs take no longer (normal quantiles).
-    pub(super) fn deviations(&self) -> f64 {
-        match self.percentile {
-            p if p >= 99.9 => 3.09,
-            p if p >= 99.0 => 2.33,
-            p if p >= 95.0 => 1.64,
-            p if p >= 90.0 => 1.28,
-            p if p >= 75.0 => 0.67,
-            _ => 0.0,
+/// What becomes of a request predicted to miss its deadline (Triton's
+/// `timeout_action`): refused at once, or served from the late lane when no
+/// request that can still be on time waits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LateAction {
+    Reject,
+    #[default]
+    Serve,
+}
+
+impl std::str::FromStr for LateAction {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<LateAction, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "reject" => Ok(LateAction::Reject),
+            "serve" => Ok(LateAction::Serve),
+            other => Err(format!("must be reject or serve, got '{other}'")),
         }
     }
 }
 
-/// What the controller has chosen: the largest batch it forms, and how long
-/// a batch waits to fill when a thread is free.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Steering {
-    pub cap: usize,
-    pub timeout: Duration,
-}
-
-/// Why a request was refused: the time it would likely have spent in the
-/// queue, after the time it had already waited to be read, and the rows
-/// ahead of it (queued, or answered and not yet taken).
+/// Why a request was predicted late: the time planned for it from now, the
+/// time it had already spent since it arrived, and the rows waiting ahead.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Late {
     pub estimate: Duration,
@@ -45,11 +46,20 @@ pub struct Late {
     pub waiting_rows: usize,
 }
 
-/// What a request finds ahead of it: rows waiting (queued, or answered and
-/// not yet taken), and the queue's batches running with their rows.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// What a request finds ahead of it: on-time rows waiting (queued, or
+/// answered and not yet taken), and the queue's batches running with their rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Ahead {
     pub rows: usize,
     pub running: usize,
     pub running_rows: usize,
+}
+
+/// The controller's verdict on a request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Admission {
+    OnTime,
+    /// Predicted late, and no on-time work waits: the late lane takes it.
+    Delay(Late),
+    Refuse(Late),
 }

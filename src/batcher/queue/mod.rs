@@ -19,6 +19,8 @@ pub struct Task<R> {
     /// The request's id, for log lines written on the batch thread.
     pub request_id: Option<Arc<str>>,
     pub enqueued: Instant,
+    /// Under a latency objective: its arrival plus the objective, set once.
+    pub deadline: Option<Instant>,
     pub reply: R,
 }
 
@@ -38,6 +40,9 @@ pub struct Batch<R> {
     pub tasks: Vec<Task<R>>,
     pub rows: usize,
     pub opened: Instant,
+    /// The most rows it takes: the cap when it opened (a cap chosen later
+    /// does not grow it past what the requests in it were planned to run at).
+    cap: usize,
     /// One request that must run as it came (no merging, no padding).
     alone: bool,
 }
@@ -147,7 +152,7 @@ impl<R> Queue<R> {
     /// Rows the open batch can still take from a (batchable) request with these inputs.
     pub fn room_for(&self, inputs: &[Tensor]) -> usize {
         match self.batches.back() {
-            Some(open) if self.joins(open.key(), Some(inputs)) => self.cap.saturating_sub(open.rows),
+            Some(open) if self.joins(open.key(), Some(inputs)) => open.cap.saturating_sub(open.rows),
             _ => 0,
         }
     }
@@ -157,15 +162,15 @@ impl<R> Queue<R> {
         if !self.merge {
             return tasks.len();
         }
-        let mut open = self.batches.back().map(|b| (b.key(), b.rows));
+        let mut open = self.batches.back().map(|b| (b.key(), b.rows, b.cap));
         let mut opened = 0;
         for task in tasks {
             let key = Self::key(task);
             match &mut open {
-                Some((k, rows)) if self.joins(*k, key) && *rows + task.rows <= self.cap => *rows += task.rows,
+                Some((k, rows, cap)) if self.joins(*k, key) && *rows + task.rows <= *cap => *rows += task.rows,
                 _ => {
                     opened += 1;
-                    open = Some((key, task.rows));
+                    open = Some((key, task.rows, self.cap));
                 }
             }
         }
@@ -229,7 +234,7 @@ impl<R> Queue<R> {
         let joins = self
             .batches
             .back()
-            .is_some_and(|open| self.joins(open.key(), Self::key(&task)) && open.rows + task.rows <= self.cap);
+            .is_some_and(|open| self.joins(open.key(), Self::key(&task)) && open.rows + task.rows <= open.cap);
         if let Some(open) = self.batches.back_mut().filter(|_| joins) {
             open.rows += task.rows;
             open.tasks.push(task);
@@ -240,6 +245,7 @@ impl<R> Queue<R> {
             rows: task.rows,
             tasks: vec![task],
             opened,
+            cap: self.cap,
             alone,
         });
     }
@@ -251,7 +257,7 @@ impl<R> Queue<R> {
         let ready = !self.merge
             || front.runs_alone()
             || self.batches.len() > 1
-            || front.rows >= self.cap
+            || front.rows >= front.cap
             || now >= front.opened + self.timeout;
         if !ready {
             return None;
@@ -294,6 +300,7 @@ impl<R> Queue<R> {
             tasks,
             rows: taken,
             opened,
+            cap: take,
             alone: false,
         })
     }

@@ -12,6 +12,7 @@ fn task(rows: usize, width: usize, at: Instant) -> Task<usize> {
         alone: false,
         request_id: None,
         enqueued: at,
+        deadline: None,
         reply: rows,
     }
 }
@@ -172,6 +173,7 @@ fn requests_that_cannot_be_batched_run_alone_at_once() {
         alone: true,
         request_id: None,
         enqueued: now,
+        deadline: None,
         reply: 0,
     };
     queue.enqueue(vec![scalar]).map_err(|e| e.0).unwrap();
@@ -208,6 +210,7 @@ fn large_requests_split_into_the_open_batch_then_full_batches() {
             alone: false,
             request_id: None,
             enqueued: now,
+            deadline: None,
             reply: rows,
         })
         .collect();

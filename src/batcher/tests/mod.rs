@@ -93,9 +93,9 @@ fn concurrent_requests_merge_and_each_gets_its_own_rows() {
     let batcher = Batcher::new(1).unwrap();
     let runner = Arc::new(Recorder::default());
     let handle = queue(&batcher, params(4, Duration::from_secs(5)), true, runner.clone());
-    let a = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
-    let b = handle.submit(vec![rows(&[2.0, 3.0])], &["x"], None).unwrap();
-    let c = handle.submit(vec![rows(&[4.0])], &["x"], None).unwrap();
+    let a = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+    let b = handle.submit(vec![rows(&[2.0, 3.0])], &["x"], None, None).unwrap();
+    let c = handle.submit(vec![rows(&[4.0])], &["x"], None, None).unwrap();
     let (a, b, c) = (answer(a), answer(b), answer(c));
     assert_eq!(floats(&a), vec![2.0]);
     assert_eq!(floats(&b), vec![3.0, 4.0]);
@@ -114,7 +114,7 @@ fn an_underfull_batch_runs_at_its_timeout() {
     let runner = Arc::new(Recorder::default());
     let handle = queue(&batcher, params(8, Duration::from_millis(50)), true, runner.clone());
     let started = Instant::now();
-    let result = answer(handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap());
+    let result = answer(handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap());
     let waited = started.elapsed();
     assert_eq!(floats(&result), vec![2.0]);
     assert!(waited >= Duration::from_millis(50), "ran after {waited:?}");
@@ -128,7 +128,7 @@ fn scalar_inputs_run_alone_without_waiting() {
     let handle = queue(&batcher, params(8, Duration::from_secs(5)), true, runner.clone());
     let scalar = Tensor::new(vec![], TensorData::Float(vec![3.5]));
     let started = Instant::now();
-    let result = answer(handle.submit(vec![scalar], &["x"], None).unwrap());
+    let result = answer(handle.submit(vec![scalar], &["x"], None, None).unwrap());
     assert!(started.elapsed() < Duration::from_secs(2));
     let output = result.unwrap();
     assert_eq!(output.outputs[0], Tensor::new(vec![], TensorData::Float(vec![4.5])));
@@ -142,7 +142,7 @@ fn inputs_disagreeing_on_rows_run_alone() {
     let handle = queue(&batcher, params(8, Duration::from_secs(5)), true, runner.clone());
     let result = answer(
         handle
-            .submit(vec![rows(&[1.0, 2.0]), rows(&[5.0])], &["a", "b"], None)
+            .submit(vec![rows(&[1.0, 2.0]), rows(&[5.0])], &["a", "b"], None, None)
             .unwrap(),
     );
     let output = result.unwrap();
@@ -158,9 +158,9 @@ fn different_inner_shapes_form_different_batches() {
     let handle = queue(&batcher, params(8, Duration::from_millis(30)), true, runner.clone());
     let wide = Tensor::new(vec![1, 2], TensorData::Float(vec![1.0, 2.0]));
     let narrow = Tensor::new(vec![1, 1], TensorData::Float(vec![1.0]));
-    let a = handle.submit(vec![wide.clone()], &["x"], None).unwrap();
-    let b = handle.submit(vec![narrow], &["x"], None).unwrap();
-    let c = handle.submit(vec![wide], &["x"], None).unwrap();
+    let a = handle.submit(vec![wide.clone()], &["x"], None, None).unwrap();
+    let b = handle.submit(vec![narrow], &["x"], None, None).unwrap();
+    let c = handle.submit(vec![wide], &["x"], None, None).unwrap();
     for pending in [a, b, c] {
         answer(pending).unwrap();
     }
@@ -176,11 +176,11 @@ fn a_full_queue_answers_queue_full() {
     let mut p = params(1, Duration::ZERO);
     p.max_enqueued_batches = 1;
     let handle = queue(&batcher, p, true, runner.clone());
-    let first = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
+    let first = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
     // The batch thread takes the first; the second waits; the third finds the queue full.
     std::thread::sleep(Duration::from_millis(50));
-    let second = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
-    let third = handle.submit(vec![rows(&[3.0])], &["x"], None);
+    let second = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
+    let third = handle.submit(vec![rows(&[3.0])], &["x"], None, None);
     assert!(
         matches!(third, Err(BatchError::QueueFull { batches: 1, .. })),
         "{:?}",
@@ -196,13 +196,13 @@ fn requests_over_max_batch_size_are_refused_or_split() {
     let runner = Arc::new(Recorder::default());
     let refusing = queue(&batcher, params(4, Duration::ZERO), true, runner.clone());
     let big = rows(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
-    let refused = refusing.submit(vec![big.clone()], &["x"], None);
+    let refused = refusing.submit(vec![big.clone()], &["x"], None, None);
     assert!(matches!(refused, Err(BatchError::TooLarge { rows: 10, max: 4, .. })));
 
     let mut splitting = params(4, Duration::ZERO);
     splitting.enable_large_batch_splitting = true;
     let handle = queue(&batcher, splitting, true, runner.clone());
-    let result = answer(handle.submit(vec![big], &["x"], None).unwrap());
+    let result = answer(handle.submit(vec![big], &["x"], None, None).unwrap());
     assert_eq!(floats(&result), (1..=10).map(|v| v as f32).collect::<Vec<_>>());
     assert_eq!(runner.batch_rows(), vec![4, 4, 2]);
 }
@@ -213,15 +213,15 @@ fn a_failed_run_fails_its_batch_only() {
     let runner = Arc::new(Recorder::default());
     let handle = queue(&batcher, params(2, Duration::from_secs(5)), true, runner.clone());
     *runner.fail.lock().unwrap() = true;
-    let a = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
-    let b = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
+    let a = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+    let b = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     for pending in [a, b] {
         let error = answer(pending).unwrap_err();
         assert!(error.to_string().contains("scripted failure"), "{error}");
     }
     *runner.fail.lock().unwrap() = false;
-    let c = handle.submit(vec![rows(&[3.0])], &["x"], None).unwrap();
-    let d = handle.submit(vec![rows(&[4.0])], &["x"], None).unwrap();
+    let c = handle.submit(vec![rows(&[3.0])], &["x"], None, None).unwrap();
+    let d = handle.submit(vec![rows(&[4.0])], &["x"], None, None).unwrap();
     assert_eq!(floats(&answer(c)), vec![4.0]);
     assert_eq!(floats(&answer(d)), vec![5.0]);
 }
@@ -231,10 +231,10 @@ fn abandoned_requests_are_not_run() {
     let batcher = Batcher::new(1).unwrap();
     let runner = Arc::new(Recorder::default());
     let handle = queue(&batcher, params(2, Duration::from_millis(100)), true, runner.clone());
-    drop(handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap());
+    drop(handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap());
     std::thread::sleep(Duration::from_millis(250));
     assert!(runner.runs().is_empty(), "{:?}", runner.runs());
-    let live = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
+    let live = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     assert_eq!(floats(&answer(live)), vec![3.0]);
 }
 
@@ -245,8 +245,8 @@ fn batches_pad_to_allowed_sizes_and_replies_drop_the_padding() {
     let mut p = params(4, Duration::from_millis(20));
     p.allowed_batch_sizes = vec![2, 4];
     let handle = queue(&batcher, p, true, runner.clone());
-    let a = handle.submit(vec![rows(&[1.0, 2.0])], &["x"], None).unwrap();
-    let b = handle.submit(vec![rows(&[3.0])], &["x"], None).unwrap();
+    let a = handle.submit(vec![rows(&[1.0, 2.0])], &["x"], None, None).unwrap();
+    let b = handle.submit(vec![rows(&[3.0])], &["x"], None, None).unwrap();
     assert_eq!(floats(&answer(a)), vec![2.0, 3.0]);
     assert_eq!(floats(&answer(b)), vec![4.0]);
     assert_eq!(runner.batch_rows(), vec![4]);
@@ -269,8 +269,8 @@ fn outputs_without_a_batch_dimension_cannot_be_split() {
         Arc::new(Scalar),
         metrics,
     );
-    let a = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
-    let b = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
+    let a = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+    let b = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     for pending in [a, b] {
         assert!(matches!(answer(pending), Err(BatchError::Split(_))));
     }
@@ -283,7 +283,7 @@ fn without_batching_every_request_runs_alone_at_once() {
     let handle = queue(&batcher, params(100, Duration::from_secs(5)), false, runner.clone());
     let started = Instant::now();
     let pending: Vec<Pending> = (0..4)
-        .map(|i| handle.submit(vec![rows(&[i as f32])], &["x"], None).unwrap())
+        .map(|i| handle.submit(vec![rows(&[i as f32])], &["x"], None, None).unwrap())
         .collect();
     for (i, p) in pending.into_iter().enumerate() {
         assert_eq!(floats(&answer(p)), vec![i as f32 + 1.0]);
@@ -297,11 +297,11 @@ fn shutdown_runs_what_is_queued_and_refuses_the_rest() {
     let batcher = Batcher::new(1).unwrap();
     let runner = Arc::new(Recorder::default());
     let handle = queue(&batcher, params(8, Duration::from_millis(100)), true, runner.clone());
-    let queued = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
+    let queued = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
     batcher.shutdown();
     assert_eq!(floats(&answer(queued)), vec![2.0]);
     assert!(matches!(
-        handle.submit(vec![rows(&[1.0])], &["x"], None),
+        handle.submit(vec![rows(&[1.0])], &["x"], None, None),
         Err(BatchError::ShuttingDown)
     ));
 }
@@ -311,7 +311,7 @@ fn a_dropped_queue_drains_before_it_goes() {
     let batcher = Batcher::new(1).unwrap();
     let runner = Arc::new(Recorder::default());
     let handle = queue(&batcher, params(8, Duration::from_millis(50)), true, runner.clone());
-    let queued = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
+    let queued = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
     drop(handle);
     assert_eq!(floats(&answer(queued)), vec![2.0]);
     // Once drained, the queue (and with it the runner) is released.
@@ -349,15 +349,15 @@ fn a_panicking_run_fails_its_batch_and_the_thread_lives() {
     let metrics = QueueMetrics::new("batcher-test", 1, "panicky");
     let runner = Arc::new(Panicky(Mutex::new(true)));
     let handle = batcher.add_queue("q".into(), params(2, Duration::from_secs(5)), true, runner, metrics);
-    let a = handle.submit(vec![rows(&[1.0])], &["x"], None).unwrap();
-    let b = handle.submit(vec![rows(&[2.0])], &["x"], None).unwrap();
+    let a = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+    let b = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     for pending in [a, b] {
         let error = answer(pending).unwrap_err().to_string();
         assert!(error.contains("panicked: kernel exploded"), "{error}");
     }
     // The one batch thread is still there.
-    let c = handle.submit(vec![rows(&[3.0])], &["x"], None).unwrap();
-    let d = handle.submit(vec![rows(&[4.0])], &["x"], None).unwrap();
+    let c = handle.submit(vec![rows(&[3.0])], &["x"], None, None).unwrap();
+    let d = handle.submit(vec![rows(&[4.0])], &["x"], None, None).unwrap();
     assert_eq!(floats(&answer(c)), vec![3.0]);
     assert_eq!(floats(&answer(d)), vec![4.0]);
 }
@@ -375,6 +375,5 @@ impl Runner for ThreadRecorder {
     }
 }
 
-mod answered;
 mod steered;
 mod threads;

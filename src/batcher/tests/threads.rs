@@ -15,7 +15,7 @@ fn a_fast_queue_is_run_by_its_callers_once_measured() {
     // Unmeasured: the batch threads run it, and measure it.
     for value in 0..4 {
         let submitted = handle
-            .submit_or_drive(vec![rows(&[value as f32])], &["x"], None)
+            .submit_or_drive(vec![rows(&[value as f32])], &["x"], None, None)
             .unwrap();
         assert!(submitted.drive.is_none());
         answer(submitted.pending).unwrap();
@@ -27,8 +27,10 @@ fn a_fast_queue_is_run_by_its_callers_once_measured() {
         .iter()
         .all(|t| *t != std::thread::current().id()));
     // Measured and fast: requests queued together are one batch, run here.
-    let first = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
-    let second = handle.submit_or_drive(vec![rows(&[2.0, 3.0])], &["x"], None).unwrap();
+    let first = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+    let second = handle
+        .submit_or_drive(vec![rows(&[2.0, 3.0])], &["x"], None, None)
+        .unwrap();
     let (Some(drive), Some(_)) = (first.drive, second.drive) else {
         panic!("both requests are run by their caller");
     };
@@ -53,7 +55,7 @@ fn queues_with_a_batch_timeout_or_no_limit_keep_to_the_batch_threads() {
         let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
         let handle = batcher.add_queue("q".into(), params(8, timeout), true, runner, metrics);
         for _ in 0..8 {
-            let submitted = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
+            let submitted = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None, None).unwrap();
             assert!(submitted.drive.is_none(), "limit {limit:?}, timeout {timeout:?}");
             answer(submitted.pending).unwrap();
         }
@@ -66,7 +68,7 @@ fn measured_inline_queue(runner: Arc<ThreadRecorder>) -> (Arc<Batcher>, QueueHan
     let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
     let handle = batcher.add_queue("q".into(), params(8, Duration::ZERO), true, runner, metrics);
     for _ in 0..4 {
-        let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None).unwrap();
+        let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None, None).unwrap();
         answer(submitted.pending).unwrap();
     }
     (batcher, handle)
@@ -76,7 +78,7 @@ fn measured_inline_queue(runner: Arc<ThreadRecorder>) -> (Arc<Batcher>, QueueHan
 fn each_thread_batches_its_own_requests_and_any_thread_can_drive_them() {
     let runner = Arc::new(ThreadRecorder::default());
     let (_batcher, handle) = measured_inline_queue(runner.clone());
-    let here = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
+    let here = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None, None).unwrap();
     // Threads take shards in turn; other tests' threads may take turns too,
     // so try threads until one lands on another shard.
     let there = (0..100)
@@ -89,7 +91,7 @@ fn each_thread_batches_its_own_requests_and_any_thread_can_drive_them() {
                                 Drive::Shard(s) => Some(s),
                                 Drive::Shared => None,
                             }))
-                        .then(|| handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None).unwrap())
+                        .then(|| handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None, None).unwrap())
                     })
                     .join()
                     .unwrap()
@@ -120,10 +122,10 @@ fn each_thread_batches_its_own_requests_and_any_thread_can_drive_them() {
 fn shards_refuse_as_the_shared_queue_does() {
     let runner = Arc::new(ThreadRecorder::default());
     let (batcher, handle) = measured_inline_queue(runner);
-    let too_large = handle.submit_or_drive(vec![rows(&[0.0; 9])], &["x"], None);
+    let too_large = handle.submit_or_drive(vec![rows(&[0.0; 9])], &["x"], None, None);
     assert!(matches!(too_large, Err(BatchError::TooLarge { rows: 9, max: 8, .. })));
     batcher.shutdown();
-    let closed = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None);
+    let closed = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None, None);
     assert!(matches!(closed, Err(BatchError::ShuttingDown)));
 }
 
@@ -140,16 +142,16 @@ fn shards_hold_at_most_max_enqueued_batches_and_the_rest_take_the_shared_queue()
     };
     let handle = batcher.add_queue("q".into(), params, true, runner, metrics);
     for _ in 0..4 {
-        let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None).unwrap();
+        let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None, None).unwrap();
         answer(submitted.pending).unwrap();
     }
-    let first = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None).unwrap();
-    let second = handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None).unwrap();
+    let first = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+    let second = handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     assert!(matches!(first.drive, Some(Drive::Shard(_))), "{:?}", first.drive);
     assert!(matches!(second.drive, Some(Drive::Shared)), "{:?}", second.drive);
     // The shards' one batch and the shared queue's one are taken: refused
     // in the shared queue's words.
-    let third = handle.submit_or_drive(vec![rows(&[3.0])], &["x"], None);
+    let third = handle.submit_or_drive(vec![rows(&[3.0])], &["x"], None, None);
     assert!(matches!(third, Err(BatchError::QueueFull { batches: 1, .. })));
     for (submitted, value) in [(second, 2.0), (first, 1.0)] {
         if let Some(drive) = submitted.drive {
@@ -158,7 +160,7 @@ fn shards_hold_at_most_max_enqueued_batches_and_the_rest_take_the_shared_queue()
         }
         assert_eq!(floats(&answer(submitted.pending)), vec![value]);
     }
-    let fourth = handle.submit_or_drive(vec![rows(&[4.0])], &["x"], None).unwrap();
+    let fourth = handle.submit_or_drive(vec![rows(&[4.0])], &["x"], None, None).unwrap();
     assert!(
         matches!(fourth.drive, Some(Drive::Shard(_))),
         "the shards' batch was given back"
@@ -199,7 +201,7 @@ fn a_queue_with_a_running_limit_never_runs_more_batches_at_once() {
             Some(limit),
         );
         let pending: Vec<Pending> = (0..12)
-            .map(|i| handle.submit(vec![rows(&[i as f32])], &["x"], None).unwrap())
+            .map(|i| handle.submit(vec![rows(&[i as f32])], &["x"], None, None).unwrap())
             .collect();
         for (i, pending) in pending.into_iter().enumerate() {
             assert_eq!(floats(&answer(pending)), vec![i as f32]);

@@ -26,6 +26,8 @@ pub(super) struct Gate<'a> {
     pub(super) admitted: Result<Admitted<'a>, ApiError>,
     /// Its body's bytes of the budget, or why they do not fit.
     pub(super) held: Option<Result<BytesBorrowed<'a>, ApiError>>,
+    /// Under a latency objective, when its bytes arrived: its deadline counts from then.
+    pub(super) arrived: Option<std::time::Instant>,
 }
 
 impl Gate<'_> {
@@ -58,14 +60,21 @@ impl Front {
     /// before its body is read or decoded.
     pub(super) fn gate(&self, head: &Head, waited: Duration) -> Gate<'_> {
         let service = &self.state.service;
+        let arrived = crate::batcher::any_steered()
+            .then(|| std::time::Instant::now().checked_sub(waited))
+            .flatten();
         let admitted = lifecycle::admit(&self.state).and_then(|admitted| {
             service
-                .late_before_reading(&head.model, &head.selector, waited)
+                .late_before_reading(&head.model, &head.selector, arrived)
                 .map(|()| admitted)
         });
         // Only an admitted request reads its body.
         let held = admitted.is_ok().then(|| self.state.body_budget.hold(head.body));
-        Gate { admitted, held }
+        Gate {
+            admitted,
+            held,
+            arrived,
+        }
     }
 
     /// Answers one request, as actix-web's middleware and TF Serving route
@@ -145,6 +154,7 @@ impl Front {
             client_gone: Some(Box::new(move || peer.closed())),
             request_id: Some(lifecycle.id.0.clone()),
             access_logged: lifecycle.access_logged(),
+            arrived: gate.arrived,
             ..Trace::default()
         });
         let body = request.slice(head.len.min(request.len())..);

@@ -1,69 +1,195 @@
-//! The controller on a simulated clock: models that speed up, slow down
-//! and spread, arrivals that change rate, queues of every depth.
+//! The policy's guarantees on a simulated clock ([`sim`]): seeded traces,
+//! no threads, no sleeps. G1–G8 are the ones `docs/batching.md` states.
 
-use super::*;
+use std::time::Duration;
 
-mod draining;
-mod refusing;
-mod steering;
+use super::LateAction;
+use sim::{run, Arrivals, Outcome, Policy, Setup};
 
-/// What the tests read of a controller beyond what the batcher does.
-impl Controller {
-    /// The mean of how much longer than their runs backlogs took to clear.
-    pub fn cleared(&self) -> Option<f64> {
-        self.clearing.mean()
-    }
+mod arrivals;
+mod sim;
 
-    /// Whether any request has taught how backlogs clear.
-    pub fn clearing_taught(&self) -> bool {
-        self.clearing.taught()
-    }
+const SERVE: Policy = Policy::Objective(LateAction::Serve);
+const REJECT: Policy = Policy::Objective(LateAction::Reject);
 
-    /// The verdict alone.
-    pub fn admits(&self, rows: usize, ahead: Ahead, waited: Duration) -> Result<(), Late> {
-        self.judge(rows, ahead, waited).0
+fn poisson(setup: &Setup, load: f64) -> Arrivals {
+    Arrivals::Poisson {
+        rate: load * setup.capacity(),
     }
 }
 
-fn objective(ms: u64) -> Objective {
-    Objective {
-        latency: Duration::from_millis(ms),
-        percentile: 99.0,
+/// The best goodput of the static (cap, timeout) grid on the same trace.
+fn best_static(setup: &Setup) -> (f64, usize, Duration) {
+    let mut best = (0.0, 0, Duration::ZERO);
+    let mut cap = 1;
+    while cap <= setup.max_batch {
+        for micros in [0, 250, 500, 1000, 2000, 4000] {
+            let timeout = Duration::from_micros(micros);
+            let trial = Setup {
+                policy: Policy::Static { cap, timeout },
+                ..setup.clone()
+            };
+            let goodput = run(&trial).goodput();
+            if goodput > best.0 {
+                best = (goodput, cap, timeout);
+            }
+        }
+        cap *= 2;
+    }
+    best
+}
+
+fn summary(name: &str, out: &Outcome) {
+    eprintln!(
+        "{name}: offered {} answered {} good/s {:.0} refused {} expired {} p99 {:.2} ms on-time late {} late runs {:.3}%",
+        out.offered,
+        out.answered,
+        out.goodput(),
+        out.refused,
+        out.expired,
+        out.p99() * 1000.0,
+        out.on_time_late,
+        out.late_run_share() * 100.0
+    );
+}
+
+#[test]
+fn g1_with_runs_within_their_plans_no_on_time_request_misses_its_deadline() {
+    let mut random = 0x5eed_u64;
+    let mut next = move || {
+        random = random
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (random >> 33) as f64 / (1u64 << 31) as f64
+    };
+    for seed in 0..40 {
+        let mut setup = Setup::new(seed, Arrivals::Poisson { rate: 1.0 }, SERVE);
+        setup.threads = 1 + (next() * 3.0) as usize;
+        setup.fixed = 0.0002 + next() * 0.003;
+        setup.per_row = 0.000_01 + next() * 0.000_2;
+        setup.spread = next() * 0.5;
+        setup.objective = Duration::from_micros(3_000 + (next() * 30_000.0) as u64);
+        setup.runs_within_plan = true;
+        setup.length = Duration::from_secs(3);
+        let load = 0.2 + next() * 2.8;
+        setup.arrivals = match seed % 3 {
+            0 => poisson(&setup, load),
+            1 => Arrivals::OnOff {
+                rate: 2.0 * load * setup.capacity(),
+                on: Duration::from_millis(50),
+                off: Duration::from_millis(50),
+            },
+            _ => Arrivals::Closed {
+                callers: 1 + (next() * 400.0) as usize,
+                retry: Duration::from_micros(200),
+            },
+        };
+        if seed % 2 == 1 {
+            setup.policy = REJECT;
+        }
+        let out = run(&setup);
+        assert!(out.answered > 0, "seed {seed}: {setup:?}");
+        assert_eq!(
+            out.planned_late,
+            0,
+            "seed {seed}: {setup:?}\n{:?}",
+            (out.on_time_late, out.answered)
+        );
     }
 }
 
-/// A model whose run takes `fixed + per_row × rows` milliseconds.
-fn runs(controller: &mut Controller, fixed: f64, per_row: f64, sizes: &[usize]) {
-    for _ in 0..20 {
-        for &rows in sizes {
-            let run = Duration::from_secs_f64((fixed + per_row * rows as f64) / 1000.0);
-            controller.ran(rows, run);
+fn open_load(load: f64, policy: Policy) -> Setup {
+    let setup = Setup::new(7, Arrivals::Poisson { rate: 1.0 }, policy);
+    Setup {
+        arrivals: poisson(&setup, load),
+        ..setup
+    }
+}
+
+#[test]
+fn g2_at_low_load_nothing_is_refused_and_nothing_waits_longer_than_without_an_objective() {
+    let setup = open_load(0.1, SERVE);
+    let out = run(&setup);
+    let plain = run(&Setup {
+        policy: Policy::Static {
+            cap: setup.max_batch,
+            timeout: Duration::ZERO,
+        },
+        ..setup.clone()
+    });
+    summary("objective", &out);
+    assert_eq!((out.refused, out.expired), (0, 0));
+    assert!(out.p99() <= plain.p99() * 1.01, "{} against {}", out.p99(), plain.p99());
+}
+
+#[test]
+fn g3_g5_up_to_half_load_goodput_matches_the_best_static_choice_and_late_work_never_jumps_the_queue() {
+    for load in [0.1, 0.5] {
+        let setup = open_load(load, SERVE);
+        let out = run(&setup);
+        let (best, cap, timeout) = best_static(&setup);
+        summary(&format!("load {load}"), &out);
+        assert!(
+            out.goodput() >= 0.95 * best,
+            "load {load}: {} against {best} ({cap}, {timeout:?})",
+            out.goodput()
+        );
+        assert_eq!(out.late_before_on_time, 0);
+    }
+}
+
+#[test]
+fn g4_g5_past_capacity_goodput_holds_answers_stay_within_the_objective_and_no_run_is_wasted() {
+    let at_capacity = run(&open_load(1.0, SERVE)).goodput();
+    for action in [SERVE, REJECT] {
+        for load in [1.5, 3.0] {
+            let out = run(&open_load(load, action));
+            summary(&format!("{action:?} at {load}"), &out);
+            assert!(
+                out.goodput() >= 0.9 * at_capacity,
+                "{} against {at_capacity}",
+                out.goodput()
+            );
+            assert!(out.p99() <= 0.010, "p99 {}", out.p99());
+            assert!(out.late_run_share() <= 0.01, "{}", out.late_run_share());
+            assert_eq!(out.late_before_on_time, 0);
         }
     }
 }
 
-/// `rows` rows waiting, behind `running` batches of 32 rows running.
-fn ahead(rows: usize, running: usize) -> Ahead {
-    Ahead {
-        rows,
-        running,
-        running_rows: running * 32,
-    }
+#[test]
+fn g7_with_a_delay_outside_the_runs_the_margin_brings_the_late_share_to_the_percentiles() {
+    let mut setup = open_load(0.8, SERVE);
+    setup.outside = Duration::from_millis(2);
+    setup.length = Duration::from_secs(10);
+    let out = run(&setup);
+    summary("outside 2 ms", &out);
+    let share = out.late_second_half as f64 / out.answered_second_half.max(1) as f64;
+    assert!(share <= 0.02, "late share {share}");
 }
 
-/// One row arriving every `interval`, `count` times from `start`.
-fn arrive_every(controller: &mut Controller, count: u32, start: Instant, interval: Duration) {
-    for i in 0..count {
-        controller.arrived(1, start + interval * i);
-    }
+#[test]
+fn g8_at_a_steady_load_the_cap_changes_at_most_once_a_second() {
+    let mut setup = open_load(0.7, SERVE);
+    setup.spread = 0.3;
+    setup.length = Duration::from_secs(10);
+    let out = run(&setup);
+    let gaps: Vec<f64> = out.cap_changes.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.iter().all(|&gap| gap >= 1.0), "{:?}", out.cap_changes);
 }
 
-/// `count` requests that queued behind `ahead` rows, the runs idle and the
-/// cap 32, took `spent` each.
-fn backlogs(controller: &mut Controller, count: usize, ahead: usize, spent: &[f64], now: Instant) {
-    for _ in 0..count {
-        for &ms in spent {
-            controller.taken(self::ahead(ahead, 0), 32, 1, Duration::from_secs_f64(ms / 1000.0), now);
-        }
-    }
+#[test]
+fn the_queue_timeout_baseline_answers_what_waited_past_it_unrun() {
+    let setup = open_load(
+        3.0,
+        Policy::QueueTimeout {
+            cap: 64,
+            timeout: Duration::from_millis(5),
+        },
+    );
+    let out = run(&setup);
+    summary("queue timeout at 3", &out);
+    assert!(out.expired > out.answered, "{out:?}");
+    // Waited at most the timeout, then one run of at most 64 rows.
+    assert!(out.p99() <= 0.005 + 0.004 * 1.5, "p99 {}", out.p99());
 }

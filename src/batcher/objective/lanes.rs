@@ -1,0 +1,115 @@
+//! A queue's two lanes and what leaves them. On-time requests queue in
+//! arrival order, which under one objective is deadline order; requests
+//! predicted late queue on the late lane, which runs only while no on-time
+//! batch waits. When a batch thread takes a batch, the requests in it that
+//! its planned run would finish past their deadlines, and those that waited
+//! past a queue timeout (Triton's), are taken out and answered at once: a
+//! wasted run would delay everyone behind them. The batch is not shrunk for
+//! them; it runs with the rest.
+
+use std::time::{Duration, Instant};
+
+use crate::batcher::queue::{Batch, Queue, Task};
+
+/// Why a request left its batch unrun.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Expired {
+    /// Its batch's planned run (`run`) ends past its deadline.
+    Deadline { run: Duration },
+    /// It waited longer than the queue timeout.
+    QueueTimeout,
+}
+
+/// A batch taken to run, the requests taken out of it, and whether it came
+/// from the late lane.
+pub struct Taken<R> {
+    pub batch: Batch<R>,
+    pub expired: Vec<(Task<R>, Expired)>,
+    pub late: bool,
+}
+
+pub struct Lanes<R> {
+    pub on_time: Queue<R>,
+    pub late: Queue<R>,
+}
+
+impl<R> Lanes<R> {
+    pub fn new(on_time: Queue<R>) -> Lanes<R> {
+        let late = Queue::new(on_time.params().clone(), on_time.merges());
+        Lanes { on_time, late }
+    }
+
+    /// The next batch to run at `now`: the on-time lane's ready batch, else,
+    /// with no on-time batch waiting at all, the late lane's. `planned`
+    /// gives a batch's planned run by its rows (None: not planned).
+    pub fn take(
+        &mut self,
+        now: Instant,
+        planned: impl Fn(usize) -> Option<Duration>,
+        queue_timeout: Duration,
+    ) -> Option<Taken<R>> {
+        if let Some(mut batch) = self.on_time.pop_ready(now) {
+            let run = planned(batch.rows);
+            let expired = expire(&mut batch, now, run, queue_timeout);
+            return Some(Taken {
+                batch,
+                expired,
+                late: false,
+            });
+        }
+        if !self.on_time.is_empty() {
+            return None;
+        }
+        let mut batch = self.late.pop_ready(now)?;
+        let expired = expire(&mut batch, now, None, queue_timeout);
+        Some(Taken {
+            batch,
+            expired,
+            late: true,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.on_time.is_empty() && self.late.is_empty()
+    }
+
+    pub fn depth(&self) -> usize {
+        self.on_time.depth() + self.late.depth()
+    }
+
+    /// When a batch is due: the on-time lane's, else the late lane's.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.on_time.deadline().or_else(|| self.late.deadline())
+    }
+}
+
+/// Takes out of `batch` the requests that its planned `run` from `now`
+/// would make late, and those that waited past `queue_timeout` (zero: none).
+pub fn expire<R>(
+    batch: &mut Batch<R>,
+    now: Instant,
+    run: Option<Duration>,
+    queue_timeout: Duration,
+) -> Vec<(Task<R>, Expired)> {
+    let why = |task: &Task<R>| match (task.deadline, run) {
+        (Some(deadline), Some(run)) if now + run > deadline => Some(Expired::Deadline { run }),
+        _ if !queue_timeout.is_zero() && now.saturating_duration_since(task.enqueued) > queue_timeout => {
+            Some(Expired::QueueTimeout)
+        }
+        _ => None,
+    };
+    if !batch.tasks.iter().any(|task| why(task).is_some()) {
+        return Vec::new();
+    }
+    let mut expired = Vec::new();
+    let mut kept = Vec::with_capacity(batch.tasks.len());
+    for task in batch.tasks.drain(..) {
+        match why(&task) {
+            Some(reason) => expired.push((task, reason)),
+            None => kept.push(task),
+        }
+    }
+    batch.rows = kept.iter().map(|task| task.rows).sum();
+    batch.tasks = kept;
+    expired
+}
