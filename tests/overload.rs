@@ -150,8 +150,7 @@ fn bodies_past_the_byte_budget_get_503_before_being_read() {
     }
 }
 
-/// half_plus_three on TensorFlow, batching under a 1 s latency objective
-/// whose late requests are refused.
+/// half_plus_three on TensorFlow under a 1 s latency objective that refuses late requests.
 #[cfg(feature = "tensorflow")]
 fn half_plus_three_with_a_second_objective() -> common::process::Server {
     let model = repo_path("models/half_plus_three");
@@ -164,7 +163,6 @@ fn half_plus_three_with_a_second_objective() -> common::process::Server {
         model.to_str().unwrap(),
         "--enable_batching",
         "--batching_target_latency_ms=1000",
-        // A late request on an idle queue is refused, not served late.
         "--batching_late_action=reject",
     ])
 }
