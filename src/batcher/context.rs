@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::inline::RunClock;
-use super::objective::{Ahead, Controller};
+use super::objective::{Controller, Late};
 use super::params::BatchParams;
 use super::sizes::RunSizes;
-use super::Runner;
+use super::{BatchError, Runner};
 use crate::metrics::QueueMetrics;
 
 pub(super) struct QueueContext {
@@ -107,6 +107,13 @@ impl QueueContext {
         self.running_limit.is_some() || self.controller.is_some()
     }
 
+    /// The batch `run_id` ended; nothing when its run was counted already.
+    pub(super) fn ended(&self, run_id: Option<u64>) {
+        if let (Some(run_id), Some(mut controller)) = (run_id, self.controller()) {
+            controller.ended(run_id);
+        }
+    }
+
     /// The largest batch requests may run themselves: `usize::MAX` without
     /// an objective, else the cap it chose.
     pub(super) fn inline_cap(&self) -> usize {
@@ -116,12 +123,12 @@ impl QueueContext {
         }
     }
 
-    /// One of the queue's batches of `rows` ran in `run`: the controller learns from it.
-    pub(super) fn ran(&self, rows: usize, run: Duration) {
-        let Some(mut controller) = self.controller() else {
+    /// The batch `run_id` of `rows` rows ran in `run`: the controller learns from it.
+    pub(super) fn ran(&self, run_id: Option<u64>, rows: usize, run: Duration) {
+        let (Some(run_id), Some(mut controller)) = (run_id, self.controller()) else {
             return;
         };
-        controller.ran(rows, run, Instant::now());
+        controller.ran(run_id, rows, run, Instant::now());
         let (cap, margin) = (controller.cap(), controller.margin());
         // Under the lock: runs ending together publish in the order they steered.
         self.cap.store(cap, Ordering::Relaxed);
@@ -137,20 +144,33 @@ impl QueueContext {
         self.cap.load(Ordering::Relaxed).max(1)
     }
 
-    /// What an on-time request finds ahead of it, its own `rows` (counted
-    /// pending already) aside.
-    pub(super) fn ahead(&self, rows: usize) -> Ahead {
-        let running_rows = self.running_rows.load(Ordering::Relaxed);
+    /// The on-time rows that wait ahead of a request, its own `rows`
+    /// (counted pending already) aside.
+    pub(super) fn waiting(&self, rows: usize) -> usize {
         // A batch's rows count as running until all its answers are out, and
         // a caller may take its answer before: the running may outnumber the
         // pending for a moment.
-        let waiting = (self.pending_rows.load(Ordering::Relaxed))
-            .saturating_sub(running_rows)
-            .saturating_sub(self.late_rows.load(Ordering::Relaxed));
-        Ahead {
-            rows: waiting.saturating_sub(rows),
-            running: self.running.load(Ordering::Relaxed),
-            running_rows,
+        (self.pending_rows.load(Ordering::Relaxed))
+            .saturating_sub(self.running_rows.load(Ordering::Relaxed))
+            .saturating_sub(self.late_rows.load(Ordering::Relaxed))
+            .saturating_sub(rows)
+    }
+
+    /// A batch of `rows` rows starts: the id its controller knows it by.
+    pub(super) fn started(&self, rows: usize) -> Option<u64> {
+        Some(self.controller()?.started(rows, Instant::now()))
+    }
+
+    /// A request predicted late, refused in the words that name the objective.
+    pub(super) fn late(&self, late: Late) -> BatchError {
+        let objective = self.params.objective();
+        BatchError::Late {
+            queue: self.name.to_string(),
+            waiting_rows: late.waiting_rows,
+            estimate_ms: late.estimate.as_secs_f64() * 1000.0,
+            waited_ms: late.waited.as_secs_f64() * 1000.0,
+            objective_ms: objective.map_or(0.0, |o| o.latency.as_secs_f64() * 1000.0),
+            percentile: objective.map_or(0.0, |o| o.percentile),
         }
     }
 

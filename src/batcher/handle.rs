@@ -85,6 +85,7 @@ impl QueueHandle {
                 }
                 let merge = self.merge && !batch.runs_alone();
                 Work {
+                    run_id: context.started(batch.rows),
                     batch,
                     expired,
                     context: context.clone(),
@@ -180,15 +181,15 @@ impl QueueHandle {
     /// `deadline`, at `now`: a refusal is counted and returned.
     fn admit(&self, rows: usize, deadline: Instant, now: Instant) -> Result<Admission, BatchError> {
         // The rows are counted pending already.
-        let ahead = self.context.ahead(rows);
+        let waiting = self.context.waiting(rows);
         let Some(controller) = self.context.controller() else {
             return Ok(Admission::OnTime);
         };
-        match controller.admit(rows, ahead, deadline, now) {
+        match controller.admit(rows, waiting, deadline, now) {
             Admission::Refuse(late) => {
                 drop(controller);
                 self.context.metrics.rejected_late.inc();
-                Err(self.late(late))
+                Err(self.context.late(late))
             }
             admission => Ok(admission),
         }
@@ -282,18 +283,6 @@ impl QueueHandle {
         }
     }
 
-    fn late(&self, late: objective::Late) -> BatchError {
-        let objective = self.context.params.objective();
-        BatchError::Late {
-            queue: self.name.clone(),
-            waiting_rows: late.waiting_rows,
-            estimate_ms: late.estimate.as_secs_f64() * 1000.0,
-            waited_ms: late.waited.as_secs_f64() * 1000.0,
-            objective_ms: objective.map_or(0.0, |o| o.latency.as_secs_f64() * 1000.0),
-            percentile: objective.map_or(0.0, |o| o.percentile),
-        }
-    }
-
     /// Why a request of one row that arrived at `arrived` would be refused
     /// as late were it queued now: the check made before a request's body is
     /// read, so that a refusal costs no decoding. A question only: it
@@ -301,13 +290,13 @@ impl QueueHandle {
     /// ([`QueueHandle::count_late`]). `None` without an objective.
     pub fn late_at_head(&self, arrived: Instant) -> Option<BatchError> {
         let objective = self.context.params.objective().filter(|_| self.merge)?;
-        let ahead = self.context.ahead(0);
+        let waiting = self.context.waiting(0);
         let admission = self
             .context
             .controller()?
-            .admit(1, ahead, arrived + objective.latency, Instant::now());
+            .admit(1, waiting, arrived + objective.latency, Instant::now());
         match admission {
-            Admission::Refuse(late) => Some(self.late(late)),
+            Admission::Refuse(late) => Some(self.context.late(late)),
             Admission::OnTime | Admission::Delay(_) => None,
         }
     }

@@ -152,6 +152,8 @@ struct Work {
     expired: Vec<(Task<Reply>, Expired)>,
     context: Arc<QueueContext>,
     merge: bool,
+    /// Under an objective, the id its controller knows the run by.
+    run_id: Option<u64>,
 }
 
 impl State {
@@ -179,12 +181,18 @@ impl State {
             return None;
         }
         let context = &entry.context;
-        let controller = context.controller();
+        let mut controller = context.controller();
         let planned = |rows| controller.as_ref().and_then(|c| c.planned_run(rows));
-        let Taken { batch, expired, late } = entry.lanes.take(now, planned, context.params.queue_timeout())?;
+        let queue_timeout = context.params.queue_timeout();
+        let Taken {
+            batch,
+            expired,
+            late_rows,
+        } = entry.lanes.take(now, planned, queue_timeout, context.cap())?;
+        let run_id = controller.as_mut().map(|c| c.started(batch.rows, now));
         drop(controller);
-        if late {
-            context.late_rows.fetch_sub(batch.rows, Ordering::Relaxed);
+        if late_rows > 0 {
+            context.late_rows.fetch_sub(late_rows, Ordering::Relaxed);
         }
         if context.counts_running() {
             // Under the state lock, as every check of the limit is.
@@ -197,6 +205,7 @@ impl State {
             expired,
             context: context.clone(),
             merge,
+            run_id,
         })
     }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::objective::lanes::Expired;
+use super::objective::Late;
 use super::queue::{self, Task};
 use super::reply::Reply;
 use super::{assemble, BatchError, BatchOutput, BatchParams, ReplyResult, Runner, Shared, Work};
@@ -69,13 +70,15 @@ pub(super) fn run_contained(work: Work) {
             .map(|task| task.rows)
             .sum();
         work.context.running_rows.fetch_add(rows, Ordering::Relaxed);
-        (work.context.clone(), rows)
+        (work.context.clone(), rows, work.run_id)
     });
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process(work))).is_err() {
         log::error!("a batch panicked; its requests were answered with an error");
     }
-    if let Some((context, rows)) = counted {
+    if let Some((context, rows, run_id)) = counted {
         context.running_rows.fetch_sub(rows, Ordering::Relaxed);
+        // A batch that failed, panicked or had no one left ran nothing to learn from.
+        context.ended(run_id);
     }
 }
 
@@ -88,6 +91,7 @@ fn process(work: Work) {
         expired,
         context,
         merge,
+        run_id,
     } = work;
     if !expired.is_empty() {
         answer_expired(&context, expired);
@@ -140,7 +144,7 @@ fn process(work: Work) {
         sizes.record(run_rows, run_time);
     }
     if result.is_ok() {
-        context.ran(run_rows, run_time);
+        context.ran(run_id, run_rows, run_time);
     }
     match result {
         Ok(outputs) => {
@@ -168,34 +172,26 @@ fn process(work: Work) {
 /// why, counted as refusals.
 fn answer_expired(context: &super::QueueContext, expired: Vec<(Task<Reply>, Expired)>) {
     let now = Instant::now();
-    let metrics = &context.metrics;
     let objective = context.params.objective();
     for (task, why) in expired {
-        let waited = now.saturating_duration_since(task.enqueued);
         let error = match why {
             Expired::Deadline { run } => {
-                metrics.rejected_late.inc();
+                context.metrics.rejected_late.inc();
                 let arrived = task
                     .deadline
                     .zip(objective)
                     .and_then(|(deadline, objective)| deadline.checked_sub(objective.latency));
-                BatchError::Late {
-                    queue: context.name.to_string(),
+                context.late(Late {
+                    estimate: run,
+                    waited: now.saturating_duration_since(arrived.unwrap_or(task.enqueued)),
                     waiting_rows: 0,
-                    estimate_ms: run.as_secs_f64() * 1000.0,
-                    waited_ms: arrived
-                        .map_or(waited, |arrived| now.saturating_duration_since(arrived))
-                        .as_secs_f64()
-                        * 1000.0,
-                    objective_ms: objective.map_or(0.0, |o| o.latency.as_secs_f64() * 1000.0),
-                    percentile: objective.map_or(0.0, |o| o.percentile),
-                }
+                })
             }
             Expired::QueueTimeout => {
-                metrics.rejected_timeout.inc();
+                context.metrics.rejected_timeout.inc();
                 BatchError::QueueTimeout {
                     queue: context.name.to_string(),
-                    waited_ms: waited.as_secs_f64() * 1000.0,
+                    waited_ms: now.saturating_duration_since(task.enqueued).as_secs_f64() * 1000.0,
                     timeout_ms: context.params.queue_timeout().as_secs_f64() * 1000.0,
                 }
             }

@@ -20,12 +20,12 @@ pub enum Expired {
     QueueTimeout,
 }
 
-/// A batch taken to run, the requests taken out of it, and whether it came
-/// from the late lane.
+/// A batch taken to run, the requests taken out of it, and the rows taken
+/// off the late lane (in the batch, or expired).
 pub struct Taken<R> {
     pub batch: Batch<R>,
     pub expired: Vec<(Task<R>, Expired)>,
-    pub late: bool,
+    pub late_rows: usize,
 }
 
 pub struct Lanes<R> {
@@ -41,20 +41,49 @@ impl<R> Lanes<R> {
 
     /// The next batch to run at `now`: the on-time lane's ready batch, else,
     /// with no on-time batch waiting at all, the late lane's. `planned`
-    /// gives a batch's planned run by its rows (None: not planned).
+    /// gives a batch's planned run by its rows (None: not planned). An
+    /// on-time batch that leaves no on-time batch waiting takes late
+    /// requests into the rows it has to spare, as far as its planned run
+    /// still ends by every deadline in it and `cap` allows.
     pub fn take(
         &mut self,
         now: Instant,
         planned: impl Fn(usize) -> Option<Duration>,
         queue_timeout: Duration,
+        cap: usize,
     ) -> Option<Taken<R>> {
         if let Some(mut batch) = self.on_time.pop_ready(now) {
             let run = planned(batch.rows);
-            let expired = expire(&mut batch, now, run, queue_timeout);
+            let mut expired = expire(&mut batch, now, run, queue_timeout);
+            let mut late = 0;
+            if self.on_time.is_empty() && !self.late.is_empty() && !batch.runs_alone() {
+                let due = batch.tasks.iter().filter_map(|task| task.deadline).min();
+                let fits = |rows| due.zip(planned(rows)).is_some_and(|(due, run)| now + run <= due);
+                loop {
+                    let room = cap.saturating_sub(batch.rows);
+                    let Some(extra) = (1..=room).rev().find(|&extra| fits(batch.rows + extra)) else {
+                        break;
+                    };
+                    let joining = self.late.take_joining(&batch, extra);
+                    if joining.is_empty() {
+                        break;
+                    }
+                    for task in joining {
+                        late += task.rows;
+                        match queue_timeout.is_zero() || now.saturating_duration_since(task.enqueued) <= queue_timeout {
+                            true => {
+                                batch.rows += task.rows;
+                                batch.tasks.push(task);
+                            }
+                            false => expired.push((task, Expired::QueueTimeout)),
+                        }
+                    }
+                }
+            }
             return Some(Taken {
                 batch,
                 expired,
-                late: false,
+                late_rows: late,
             });
         }
         if !self.on_time.is_empty() {
@@ -63,9 +92,9 @@ impl<R> Lanes<R> {
         let mut batch = self.late.pop_ready(now)?;
         let expired = expire(&mut batch, now, None, queue_timeout);
         Some(Taken {
+            late_rows: batch.rows + expired.iter().map(|(task, _)| task.rows).sum::<usize>(),
             batch,
             expired,
-            late: true,
         })
     }
 

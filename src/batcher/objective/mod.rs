@@ -1,30 +1,31 @@
 //! A queue's latency objective and the policy that keeps it. Every request
 //! carries one deadline, set once: its arrival (the kernel's receive stamp,
 //! else the time it was submitted) plus the objective. Runs are planned per
-//! power-of-two batch size as the empirical quantile, at the objective's
-//! percentile, of that size's recent warm runs ([`runs`]). Batches are capped
-//! at the largest size whose planned run fits half the objective (a request
-//! may wait behind one run and then take its own), chosen again at most
-//! once per [`CAP_HOLD`], and never wait to fill: a free batch thread runs
-//! what is queued, and batches grow behind running ones. A request is on
-//! time when the runs planned ahead of it (the batches running, where they
-//! hold every thread, then the rows queued and its own in batches of the
-//! cap) end by its deadline less a margin; it is checked before its body is
-//! read and again at enqueue, against the same deadline. One predicted late
-//! is refused (`late_action: reject`), or (`serve`) refused only while
-//! on-time rows wait and otherwise queued on a bounded late lane that runs
-//! only while no on-time batch waits ([`lanes`]); so is one whose run alone
-//! is longer than the objective on an idle queue, under either action. When a thread takes a
-//! batch, requests its planned run would finish past their deadlines are
-//! answered late at once. The margin is what the plans miss outside the
-//! runs (sockets, the connections' threads): answers taken past their
-//! deadlines raise it and ones in time lower it, so that 1 − percentile of
-//! the answers are late ([`margin`]). Guaranteed, and asserted on a
-//! simulated clock (`tests`): with runs within their plans and nothing
-//! outside them, no on-time request finishes past its deadline; no late
-//! request runs while an on-time batch waits; at a steady load the cap
-//! changes at most once per [`CAP_HOLD`]. Free of threads and clocks: every
-//! input carries its time.
+//! power-of-two batch size at the objective's percentile of that size's
+//! recent warm runs, sizes not measured on the line through smaller ones
+//! ([`runs`]). The cap is the largest batch whose plan, from sizes with runs
+//! enough to tell their percentile, fits half the objective (a request may
+//! wait behind one run and then take its own); it changes at most once per
+//! [`CAP_HOLD`], and batches never wait to fill. A request is on time when
+//! the time planned ahead of it (where the running batches hold every
+//! thread, until the last is planned to end; then the rows waiting and its
+//! own in full batches of the cap, as many at once as the queue runs) ends
+//! by its deadline less a margin; it is checked before its body is read and
+//! at enqueue, against the same deadline. One predicted late is refused
+//! (`late_action: reject`) or queued on the late lane (`serve`, and under
+//! either action one whose run alone outlasts the objective on an idle
+//! queue), which runs only in capacity no on-time request needs: when no
+//! on-time batch waits, and in the rows an on-time batch has to spare while
+//! its planned run still meets every deadline in it ([`lanes`]). When a
+//! thread takes a batch, requests its planned run would finish past their
+//! deadlines are answered late at once. The margin is what the plans miss
+//! outside the runs: answers taken past their deadlines raise it and ones
+//! in time lower it, so that no more than 1 − percentile of them are late
+//! ([`margin`]). Guaranteed, and asserted on a simulated clock (`tests`):
+//! with runs within their plans and nothing outside them, no on-time request
+//! finishes past its deadline; no late request runs while an on-time batch
+//! waits; at a steady load the cap changes at most once per [`CAP_HOLD`].
+//! Free of threads and clocks: every input carries its time.
 
 use std::time::{Duration, Instant};
 
@@ -36,7 +37,7 @@ mod margin;
 mod runs;
 mod terms;
 
-pub use terms::{Admission, Ahead, Late, LateAction, Objective};
+pub use terms::{Admission, Late, LateAction, Objective};
 
 /// The cap changes at most this often: a steady load sees a steady batch size.
 const CAP_HOLD: Duration = Duration::from_secs(1);
@@ -52,6 +53,9 @@ pub struct Controller {
     /// When the cap last changed.
     cap_changed: Option<Instant>,
     margin: Margin,
+    /// The queue's batches running now: an id, when each started, its rows.
+    running: Vec<(u64, Instant, usize)>,
+    next_run: u64,
 }
 
 impl Controller {
@@ -63,9 +67,12 @@ impl Controller {
             max_batch,
             parallel: parallel.max(1),
             runs: RunTimes::new(max_batch, objective.percentile),
-            cap: 1,
+            // Until a size has runs enough to choose by: the sizes warm-up ran.
+            cap: max_batch.min(super::params::UNLISTED_WARMUP_LIMIT),
             cap_changed: None,
             margin: Margin::default(),
+            running: Vec::new(),
+            next_run: 0,
         }
     }
 
@@ -79,13 +86,28 @@ impl Controller {
         Duration::from_secs_f64(self.margin.seconds())
     }
 
-    /// A batch of `rows` rows (padding included) ran in `run`, ending at `now`.
-    pub fn ran(&mut self, rows: usize, run: Duration, now: Instant) {
+    /// A batch of `rows` rows starts at `now`: the id it ends with.
+    pub fn started(&mut self, rows: usize, now: Instant) -> u64 {
+        self.next_run += 1;
+        self.running.push((self.next_run, now, rows));
+        self.next_run
+    }
+
+    /// The batch `run_id` ended without a run to learn from (it failed, or
+    /// all its requests had gone); nothing when it was counted already.
+    pub fn ended(&mut self, run_id: u64) {
+        self.running.retain(|&(id, _, _)| id != run_id);
+    }
+
+    /// The batch `run_id` of `rows` rows (padding included) ran in `run`,
+    /// ending at `now`.
+    pub fn ran(&mut self, run_id: u64, rows: usize, run: Duration, now: Instant) {
+        self.ended(run_id);
         self.runs.record(rows, run.as_secs_f64());
         if self.cap_changed.is_some_and(|changed| now < changed + CAP_HOLD) {
             return;
         }
-        let cap = self.fitting_cap();
+        let Some(cap) = self.fitting_cap() else { return };
         if cap != self.cap {
             self.cap = cap;
             self.cap_changed = Some(now);
@@ -100,11 +122,11 @@ impl Controller {
             .answered(late, on_time, self.objective.latency.as_secs_f64(), allowed);
     }
 
-    /// The verdict on a request of `rows` rows due by `deadline`, behind what
-    /// it finds `ahead`, at `now`. Before any run is measured only the time
-    /// already past counts.
-    pub fn admit(&self, rows: usize, ahead: Ahead, deadline: Instant, now: Instant) -> Admission {
-        let estimate = self.planned_ahead(rows, ahead).unwrap_or(Duration::ZERO);
+    /// The verdict on a request of `rows` rows due by `deadline`, behind
+    /// `waiting` on-time rows (queued, or answered and not yet taken), at
+    /// `now`. Before any run is measured only the time already past counts.
+    pub fn admit(&self, rows: usize, waiting: usize, deadline: Instant, now: Instant) -> Admission {
+        let estimate = self.planned_ahead(rows, waiting, now).unwrap_or(Duration::ZERO);
         let finish = now.checked_add(estimate.saturating_add(self.margin()));
         if finish.is_some_and(|finish| finish <= deadline) {
             return Admission::OnTime;
@@ -113,13 +135,13 @@ impl Controller {
         let late = Late {
             estimate,
             waited: now.saturating_duration_since(arrived),
-            waiting_rows: ahead.rows,
+            waiting_rows: waiting,
         };
         // Where the queue is idle and the run alone takes longer than the
         // objective, refusing would make no one faster: it runs, as late work.
-        let idle = ahead.rows == 0 && ahead.running < self.parallel;
-        match (self.late_action, ahead.rows) {
-            (LateAction::Serve, 0) => Admission::Delay(late),
+        let idle = waiting == 0 && self.running.len() < self.parallel;
+        match (self.late_action, waiting) {
+            (LateAction::Serve, _) => Admission::Delay(late),
             _ if idle && estimate > self.objective.latency => Admission::Delay(late),
             _ => Admission::Refuse(late),
         }
@@ -130,34 +152,39 @@ impl Controller {
         self.runs.planned(rows).map(seconds)
     }
 
-    /// The runs one after another that a request of `rows` rows waits for
-    /// and takes behind what it finds `ahead`: the batches running, where
-    /// they hold every thread the queue runs on (one run at their mean
-    /// size), then the batches of the cap the rows queued and its own make,
-    /// as many at once as the queue runs, each planned full (its own batch
-    /// may fill behind it). `None` before any run was measured.
-    fn planned_ahead(&self, rows: usize, ahead: Ahead) -> Option<Duration> {
-        let mut total = 0.0;
-        if ahead.running >= self.parallel {
-            total += self.runs.planned(ahead.running_rows.div_ceil(ahead.running).max(1))?;
+    /// The time a request of `rows` rows behind `waiting` rows is planned
+    /// to take from `now`: where the running batches hold every thread the
+    /// queue runs on, until the last is planned to end (from then every
+    /// thread takes the next batch as it frees); then the batches of
+    /// the cap the rows waiting and its own make, as many at once as the
+    /// queue runs, each planned full (its own batch may fill behind it).
+    /// `None` before any run was measured.
+    fn planned_ahead(&self, rows: usize, waiting: usize, now: Instant) -> Option<Duration> {
+        let mut total = Duration::ZERO;
+        if self.running.len() >= self.parallel {
+            let ends = self.running.iter().map(|&(_, started, rows)| {
+                let run = self.planned_run(rows)?;
+                Some(started.checked_add(run).unwrap_or(now).saturating_duration_since(now))
+            });
+            total += ends.collect::<Option<Vec<_>>>()?.into_iter().max()?;
         }
-        let batches = (ahead.rows + rows).div_ceil(self.cap);
-        total += self.runs.planned(self.cap)? * batches.div_ceil(self.parallel) as f64;
-        Some(seconds(total))
+        let waves = (waiting + rows).div_ceil(self.cap).div_ceil(self.parallel);
+        Some(total.saturating_add(seconds(self.runs.planned(self.cap)? * waves as f64)))
     }
 
-    /// The largest batch whose planned run fits half the objective (at
-    /// least one row).
-    fn fitting_cap(&self) -> usize {
+    /// The largest batch whose settled plan fits half the objective (at
+    /// least one row); `None` before any size has runs enough.
+    fn fitting_cap(&self) -> Option<usize> {
         let half = self.objective.latency.as_secs_f64() / 2.0;
+        self.runs.settled(1)?;
         let mut cap = 1;
         let mut size = 1;
         loop {
-            if self.runs.planned(size).is_some_and(|run| run <= half) {
+            if self.runs.settled(size).is_some_and(|run| run <= half) {
                 cap = size;
             }
             if size >= self.max_batch {
-                return cap;
+                return Some(cap);
             }
             size = (size * 2).min(self.max_batch);
         }

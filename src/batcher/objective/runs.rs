@@ -60,18 +60,50 @@ impl RunTimes {
     /// The run planned for a batch of `rows`, in seconds; `None` before any
     /// run was measured.
     pub(super) fn planned(&self, rows: usize) -> Option<f64> {
+        self.plan(rows, 1)
+    }
+
+    /// The run planned for a batch of `rows` from the sizes with runs
+    /// enough to tell their percentile (a hundred for a p99; a p99 of fewer
+    /// is their slowest): what the cap is chosen by, so that one slow run
+    /// among a few does not move it.
+    pub(super) fn settled(&self, rows: usize) -> Option<f64> {
+        let enough = (1.0 / (1.0 - self.share).max(1e-9)).ceil() as usize;
+        self.plan(rows, enough.clamp(1, RING))
+    }
+
+    /// The plan from sizes with at least `least` runs kept: its own size's;
+    /// else on the line through the two nearest smaller sizes (between
+    /// the nearer one's run and that run scaled by rows), or the nearer
+    /// scaled by rows where there is one; else the nearest larger size's.
+    fn plan(&self, rows: usize, least: usize) -> Option<f64> {
         let target = bucket(rows.min(self.max_batch));
-        if let Some(planned) = self.sizes.get(target).and_then(|ring| ring.planned) {
+        let known = |b: usize| {
+            let ring = &self.sizes[b];
+            ring.planned.filter(|_| ring.seconds.len() >= least)
+        };
+        if let Some(planned) = known(target) {
             return Some(planned);
         }
-        let below = (0..target)
+        let mut below = (0..target)
             .rev()
-            .find_map(|b| self.sizes[b].planned.map(|planned| (b, planned)));
-        if let Some((b, planned)) = below {
-            return Some(planned * (1u64 << (target - b)) as f64);
+            .filter_map(|b| known(b).map(|planned| (size(b), planned)));
+        let wanted = size(target);
+        match (below.next(), below.next()) {
+            (Some((near, run)), Some((far, far_run))) => {
+                let slope = (run - far_run) / (near - far);
+                let line = run + slope * (wanted - near);
+                Some(line.clamp(run, run * wanted / near))
+            }
+            (Some((near, run)), None) => Some(run * wanted / near),
+            _ => (target + 1..self.sizes.len()).find_map(known),
         }
-        self.sizes.iter().skip(target + 1).find_map(|ring| ring.planned)
     }
+}
+
+/// The rows of the largest batch in bucket `b`.
+fn size(b: usize) -> f64 {
+    (1u64 << b) as f64
 }
 
 /// The power of two `rows` rounds up to, as an index: 1 → 0, 2 → 1, 3..4 → 2.
@@ -112,5 +144,31 @@ mod tests {
         assert_eq!(runs.planned(64), Some(16.0), "two doublings above");
         assert_eq!(runs.planned(1000), Some(16.0), "bounded by max_batch_size");
         assert_eq!(runs.planned(12), Some(4.0), "12 rows run in the bucket of 16");
+        // Two sizes below: on their line.
+        runs.record(4, 0.0);
+        runs.record(4, 2.0);
+        assert_eq!(runs.planned(64), Some(12.0), "their line: 4 + 48 × 2 / 12");
+        runs.record(2, 0.0);
+        runs.record(2, 3.0);
+        assert_eq!(runs.planned(8), Some(2.0), "never below the nearer size's run");
+    }
+
+    #[test]
+    fn the_cap_is_chosen_from_sizes_with_runs_enough_for_their_percentile() {
+        let mut runs = RunTimes::new(64, 99.0);
+        runs.record(8, 0.0);
+        for _ in 0..100 {
+            runs.record(8, 1.0);
+        }
+        runs.record(32, 0.0);
+        runs.record(32, 9.0);
+        assert_eq!(runs.planned(32), Some(9.0));
+        assert_eq!(
+            runs.settled(32),
+            Some(4.0),
+            "one run of 32 is not enough: scaled from 8"
+        );
+        assert_eq!(runs.settled(8), Some(1.0));
+        assert_eq!(RunTimes::new(64, 99.0).settled(8), None);
     }
 }

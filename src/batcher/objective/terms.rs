@@ -1,6 +1,5 @@
 //! The terms a queue's controller is given and answers in: the objective,
-//! what a request finds ahead of it, what to do with one predicted late,
-//! and why it was refused.
+//! what to do with a request predicted late, and why it was.
 
 use std::time::Duration;
 
@@ -44,15 +43,6 @@ pub struct Late {
     pub estimate: Duration,
     pub waited: Duration,
     pub waiting_rows: usize,
-}
-
-/// What a request finds ahead of it: on-time rows waiting (queued, or
-/// answered and not yet taken), and the queue's batches running with their rows.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Ahead {
-    pub rows: usize,
-    pub running: usize,
-    pub running_rows: usize,
 }
 
 /// The controller's verdict on a request.

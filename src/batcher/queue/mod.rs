@@ -271,6 +271,33 @@ impl<R> Queue<R> {
         Some(batch)
     }
 
+    /// The front batch's first requests, up to `rows` rows, where they may
+    /// join a batch of `batch`'s inputs: taken out of the queue.
+    pub fn take_joining(&mut self, batch: &Batch<R>, rows: usize) -> Vec<Task<R>> {
+        let joins = match self.batches.front() {
+            Some(front) => self.joins(batch.key(), front.key()),
+            None => false,
+        };
+        let Some(front) = self.batches.front_mut().filter(|_| joins) else {
+            return Vec::new();
+        };
+        let mut taken = 0;
+        let count = front.tasks.iter().take_while(|task| {
+            taken += task.rows;
+            taken <= rows
+        });
+        let count = count.count();
+        let tasks: Vec<Task<R>> = front.tasks.drain(..count).collect();
+        let rows: usize = tasks.iter().map(|task| task.rows).sum();
+        front.rows -= rows;
+        if front.tasks.is_empty() {
+            self.batches.pop_front();
+        }
+        self.tasks -= tasks.len();
+        self.rows -= rows;
+        tasks
+    }
+
     /// The front batch's first requests, when running them at an allowed size
     /// beats padding the whole batch: they make a batch of their own and the
     /// rest stays at the front, first in line.

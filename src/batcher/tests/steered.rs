@@ -67,6 +67,14 @@ fn steered_queue(batcher: &Batcher, gate: Arc<Gate>, objective: Duration, late_a
     handle
 }
 
+/// Submits a request whose run `gate` holds, once it has begun.
+fn hold_a_run(handle: &QueueHandle, gate: &Gate, runs: &Receiver<Vec<f32>>) -> Pending {
+    gate.arm(true);
+    let held = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+    runs.recv().unwrap();
+    held
+}
+
 fn late_ms(result: ReplyResult) -> f64 {
     match result {
         Err(BatchError::Late { estimate_ms, .. }) => estimate_ms,
@@ -82,21 +90,19 @@ fn rows_given_up_on_count_neither_as_pending_nor_as_running() {
     let (gate, runs, go) = Gate::new();
     let handle = steered_queue(&batcher, gate.clone(), Duration::from_secs(10), LateAction::Serve);
     assert_eq!(handle.context.cap(), 8, "runs of next to nothing lift the cap to all 8");
-    gate.arm(true);
-    let first = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
-    runs.recv().unwrap();
+    let first = hold_a_run(&handle, &gate, &runs);
     // Behind the running one, two requests queue into one batch; one is given up.
     let kept = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     let given_up = handle.submit(vec![rows(&[3.0])], &["x"], None, None).unwrap();
-    assert_eq!(handle.context.ahead(0).rows, 2);
+    assert_eq!(handle.context.waiting(0), 2);
     drop(given_up);
-    assert_eq!(handle.context.ahead(0).rows, 1);
+    assert_eq!(handle.context.waiting(0), 1);
     go.send(()).unwrap();
     answer(first).unwrap();
     runs.recv().unwrap();
     // The kept request runs; one queued behind it is all that waits.
     let last = handle.submit(vec![rows(&[4.0])], &["x"], None, None).unwrap();
-    assert_eq!(handle.context.ahead(0).rows, 1, "the given-up row hides no waiting one");
+    assert_eq!(handle.context.waiting(0), 1, "the given-up row hides no waiting one");
     go.send(()).unwrap();
     assert_eq!(floats(&answer(kept)), vec![2.0]);
     runs.recv().unwrap();
@@ -110,9 +116,7 @@ fn a_late_request_is_refused_while_on_time_work_waits_and_else_runs_after_it() {
     let (gate, runs, go) = Gate::new();
     let objective = Duration::from_secs(10);
     let handle = steered_queue(&batcher, gate.clone(), objective, LateAction::Serve);
-    gate.arm(true);
-    let held = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
-    runs.recv().unwrap();
+    let held = hold_a_run(&handle, &gate, &runs);
     // Arrived an objective ago: whatever the plan, it is late.
     let long_ago = Instant::now().checked_sub(objective).unwrap();
     let late = handle.submit(vec![rows(&[9.0])], &["x"], None, Some(long_ago)).unwrap();
@@ -157,9 +161,7 @@ fn a_request_whose_deadline_passes_while_it_waits_is_answered_late_unrun() {
     let (gate, runs, go) = Gate::new();
     let objective = Duration::from_secs(10);
     let handle = steered_queue(&batcher, gate.clone(), objective, LateAction::Serve);
-    gate.arm(true);
-    let held = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
-    runs.recv().unwrap();
+    let held = hold_a_run(&handle, &gate, &runs);
     // Due in 300 ms: on time behind a run of next to nothing...
     let arrived = Instant::now()
         .checked_sub(objective - Duration::from_millis(300))
@@ -186,9 +188,7 @@ fn a_queue_timeout_answers_what_waited_past_it_unrun() {
     };
     let metrics = QueueMetrics::new("batcher-test", 1, "queue-timeout");
     let handle = batcher.add_queue("q".into(), params, true, gate.clone(), metrics);
-    gate.arm(true);
-    let held = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
-    runs.recv().unwrap();
+    let held = hold_a_run(&handle, &gate, &runs);
     let expired = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     std::thread::sleep(Duration::from_millis(5));
     go.send(()).unwrap();

@@ -41,11 +41,14 @@ fn best_static(setup: &Setup) -> (f64, usize, Duration) {
 
 fn summary(name: &str, out: &Outcome) {
     eprintln!(
-        "{name}: offered {} answered {} good/s {:.0} refused {} expired {} p99 {:.2} ms on-time late {} late runs {:.3}%",
+        "{name}: offered {} answered {} good/s {:.0} refused {} delayed {} batches {} (late {}) expired {} p99 {:.2} ms on-time late {} late runs {:.3}%",
         out.offered,
         out.answered,
         out.goodput(),
         out.refused,
+        out.delayed,
+        out.batches,
+        out.late_batches,
         out.expired,
         out.p99() * 1000.0,
         out.on_time_late,
@@ -123,8 +126,8 @@ fn g2_at_low_load_nothing_is_refused_and_nothing_waits_longer_than_without_an_ob
 }
 
 #[test]
-fn g3_g5_up_to_half_load_goodput_matches_the_best_static_choice_and_late_work_never_jumps_the_queue() {
-    for load in [0.1, 0.5] {
+fn g3_g5_up_to_90_percent_load_goodput_matches_the_best_static_choice_and_late_work_never_jumps_the_queue() {
+    for load in [0.1, 0.5, 0.9] {
         let setup = open_load(load, SERVE);
         let out = run(&setup);
         let (best, cap, timeout) = best_static(&setup);
@@ -158,14 +161,48 @@ fn g4_g5_past_capacity_goodput_holds_answers_stay_within_the_objective_and_no_ru
 }
 
 #[test]
-fn g7_with_a_delay_outside_the_runs_the_margin_brings_the_late_share_to_the_percentiles() {
-    let mut setup = open_load(0.8, SERVE);
-    setup.outside = Duration::from_millis(2);
-    setup.length = Duration::from_secs(10);
+fn g6_closed_loop_callers_too_many_for_the_objective_are_served_not_refused() {
+    let setup = Setup::new(
+        3,
+        Arrivals::Closed {
+            callers: 300,
+            retry: Duration::from_micros(200),
+        },
+        SERVE,
+    );
     let out = run(&setup);
-    summary("outside 2 ms", &out);
-    let share = out.late_second_half as f64 / out.answered_second_half.max(1) as f64;
-    assert!(share <= 0.02, "late share {share}");
+    let plain = run(&Setup {
+        policy: Policy::Static {
+            cap: setup.max_batch,
+            timeout: Duration::ZERO,
+        },
+        ..setup.clone()
+    });
+    summary("300 callers", &out);
+    summary("300 callers, no objective", &plain);
+    assert!(out.refused as f64 <= 0.01 * out.offered as f64, "{out:?}");
+    assert!(
+        out.throughput() >= 0.95 * plain.throughput(),
+        "{} against {}",
+        out.throughput(),
+        plain.throughput()
+    );
+}
+
+#[test]
+fn g7_with_a_delay_outside_the_runs_the_margin_brings_the_late_share_to_the_percentiles() {
+    for outside in [3, 4] {
+        let mut setup = open_load(0.9, SERVE);
+        setup.outside = Duration::from_millis(outside);
+        setup.length = Duration::from_secs(10);
+        let out = run(&setup);
+        summary(&format!("outside {outside} ms"), &out);
+        let share = out.late_second_half as f64 / out.answered_second_half.max(1) as f64;
+        // At 3 ms the plans' own slack absorbs most of it; at 4 ms the
+        // margin holds the late share near the 1% a p99 allows.
+        let settled = if outside == 4 { 0.002..=0.02 } else { 0.0..=0.02 };
+        assert!(settled.contains(&share), "late share {share}");
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use super::super::lanes::Lanes;
-use super::super::{Admission, Ahead, Controller, LateAction, Objective};
+use super::super::{Admission, Controller, LateAction, Objective};
 use super::arrivals::{next_open_arrival, Random};
 use crate::batcher::queue::{Queue, Task};
 use crate::batcher::BatchParams;
@@ -109,6 +109,11 @@ pub struct Outcome {
     /// Answered within the objective.
     pub good: u64,
     pub refused: u64,
+    /// Put on the late lane.
+    pub delayed: u64,
+    /// Batches run, and of them from the late lane.
+    pub batches: u64,
+    pub late_batches: u64,
     /// Taken out of their batch as late, or past the queue timeout.
     pub expired: u64,
     /// Admitted on time, answered past the deadline; and of those, the ones
@@ -136,7 +141,6 @@ impl Outcome {
         self.good as f64 / self.seconds
     }
 
-    #[allow(dead_code)]
     pub fn throughput(&self) -> f64 {
         self.answered as f64 / self.seconds
     }
@@ -174,6 +178,7 @@ enum Event {
 
 struct Running {
     rows: usize,
+    run_id: Option<u64>,
     tasks: Vec<Task<Request>>,
     started: u64,
 }
@@ -251,18 +256,12 @@ pub fn run(setup: &Setup) -> Outcome {
                     }
                 }
                 out.offered += 1;
-                let running: Vec<&Running> = threads.iter().flatten().collect();
-                let ahead = Ahead {
-                    rows: lanes.on_time.rows(),
-                    running: running.len(),
-                    running_rows: running.iter().map(|r| r.rows).sum(),
-                };
                 let deadline = now + objective;
                 let admission = match &controller {
                     Some(controller) => {
                         lanes.on_time.steer(controller.cap(), Duration::ZERO);
                         lanes.late.steer(controller.cap(), Duration::ZERO);
-                        controller.admit(1, ahead, at(deadline), at(now))
+                        controller.admit(1, lanes.on_time.rows(), at(deadline), at(now))
                     }
                     None => Admission::OnTime,
                 };
@@ -283,7 +282,10 @@ pub fn run(setup: &Setup) -> Outcome {
                 };
                 let queued = match admission {
                     Admission::OnTime => lanes.on_time.enqueue_one(task(true)).is_ok(),
-                    Admission::Delay(_) => lanes.late.enqueue_one(task(false)).is_ok(),
+                    Admission::Delay(_) => {
+                        out.delayed += 1;
+                        lanes.late.enqueue_one(task(false)).is_ok()
+                    }
                     Admission::Refuse(_) => false,
                 };
                 if !queued {
@@ -325,8 +327,8 @@ pub fn run(setup: &Setup) -> Outcome {
                         push(&mut events, answered, Event::Arrive(Some(caller)));
                     }
                 }
-                if let Some(controller) = controller.as_mut() {
-                    controller.ran(done.rows, run, at(now));
+                if let (Some(controller), Some(run_id)) = (controller.as_mut(), done.run_id) {
+                    controller.ran(run_id, done.rows, run, at(now));
                     controller.answered(late, on_time);
                     if last_cap != Some(controller.cap()) {
                         if !first_choice {
@@ -344,19 +346,29 @@ pub fn run(setup: &Setup) -> Outcome {
             if slot.is_some() {
                 continue;
             }
-            let on_time_waiting = !lanes.on_time.is_empty();
             let planned = |rows| controller.as_ref().and_then(|c| c.planned_run(rows));
-            let Some(taken) = lanes.take(at(now), planned, queue_timeout) else {
+            let cap = controller.as_ref().map_or(setup.max_batch, Controller::cap);
+            let Some(taken) = lanes.take(at(now), planned, queue_timeout, cap) else {
                 break;
             };
-            if taken.late && on_time_waiting {
+            let late = taken.late_rows > 0;
+            // Late rows run only where no on-time batch is left waiting.
+            if late && !lanes.on_time.is_empty() {
                 out.late_before_on_time += 1;
             }
             out.expired += taken.expired.len() as u64;
+            // A caller answered late comes back as a refused one does.
+            for (task, _) in &taken.expired {
+                if let (Some(caller), Arrivals::Closed { retry, .. }) = (task.reply.caller, setup.arrivals) {
+                    push(&mut events, now + retry.as_nanos() as u64, Event::Arrive(Some(caller)));
+                }
+            }
             if taken.batch.tasks.is_empty() {
                 continue;
             }
             let rows = taken.batch.rows;
+            out.batches += 1;
+            out.late_batches += u64::from(late);
             let mut seconds = (setup.fixed + setup.per_row * rows as f64) * (1.0 + random.exponential(setup.spread));
             if setup.runs_within_plan {
                 if let Some(plan) = controller.as_ref().and_then(|c| c.planned_run(rows)) {
@@ -372,6 +384,7 @@ pub fn run(setup: &Setup) -> Outcome {
             }
             *slot = Some(Running {
                 rows,
+                run_id: controller.as_mut().map(|c| c.started(rows, at(now))),
                 tasks: taken.batch.tasks,
                 started: now,
             });
