@@ -111,27 +111,23 @@ fn rows_given_up_on_count_neither_as_pending_nor_as_running() {
 }
 
 #[test]
-fn a_late_request_is_refused_while_on_time_work_waits_and_else_runs_after_it() {
+fn a_late_request_is_served_after_on_time_work_in_the_rows_it_leaves() {
     let batcher = Batcher::new(1).unwrap();
     let (gate, runs, go) = Gate::new();
     let objective = Duration::from_secs(10);
     let handle = steered_queue(&batcher, gate.clone(), objective, LateAction::Serve);
     let held = hold_a_run(&handle, &gate, &runs);
-    // Arrived an objective ago: whatever the plan, it is late.
+    // Arrived an objective ago: whatever the plan, it is late; not refused, queued late.
     let long_ago = Instant::now().checked_sub(objective).unwrap();
+    assert!(handle.late_at_head(long_ago).is_none());
     let late = handle.submit(vec![rows(&[9.0])], &["x"], None, Some(long_ago)).unwrap();
     assert_eq!(handle.context.late_rows.load(Ordering::Relaxed), 1, "on the late lane");
     let on_time = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
-    // Now an on-time row waits: the next late one is refused.
-    let refused = handle.submit(vec![rows(&[8.0])], &["x"], None, Some(long_ago));
-    assert!(matches!(refused, Err(BatchError::Late { .. })), "{refused:?}");
-    assert!(handle.late_at_head(long_ago).is_some());
+    assert_eq!(handle.context.waiting(0), 1, "the late row waits apart");
     go.send(()).unwrap();
     answer(held).unwrap();
-    // The on-time request runs first, then the late one: it is served.
-    assert_eq!(runs.recv().unwrap(), vec![2.0]);
-    go.send(()).unwrap();
-    assert_eq!(runs.recv().unwrap(), vec![9.0]);
+    // The on-time request runs first, and the late one in the rows its batch has to spare.
+    assert_eq!(runs.recv().unwrap(), vec![2.0, 9.0]);
     go.send(()).unwrap();
     assert_eq!(floats(&answer(on_time)), vec![2.0]);
     assert_eq!(floats(&answer(late)), vec![9.0]);

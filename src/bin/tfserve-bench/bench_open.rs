@@ -36,6 +36,8 @@ pub struct OpenLoop {
     /// Requests due at exponentially spread gaps (a Poisson process of the
     /// same rate, seeded: the same schedule every run) instead of evenly.
     pub poisson: bool,
+    /// Latency objectives: the 200s answered within each are counted apart.
+    pub within_ms: Vec<f64>,
 }
 
 /// When each request is due, from the start: `total` of them at `rate` per second.
@@ -140,7 +142,7 @@ async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
         let _ = task.await;
     }
     let tally = tally.lock().map_err(|_| "tally poisoned")?;
-    report(load.rate, start.elapsed().as_secs_f64(), total, &tally);
+    report(&load, start.elapsed().as_secs_f64(), total, &tally);
     Ok(())
 }
 
@@ -219,17 +221,26 @@ async fn exchange(mut stream: TcpStream, request: &[u8]) -> std::io::Result<(Tcp
 }
 
 /// Prints the run as one JSON line: per status, the count and latency
-/// quantiles; and how late the generator sent requests.
-fn report(rate: f64, elapsed: f64, total: u64, tally: &Tally) {
+/// quantiles; how late the generator sent requests; and per objective
+/// asked for, the 200s answered within it a second (`goodput`, by its ms).
+fn report(load: &OpenLoop, elapsed: f64, total: u64, tally: &Tally) {
     let mut statuses = serde_json::Map::new();
     for (status, latencies) in &tally.latencies {
         statuses.insert(status.to_string(), quantiles(latencies));
     }
     let lag = quantiles(&tally.lags);
+    let answered = tally.latencies.get(&200).map_or(&[][..], Vec::as_slice);
+    let goodput: serde_json::Map<String, serde_json::Value> = (load.within_ms.iter())
+        .map(|&ms| {
+            let good = answered.iter().filter(|&&us| us as f64 <= ms * 1000.0).count();
+            (ms.to_string(), serde_json::json!(good as f64 / elapsed.max(1e-9)))
+        })
+        .collect();
     println!(
         "{}",
         serde_json::json!({
-            "rate": rate,
+            "rate": load.rate,
+            "goodput": goodput,
             "seconds": elapsed,
             "sent": total as usize - tally.unsent,
             "unsent": tally.unsent,

@@ -102,6 +102,9 @@ enum Command {
         /// Poisson arrivals at the rate instead of an even schedule.
         #[arg(long)]
         poisson: bool,
+        /// Latency objectives (repeatable): also count the 200s answered within each (goodput).
+        #[arg(long)]
+        within_ms: Vec<f64>,
     },
     /// Answers every request with a fixed JSON body after reading it.
     Ceiling {
@@ -124,6 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             seconds,
             connections,
             poisson,
+            within_ms,
         } => bench_open::run(bench_open::OpenLoop {
             address,
             path,
@@ -133,6 +137,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             seconds,
             connections,
             poisson,
+            within_ms,
         }),
         Command::Raw {
             model_dir,
