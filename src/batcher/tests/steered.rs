@@ -158,14 +158,12 @@ fn a_request_whose_deadline_passes_while_it_waits_is_answered_late_unrun() {
     let objective = Duration::from_secs(10);
     let handle = steered_queue(&batcher, gate.clone(), objective, LateAction::Serve);
     let held = hold_a_run(&handle, &gate, &runs);
-    // Due in 300 ms: on time behind a run of next to nothing...
-    let arrived = Instant::now()
-        .checked_sub(objective - Duration::from_millis(300))
-        .unwrap();
+    // Due in 2 s: on time behind a run of next to nothing...
+    let arrived = Instant::now().checked_sub(objective - Duration::from_secs(2)).unwrap();
     let doomed = handle.submit(vec![rows(&[2.0])], &["x"], None, Some(arrived)).unwrap();
     let behind = handle.submit(vec![rows(&[3.0])], &["x"], None, None).unwrap();
     // ...but the run ahead is held past its deadline.
-    std::thread::sleep(Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(2500));
     go.send(()).unwrap();
     answer(held).unwrap();
     assert_eq!(runs.recv().unwrap(), vec![3.0], "the batch runs without it, not shrunk");
@@ -176,16 +174,22 @@ fn a_request_whose_deadline_passes_while_it_waits_is_answered_late_unrun() {
 
 #[test]
 fn a_queue_timeout_answers_what_waited_past_it_unrun() {
+    // One batch thread, held by a run of another queue (which has no
+    // timeout, so nothing of it can expire) while a request waits here.
     let batcher = Batcher::new(1).unwrap();
     let (gate, runs, go) = Gate::new();
+    let metrics = QueueMetrics::new("batcher-test", 1, "holding");
+    let holding = batcher.add_queue("h".into(), params(1, Duration::ZERO), true, gate.clone(), metrics);
+    let held = hold_a_run(&holding, &gate, &runs);
     let params = BatchParams {
         queue_timeout_micros: 1_000,
         ..params(1, Duration::ZERO)
     };
     let metrics = QueueMetrics::new("batcher-test", 1, "queue-timeout");
-    let handle = batcher.add_queue("q".into(), params, true, gate.clone(), metrics);
-    let held = hold_a_run(&handle, &gate, &runs);
+    let (unheld, _, _) = Gate::new();
+    let handle = batcher.add_queue("q".into(), params, true, unheld, metrics);
     let expired = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
+    // Waits at least this long behind the held run: past its 1 ms.
     std::thread::sleep(Duration::from_millis(5));
     go.send(()).unwrap();
     answer(held).unwrap();
