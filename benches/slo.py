@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Batching against a latency objective, in one run per model: open-loop
-Poisson load (`tfserve-bench open --poisson`) at 10, 30, 60, 90, 110 and 150%
+Poisson load (`tfserve-bench open --poisson`) at 10, 30, 60, 90, 110, 150 and 200%
 of the model's measured capacity, against servers that differ only in how
 they batch:
 
@@ -54,7 +54,7 @@ import bench  # noqa: E402
 PORT = 18970
 # The objectives goodput is counted for (ms), set from --objectives.
 OBJECTIVES = []
-RATES = [0.1, 0.3, 0.6, 0.9, 1.1, 1.5]
+RATES = [0.1, 0.3, 0.6, 0.9, 1.1, 1.5, 2.0]
 # (max_batch_size, batch_timeout_micros)
 GRID = [(8, 0), (32, 0), (32, 2000), (128, 2000)]
 
@@ -243,6 +243,28 @@ def table(model, cap, closed, rows, objectives):
     return "\n".join(lines)
 
 
+def summary(results, objectives):
+    """The one table docs/batching.md shows: per model and objective, the goodput (answers within
+    the objective per second) of the objective, the best static configuration at that load and the
+    queue timeout, at each load, with the objective's refused share."""
+    loads = " | ".join(f"{load:.0%}" for load in RATES)
+    lines = [f"| model, objective | config | {loads} |", "|---|---|" + "---:|" * len(RATES)]
+    for model, result in results.items():
+        by = {(r["config"], r["load"]): r for r in result["rows"]}
+        for o in objectives:
+            for label in (f"objective {o} ms", f"best static for {o} ms", f"queue timeout {o} ms"):
+                cells = []
+                for load in RATES:
+                    row = by.get((label, load))
+                    cell = f"{goodput(row, o):,.0f}" if row else "–"
+                    if row and label.startswith("objective") and row["refused_share"] > 0:
+                        cell += f" ({row['refused_share']:.0%} refused)"
+                    cells.append(cell)
+                name = label.removesuffix(f" {o} ms").removesuffix(" for")
+                lines.append(f"| {model}, {o} ms | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main():
     global SERVER_CPUS, PORT
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -308,6 +330,8 @@ def main():
         (args.out / "slo.json").write_text(json.dumps(results, indent=2))
         report.append(table(model, cap, closed, rows, objectives) if not args.only else json.dumps(rows, indent=1))
         (args.out / "slo.json").write_text(json.dumps(results, indent=2))
+    if not args.only:
+        report.insert(0, summary(results, objectives))
     text = "\n\n".join(report)
     (args.out / "slo.md").write_text(text)
     print(text)

@@ -36,7 +36,7 @@ fn shows_every_tag_set_and_warns_on_inexact_shapes() {
     assert!(text.contains("version 1 (the highest)"), "{text}");
     assert!(text.contains("shape: (-1, 1)"), "{text}");
     assert!(
-        text.contains("warning: input 'x' declares (-1, 1) (a different rank) but its placeholder takes (-1,)"),
+        text.contains("warning: input 'x' declares (-1, 1) (a different rank) but its placeholder takes (-1)"),
         "{text}"
     );
     let old_export = repo_path("tests/compat/models/tf1_shapeless");
@@ -85,4 +85,16 @@ fn a_directory_without_a_model_is_refused() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("neither a SavedModel"), "{stderr}");
+}
+
+#[test]
+fn its_help_lists_its_own_flags_not_the_servers() {
+    let output = inspect(&["--help"]);
+    assert!(output.status.success());
+    let help = stdout(&output);
+    assert!(help.contains("--run") && help.contains("--method"), "{help}");
+    assert!(
+        !help.contains("--rest_api_port") && !help.contains("--enable_batching"),
+        "{help}"
+    );
 }

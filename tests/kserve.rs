@@ -72,6 +72,8 @@ fn metadata_readiness_and_server_description() {
     let (status, server) = get("/v2");
     assert_eq!(status, 200);
     assert_eq!(server["name"], "tfserve");
+    // The spec's own spelling of the path.
+    assert_eq!(get("/v2/"), (200, server.clone()));
     assert!(server["extensions"]
         .as_array()
         .unwrap()
@@ -111,9 +113,18 @@ fn bad_requests_name_what_is_wrong() {
     assert!(message.contains("INT64") && message.contains("FP32"), "{message}");
     let message = error_of(
         infer(json!({"inputs": [{"name": "x", "shape": [1], "datatype": "BF16", "data": [1]}]})),
-        501,
+        400,
     );
     assert!(message.contains("BF16"), "{message}");
+    // A number FP32 holds only as infinity is refused, not answered as one.
+    let message = error_of(
+        infer(json!({"inputs": [{"name": "x", "shape": [2], "datatype": "FP32", "data": [1, 1e39]}]})),
+        400,
+    );
+    assert!(
+        message.contains("input 'x'") && message.contains("element 1 is 1e39") && message.contains("FP32"),
+        "{message}"
+    );
     let (status, answer) = post_json(
         "/v2/models/half_precision/infer",
         &json!({"inputs": [{"name": "x", "shape": [2], "datatype": "FP16", "data": [1.5, -2]}]}),

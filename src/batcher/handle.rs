@@ -76,7 +76,13 @@ impl QueueHandle {
             Drive::Shard(shard) => self.shards.pop_ready(shard, Instant::now()).map(|mut batch| {
                 let context = &self.context;
                 let run = context.controller().and_then(|c| c.planned_run(batch.rows));
-                let expired = objective::lanes::expire(&mut batch, Instant::now(), run, context.params.queue_timeout());
+                let expired = objective::lanes::expire(
+                    &mut batch,
+                    Instant::now(),
+                    run,
+                    Duration::ZERO,
+                    context.params.queue_timeout(),
+                );
                 // A steered queue counts every running batch, wherever it
                 // runs, for its controller's plans (`Shared::finished`
                 // counts it out).

@@ -183,12 +183,12 @@ impl State {
         let context = &entry.context;
         let mut controller = context.controller();
         let planned = |rows| controller.as_ref().and_then(|c| c.planned_run(rows));
-        let queue_timeout = context.params.queue_timeout();
+        let (queue_timeout, grace) = (context.params.queue_timeout(), context.params.late_grace());
         let Taken {
             batch,
             expired,
             late_rows,
-        } = entry.lanes.take(now, planned, queue_timeout, context.cap())?;
+        } = entry.lanes.take(now, planned, queue_timeout, grace, context.cap())?;
         let run_id = controller.as_mut().map(|c| c.started(batch.rows, now));
         drop(controller);
         if late_rows > 0 {

@@ -207,6 +207,19 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_floats_are_written_as_tf_serving_writes_them() {
+        let y = Tensor::new(
+            vec![3],
+            TensorData::Float(vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY]),
+        );
+        let outputs = [NamedOutput { key: "y", tensor: &y }];
+        assert_eq!(
+            text(RequestFormat::Row, &outputs),
+            r#"{"predictions":[NaN,Infinity,-Infinity]}"#
+        );
+    }
+
+    #[test]
     fn single_output_rows_and_columns() {
         let y = Tensor::new(vec![3], TensorData::Float(vec![3.5, 4.0, 5.5]));
         let outputs = [NamedOutput { key: "y", tensor: &y }];

@@ -19,7 +19,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         "/v2/health/live",
         "/v2/health/ready",
     ] {
-        cfg.route(path, web::route().to(health_route));
+        // Probes read; other methods fall to the unknown-route answer, as
+        // `/ping`'s do.
+        let get_or_head = actix_web::guard::Any(actix_web::guard::Get()).or(actix_web::guard::Head());
+        cfg.route(path, web::route().guard(get_or_head).to(health_route));
     }
     for path in ["/metrics", "/monitoring/prometheus/metrics"] {
         cfg.route(path, web::get().to(metrics));

@@ -146,6 +146,19 @@ async fn open_inference_protocol_infers_and_answers_health_and_readiness() {
     assert_eq!((status, body), (StatusCode::OK, json!({"live": true})));
     let (status, body) = call(&state, test::TestRequest::get().uri("/v2/health/ready")).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"ready": true})));
+    // Probes are read; any other method is an unknown route, as `/ping`'s are.
+    for method in ["TRACE", "POST", "DELETE"] {
+        let method = actix_web::http::Method::from_bytes(method.as_bytes()).unwrap();
+        for path in ["/v1/health/live", "/v2/health/ready", "/ping"] {
+            let (status, _body) = call(&state, test::TestRequest::default().method(method.clone()).uri(path)).await;
+            // Under /v1, TF Serving's own answer to a request it has no route for.
+            let unknown = match path.starts_with("/v1/") {
+                true => StatusCode::BAD_REQUEST,
+                false => StatusCode::NOT_FOUND,
+            };
+            assert_eq!(status, unknown, "{method} {path}: {_body}");
+        }
+    }
     let (status, body) = call(&state, test::TestRequest::get().uri("/v2/models/nope/ready")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     std::fs::remove_dir_all(root).unwrap();

@@ -202,11 +202,11 @@ pub fn inexact(entry: &TensorEntry) -> Option<String> {
     ))
 }
 
-/// A shape as `saved_model_cli` prints it: `(-1, 3)`, `()`, `unknown_rank`.
+/// A shape as `saved_model_cli` prints it: `(-1, 3)`, `(-1)`, `()`,
+/// `unknown_rank` (its dimensions joined inside parentheses, not a Python tuple).
 pub fn format_dims(dims: &Dims) -> String {
     match dims {
         None => "unknown_rank".to_string(),
-        Some(d) if d.len() == 1 => format!("({},)", d[0]),
         Some(d) => format!("({})", d.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")),
     }
 }
@@ -229,7 +229,7 @@ mod tests {
     fn formats_shapes_as_saved_model_cli() {
         assert_eq!(format_dims(&None), "unknown_rank");
         assert_eq!(format_dims(&Some(vec![])), "()");
-        assert_eq!(format_dims(&Some(vec![-1])), "(-1,)");
+        assert_eq!(format_dims(&Some(vec![-1])), "(-1)");
         assert_eq!(format_dims(&Some(vec![-1, 3])), "(-1, 3)");
     }
 

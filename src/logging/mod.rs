@@ -1,10 +1,12 @@
 //! The process's logger: env_logger under the server's filter, writing each
 //! line as text or, with `--log_format json`, as one JSON object (`time`,
 //! `level`, `target`, `message`, then the line's own fields, such as an
-//! access line's). One exception to the filter: once the drain has shut the
+//! access line's). Two exceptions to the filter: once the drain has shut the
 //! listening sockets on purpose, actix's accept thread reports the closed
-//! sockets as errors; those lines are expected then, and go out at DEBUG, so
-//! a clean shutdown logs no ERROR.
+//! sockets as errors; and actix's HTTP/1 parser reports each request it
+//! could not parse (answered 400) as one. Neither is the server's fault, and
+//! both go out at DEBUG, so that a clean shutdown logs no ERROR and a client
+//! cannot flood the log.
 
 mod forward;
 
@@ -230,12 +232,19 @@ impl<'kvs> VisitSource<'kvs> for JsonFields<'_> {
     }
 }
 
-/// Whether a record is actix's accept thread complaining about sockets the
-/// drain shut.
-fn expected_after_shut(record: &Record) -> bool {
+/// Whether an ERROR record tells of nothing wrong with the server, and
+/// goes out at DEBUG: actix's accept thread complaining about sockets the
+/// drain shut, or actix's HTTP/1 parser telling of a request it could not
+/// parse (a NUL in a header, a control byte in the path). The client was
+/// answered 400; one such line per request would let any client flood the
+/// log.
+fn demoted(record: &Record) -> bool {
     record.level() == Level::Error
-        && record.target() == "actix_server::accept"
-        && LISTENERS_SHUT.load(Ordering::Relaxed)
+        && match record.target() {
+            "actix_server::accept" => LISTENERS_SHUT.load(Ordering::Relaxed),
+            "actix_http::h1::dispatcher" => record.args().to_string().contains("request parse error"),
+            _ => false,
+        }
 }
 
 impl Log for ServerLogger {
@@ -245,7 +254,7 @@ impl Log for ServerLogger {
 
     fn log(&self, record: &Record) {
         let inner = self.inner();
-        if !expected_after_shut(record) {
+        if !demoted(record) {
             return inner.log(record);
         }
         let demoted = Record::builder()
@@ -271,19 +280,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_accept_threads_errors_after_the_shut_are_expected() {
-        let record = |level, target| {
-            let args = format_args!("x");
-            let expected = expected_after_shut(&Record::builder().args(args).level(level).target(target).build());
-            expected
+    fn only_the_accept_threads_errors_after_the_shut_and_unparsable_requests_are_demoted() {
+        let record = |level, target, message: &str| {
+            let args = format_args!("{message}");
+            let demoted = demoted(&Record::builder().args(args).level(level).target(target).build());
+            demoted
         };
         LISTENERS_SHUT.store(false, Ordering::SeqCst);
-        assert!(!record(Level::Error, "actix_server::accept"));
+        assert!(!record(Level::Error, "actix_server::accept", "x"));
         LISTENERS_SHUT.store(true, Ordering::SeqCst);
-        assert!(record(Level::Error, "actix_server::accept"));
-        assert!(!record(Level::Error, "tfserve::serve"));
-        assert!(!record(Level::Warn, "actix_server::accept"));
+        assert!(record(Level::Error, "actix_server::accept", "x"));
+        assert!(!record(Level::Error, "tfserve::serve", "x"));
+        assert!(!record(Level::Warn, "actix_server::accept", "x"));
         LISTENERS_SHUT.store(false, Ordering::SeqCst);
+        let dispatcher = "actix_http::h1::dispatcher";
+        let parse = "stream error: request parse error: invalid Header provided";
+        assert!(record(Level::Error, dispatcher, parse));
+        assert!(!record(
+            Level::Error,
+            dispatcher,
+            "Internal server error: unexpected eof"
+        ));
     }
 
     #[test]

@@ -85,6 +85,27 @@ fn histogram(registry: &Registry, name: &str, help: &str, labels: &[&str], bucke
 }
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    let metrics = metrics();
+    // Counters of rare events are written at 0 from the start: an alert on
+    // their `rate()` needs a series before the first event.
+    let rare: [(&IntCounterVec, &[&str]); 3] = [
+        (&metrics.panics, &["request", "batch", "load"]),
+        (&metrics.config_reloads, &["ok", "failed"]),
+        (
+            &metrics.python_worker_restarts,
+            &["crash", "timeout", "memory", "calls"],
+        ),
+    ];
+    for (counter, labels) in rare {
+        for label in labels {
+            counter.with_label_values(&[*label]);
+        }
+    }
+    metrics
+});
+
+// Kept whole: one entry per metric, its name, help and labels: a table.
+fn metrics() -> Metrics {
     let registry = Registry::new();
     Metrics {
         capture_records: counter(
@@ -236,7 +257,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         ),
         registry,
     }
-});
+}
 
 /// A thread's request metric handles, by label values. Looking a handle up
 /// in its vector takes the vector's lock and clones an `Arc` both worker

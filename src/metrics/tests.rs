@@ -54,3 +54,15 @@ fn gpu_readings_become_gauges_labelled_by_index() {
     assert!(text.contains("tfserve_gpu_utilization_ratio{gpu=\"0\"} 0.42"), "{text}");
     assert!(!text.contains("tfserve_gpu_utilization_ratio{gpu=\"1\"}"), "{text}");
 }
+
+#[test]
+fn rare_events_are_counted_from_zero_before_the_first() {
+    let text = String::from_utf8(METRICS.render()).unwrap();
+    for series in [
+        r#"tfserve_panics_total{where="load"}"#,
+        r#"tfserve_config_reloads_total{outcome="failed"}"#,
+        r#"tfserve_python_worker_restarts_total{reason="crash"}"#,
+    ] {
+        assert!(text.lines().any(|line| line.starts_with(series)), "{series} missing");
+    }
+}

@@ -2,6 +2,7 @@
 //! `logging_config`, and session options over the server-wide ones.
 
 use super::*;
+use crate::runtime::precision::MixedPrecision;
 
 /// TF Serving's `LoggingConfig`: the share of requests logged
 /// (`sampling_config.sampling_rate`) and where
@@ -86,6 +87,8 @@ pub struct SessionOverrides {
     pub gpu_ids: Option<Vec<u32>>,
     /// XLA auto-clustering (tfserve's own key).
     pub xla_jit: Option<bool>,
+    /// A reduced-precision rewrite; `Some(None)`: float32, whatever the server's.
+    pub mixed_precision: Option<Option<MixedPrecision>>,
 }
 
 impl SessionOverrides {
@@ -107,6 +110,22 @@ impl SessionOverrides {
             device: base.device.clone(),
             virtual_gpu_memory_mb: base.virtual_gpu_memory_mb.clone(),
             xla_jit: self.xla_jit.unwrap_or(base.xla_jit),
+            mixed_precision: self.mixed_precision.unwrap_or(base.mixed_precision),
+        }
+    }
+
+    /// TensorFlow keeps one intra-op thread pool per process, sized by its
+    /// first session: a model's own size that differs from the server's
+    /// could not take effect, so it is refused rather than ignored.
+    pub fn check_shared_pools(&self, base: &SessionConfig) -> Result<(), String> {
+        match self.intra_op_parallelism {
+            Some(own) if own != base.intra_op_parallelism => Err(format!(
+                "session_config.intra_op_parallelism_threads {own} differs from the server's {}: TensorFlow \
+                 sizes one intra-op thread pool per process, from its first session, so a model's own size \
+                 cannot take effect; set it for every model (--tensorflow_intra_op_parallelism)",
+                base.intra_op_parallelism
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -125,6 +144,7 @@ impl SessionOverrides {
             "log_device_placement",
             "gpu_ids",
             "xla_jit",
+            "mixed_precision",
         ];
         if let Some(unknown) = object.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(format!(
@@ -166,6 +186,17 @@ impl SessionOverrides {
             allow_soft_placement: flag("allow_soft_placement")?,
             log_device_placement: flag("log_device_placement")?,
             xla_jit: flag("xla_jit")?,
+            mixed_precision: object
+                .get("mixed_precision")
+                .map(|v| match v.as_str() {
+                    Some("float32") => Ok(None),
+                    Some(text) => text.parse().map(Some),
+                    None => Err(format!("must be a string, got {v}")),
+                })
+                .transpose()
+                .map_err(|reason| {
+                    format!("model '{model}': session_config.mixed_precision {reason} (or float32)")
+                })?,
             gpu_ids: object
                 .get("gpu_ids")
                 .map(|v| {

@@ -1,6 +1,7 @@
 //! Model config files in every accepted form, and version policies.
 
 use super::*;
+use crate::runtime::precision::MixedPrecision;
 
 #[test]
 fn tf_serving_text_format() {
@@ -134,4 +135,43 @@ fn models_sharing_a_log_prefix_are_accepted_and_named() {
     );
     let sources = parse(&text).unwrap();
     assert_eq!(shared_log_prefixes(&sources), ["/logs/ab"]);
+}
+
+#[test]
+fn a_model_sets_its_own_precision_and_may_not_size_the_shared_pools() {
+    let config = r#"{"model_config_list": [
+        {"name": "a", "base_path": "/a", "session_config": {"mixed_precision": "float32"}},
+        {"name": "b", "base_path": "/b", "session_config": {"mixed_precision": "bfloat16", "intra_op_parallelism_threads": 2}},
+        {"name": "c", "base_path": "/c"}]}"#;
+    let sources = parse(config).unwrap();
+    let server_wide = SessionConfig {
+        intra_op_parallelism: 2,
+        mixed_precision: Some(MixedPrecision::Float16),
+        ..Default::default()
+    };
+    let modes: Vec<_> = sources
+        .iter()
+        .map(|source| source.session.apply(&server_wide).mixed_precision)
+        .collect();
+    assert_eq!(
+        modes,
+        [None, Some(MixedPrecision::Bfloat16), Some(MixedPrecision::Float16)]
+    );
+    assert_eq!(sources[1].session.check_shared_pools(&server_wide), Ok(()));
+    let other = SessionConfig {
+        intra_op_parallelism: 4,
+        ..Default::default()
+    };
+    let refused = sources[1].session.check_shared_pools(&other).unwrap_err();
+    assert!(
+        refused.contains("intra_op_parallelism_threads 2 differs from the server's 4"),
+        "{refused}"
+    );
+    let bad =
+        r#"{"model_config_list": [{"name": "a", "base_path": "/a", "session_config": {"mixed_precision": "int8"}}]}"#;
+    let error = parse(bad).unwrap_err();
+    assert!(
+        error.contains("session_config.mixed_precision must be bfloat16 or float16, got 'int8' (or float32)"),
+        "{error}"
+    );
 }

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::runtime::precision;
+
 use super::discover::{holds_saved_model, DirectoryStamp};
 use super::poll::release_freed_memory;
 use super::{
@@ -266,6 +268,13 @@ impl Registry {
         let (sender, receiver) = std::sync::mpsc::sync_channel(1);
         let options = self.options.clone();
         let session = source.session.apply(&options.session);
+        source.session.check_shared_pools(&options.session)?;
+        if let Some(lacks) = session
+            .mixed_precision
+            .and_then(|mode| precision::host_lacks(mode, options.loader.sees_gpu()).map(|lacks| (mode, lacks)))
+        {
+            return Err(format!("mixed_precision {} needs {}", lacks.0, lacks.1));
+        }
         let (name, dir, images) = (model.to_string(), path.to_path_buf(), source.images);
         let logging = source.logging.clone();
         let spawned = std::thread::Builder::new()

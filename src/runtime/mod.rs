@@ -11,6 +11,7 @@ mod graph_trace;
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
 mod placement;
+pub mod precision;
 pub mod replicas;
 mod session_config;
 #[cfg(feature = "tensorflow")]

@@ -3,6 +3,8 @@
 
 use prost::Message;
 
+use super::precision::MixedPrecision;
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SessionConfig {
     /// Threads for one op's parallel kernels; 0 lets TensorFlow choose.
@@ -34,6 +36,8 @@ pub struct SessionConfig {
     /// on the GPU and the CPU): fused kernels instead of one launch per op,
     /// paid for by a compile per batch shape, at warm-up.
     pub xla_jit: bool,
+    /// A reduced-precision rewrite of the graph's compute-heavy ops.
+    pub mixed_precision: Option<MixedPrecision>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -58,6 +62,19 @@ struct ConfigProto {
 struct GraphOptions {
     #[prost(message, optional, tag = "3")]
     optimizer_options: Option<OptimizerOptions>,
+    #[prost(message, optional, tag = "10")]
+    rewrite_options: Option<RewriterConfig>,
+}
+
+/// Grappler's switches; each is a `Toggle`, where 1 is ON.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RewriterConfig {
+    /// float16 on NVIDIA GPUs.
+    #[prost(int32, tag = "23")]
+    auto_mixed_precision: i32,
+    /// bfloat16 with oneDNN's kernels on the CPU.
+    #[prost(int32, tag = "31")]
+    auto_mixed_precision_onednn_bfloat16: i32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -122,14 +139,25 @@ impl SessionConfig {
             gpu_options: (gpu != GpuOptions::default()).then_some(gpu),
             allow_soft_placement: !self.strict_placement,
             log_device_placement: self.log_device_placement,
-            graph_options: self.xla_jit.then_some(GraphOptions {
-                optimizer_options: Some(OptimizerOptions {
-                    global_jit_level: 1,
-                    cpu_global_jit: true,
-                }),
-            }),
+            graph_options: self.graph_options(),
         }
         .encode_to_vec()
+    }
+
+    fn graph_options(&self) -> Option<GraphOptions> {
+        const ON: i32 = 1;
+        let optimizer_options = self.xla_jit.then_some(OptimizerOptions {
+            global_jit_level: 1,
+            cpu_global_jit: true,
+        });
+        let rewrite_options = self.mixed_precision.map(|mode| RewriterConfig {
+            auto_mixed_precision: if mode == MixedPrecision::Float16 { ON } else { 0 },
+            auto_mixed_precision_onednn_bfloat16: if mode == MixedPrecision::Bfloat16 { ON } else { 0 },
+        });
+        (optimizer_options.is_some() || rewrite_options.is_some()).then_some(GraphOptions {
+            optimizer_options,
+            rewrite_options,
+        })
     }
 }
 
@@ -196,6 +224,32 @@ mod tests {
         assert!(optimizer.cpu_global_jit);
         let plain = ConfigProto::decode(SessionConfig::default().to_config_proto().as_slice()).unwrap();
         assert_eq!(plain.graph_options, None);
+    }
+
+    #[test]
+    fn mixed_precision_turns_on_its_grappler_rewrite() {
+        let rewrite = |mode| {
+            let config = SessionConfig {
+                mixed_precision: Some(mode),
+                ..Default::default()
+            };
+            let graph = ConfigProto::decode(config.to_config_proto().as_slice())
+                .unwrap()
+                .graph_options
+                .unwrap();
+            assert_eq!(graph.optimizer_options, None);
+            graph.rewrite_options.unwrap()
+        };
+        let cpu = rewrite(MixedPrecision::Bfloat16);
+        assert_eq!(
+            (cpu.auto_mixed_precision_onednn_bfloat16, cpu.auto_mixed_precision),
+            (1, 0)
+        );
+        let gpu = rewrite(MixedPrecision::Float16);
+        assert_eq!(
+            (gpu.auto_mixed_precision_onednn_bfloat16, gpu.auto_mixed_precision),
+            (0, 1)
+        );
     }
 
     #[test]

@@ -213,7 +213,10 @@ pub fn tensorflow_loader(settings: &Settings) -> Result<Arc<dyn Loader>, StartEr
     // pools) once, with the options of the first session.
     let mut sees_gpu = false;
     if settings.tensorflow.gpu || (!settings.tensorflow.cpu_only && runtime::build_info::cuda_runtime_loads()) {
-        match runtime::build_info::gpus(&settings.session(1, false)?) {
+        // The probe is TensorFlow's first session, whose intra-op size every
+        // later session shares: the server's own.
+        let (_, _, batch_threads) = settings.batch_plan()?;
+        match runtime::build_info::gpus(&settings.session(batch_threads, false)?) {
             Ok(gpus) => {
                 log::info!("GPUs: {}", gpus.join(", "));
                 sees_gpu = true;

@@ -42,7 +42,7 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let matches = Cli::command().try_get_matches_from(args)?;
+        let matches = command().try_get_matches_from(args)?;
         let mut cli = Cli::from_arg_matches(&matches)?;
         cli.given = matches
             .ids()
@@ -61,6 +61,22 @@ impl Cli {
         map.retain(|key, _| self.given.contains(key));
         Ok(map)
     }
+}
+
+/// The parser. `inspect` takes the server's flags, as its `--run` answers
+/// through the server's own request path, but its `--help` shows only its
+/// own: a user inspecting a SavedModel looks for those, not for 150
+/// server settings.
+fn command() -> clap::Command {
+    let mut command = Cli::command();
+    command.build();
+    if let Some(inspect) = command.find_subcommand_mut("inspect") {
+        *inspect = std::mem::take(inspect).mut_args(|arg| match arg.is_global_set() {
+            true => arg.hide(true),
+            false => arg,
+        });
+    }
+    command
 }
 
 #[derive(clap::Subcommand, Debug, Clone, PartialEq)]

@@ -21,15 +21,14 @@ mod listeners;
 mod runtime;
 mod subcommands;
 mod summary;
+mod tensorflow;
 
 pub use cli::{Cli, Command};
 use env::{sagemaker_anywhere, sagemaker_defaults, stfs_env, tfserve_vars};
-pub use groups::{
-    clap_defaults, cores, BatchingSettings, HandlerOptions, LogFormat, LoggingSettings, ModelSettings,
-    TensorFlowSettings,
-};
+pub use groups::{clap_defaults, cores, BatchingSettings, HandlerOptions, LogFormat, LoggingSettings, ModelSettings};
 pub use listeners::{GrpcSettings, HttpSettings, SecuritySettings};
 pub use subcommands::{InspectArgs, SplitType, TransformArgs};
+pub use tensorflow::TensorFlowSettings;
 
 /// Every setting, by concern. Flattened: the settings file and `TFSERVE_*`
 /// variables use the flag names without group prefixes.

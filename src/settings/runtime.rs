@@ -76,6 +76,7 @@ impl Settings {
             cpu_only: self.tensorflow.cpu_only,
             gpu_ids: self.tensorflow.gpu_ids.clone(),
             virtual_gpu_memory_mb: self.tensorflow.virtual_gpu_memory_mb.clone(),
+            mixed_precision: self.tensorflow.mixed_precision,
             ..SessionConfig::default()
         };
         let Some(text) = &self.tensorflow.session_config else {

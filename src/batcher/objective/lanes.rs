@@ -2,10 +2,11 @@
 //! arrival order, which under one objective is deadline order; requests
 //! predicted late queue on the late lane, which runs only while no on-time
 //! batch waits. When a batch thread takes a batch, the requests in it that
-//! its planned run would finish past their deadlines, and those that waited
-//! past a queue timeout (Triton's), are taken out and answered at once: a
-//! wasted run would delay everyone behind them. The batch is not shrunk for
-//! them; it runs with the rest.
+//! its planned run would finish past their deadlines (late ones: past their
+//! deadlines and a grace), and those that waited past a queue timeout
+//! (Triton's), are taken out and answered at once: a wasted run would delay
+//! everyone behind them. The batch is not shrunk for them; it runs with the
+//! rest.
 
 use std::time::{Duration, Instant};
 
@@ -44,38 +45,36 @@ impl<R> Lanes<R> {
     /// gives a batch's planned run by its rows (None: not planned). An
     /// on-time batch that leaves no on-time batch waiting takes late
     /// requests into the rows it has to spare, as far as its planned run
-    /// still ends by every deadline in it and `cap` allows.
+    /// still ends by every deadline in it and `cap` allows. Late requests
+    /// are given `grace` past their deadlines (the objective once more):
+    /// those the planned run would answer later still are taken out.
     pub fn take(
         &mut self,
         now: Instant,
         planned: impl Fn(usize) -> Option<Duration>,
         queue_timeout: Duration,
+        grace: Duration,
         cap: usize,
     ) -> Option<Taken<R>> {
         if let Some(mut batch) = self.on_time.pop_ready(now) {
             let run = planned(batch.rows);
-            let mut expired = expire(&mut batch, now, run, queue_timeout);
+            let mut expired = expire(&mut batch, now, run, Duration::ZERO, queue_timeout);
             let mut late = 0;
             if self.on_time.is_empty() && !self.late.is_empty() && !batch.runs_alone() {
                 let due = batch.tasks.iter().filter_map(|task| task.deadline).min();
                 let fits = |rows| due.zip(planned(rows)).is_some_and(|(due, run)| now + run <= due);
-                loop {
-                    let room = cap.saturating_sub(batch.rows);
-                    let Some(extra) = (1..=room).rev().find(|&extra| fits(batch.rows + extra)) else {
-                        break;
-                    };
-                    let joining = self.late.take_joining(&batch, extra);
-                    if joining.is_empty() {
-                        break;
-                    }
-                    for task in joining {
-                        late += task.rows;
-                        match queue_timeout.is_zero() || now.saturating_duration_since(task.enqueued) <= queue_timeout {
-                            true => {
-                                batch.rows += task.rows;
-                                batch.tasks.push(task);
-                            }
-                            false => expired.push((task, Expired::QueueTimeout)),
+                let room = (1..=cap.saturating_sub(batch.rows))
+                    .rev()
+                    .find(|&extra| fits(batch.rows + extra));
+                let joining = room.map(|extra| (self.late.take_joining(&batch, extra), planned(batch.rows + extra)));
+                let (joining, run) = joining.unwrap_or_default();
+                for task in joining {
+                    late += task.rows;
+                    match why_expired(&task, now, run, grace, queue_timeout) {
+                        Some(reason) => expired.push((task, reason)),
+                        None => {
+                            batch.rows += task.rows;
+                            batch.tasks.push(task);
                         }
                     }
                 }
@@ -90,7 +89,8 @@ impl<R> Lanes<R> {
             return None;
         }
         let mut batch = self.late.pop_ready(now)?;
-        let expired = expire(&mut batch, now, None, queue_timeout);
+        let run = planned(batch.rows);
+        let expired = expire(&mut batch, now, run, grace, queue_timeout);
         Some(Taken {
             late_rows: batch.rows + expired.iter().map(|(task, _)| task.rows).sum::<usize>(),
             batch,
@@ -113,32 +113,38 @@ impl<R> Lanes<R> {
 }
 
 /// Takes out of `batch` the requests that its planned `run` from `now`
-/// would make late, and those that waited past `queue_timeout` (zero: none).
+/// would answer more than `grace` past their deadlines, and those that
+/// waited past `queue_timeout` (zero: none).
 pub fn expire<R>(
     batch: &mut Batch<R>,
     now: Instant,
     run: Option<Duration>,
+    grace: Duration,
     queue_timeout: Duration,
 ) -> Vec<(Task<R>, Expired)> {
-    let why = |task: &Task<R>| match (task.deadline, run) {
-        (Some(deadline), Some(run)) if now + run > deadline => Some(Expired::Deadline { run }),
+    let mut expired = Vec::new();
+    let doomed = |task: &mut Task<R>| why_expired(task, now, run, grace, queue_timeout).is_some();
+    for task in batch.tasks.extract_if(.., doomed) {
+        batch.rows -= task.rows;
+        if let Some(reason) = why_expired(&task, now, run, grace, queue_timeout) {
+            expired.push((task, reason));
+        }
+    }
+    expired
+}
+
+fn why_expired<R>(
+    task: &Task<R>,
+    now: Instant,
+    run: Option<Duration>,
+    grace: Duration,
+    queue_timeout: Duration,
+) -> Option<Expired> {
+    match (task.deadline, run) {
+        (Some(deadline), Some(run)) if now + run > deadline + grace => Some(Expired::Deadline { run }),
         _ if !queue_timeout.is_zero() && now.saturating_duration_since(task.enqueued) > queue_timeout => {
             Some(Expired::QueueTimeout)
         }
         _ => None,
-    };
-    if !batch.tasks.iter().any(|task| why(task).is_some()) {
-        return Vec::new();
     }
-    let mut expired = Vec::new();
-    let mut kept = Vec::with_capacity(batch.tasks.len());
-    for task in batch.tasks.drain(..) {
-        match why(&task) {
-            Some(reason) => expired.push((task, reason)),
-            None => kept.push(task),
-        }
-    }
-    batch.rows = kept.iter().map(|task| task.rows).sum();
-    batch.tasks = kept;
-    expired
 }

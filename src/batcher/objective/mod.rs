@@ -12,13 +12,15 @@
 //! own in full batches of the cap, as many at once as the queue runs) ends
 //! by its deadline less a margin; it is checked before its body is read and
 //! at enqueue, against the same deadline. One predicted late is refused
-//! (`late_action: reject`) or queued on the late lane (`serve`, and under
-//! either action one whose run alone outlasts the objective on an idle
-//! queue), which runs only in capacity no on-time request needs: when no
-//! on-time batch waits, and in the rows an on-time batch has to spare while
-//! its planned run still meets every deadline in it ([`lanes`]). When a
-//! thread takes a batch, requests its planned run would finish past their
-//! deadlines are answered late at once. The margin is what the plans miss
+//! (`late_action: reject`) or queued on the late lane (`serve`, where no
+//! on-time work waits or it is planned to end within a grace of the
+//! objective once more past its deadline; and under either action one
+//! whose run alone outlasts the objective on an idle queue), which runs only in capacity no on-time
+//! request needs: when no on-time batch waits, and in the rows an on-time
+//! batch has to spare while its planned run still meets every deadline in
+//! it ([`lanes`]). When a thread takes a batch, requests its planned run
+//! would finish past their deadlines (late ones: past their grace) are
+//! answered late at once. The margin is what the plans miss
 //! outside the runs: answers taken past their deadlines raise it and ones
 //! in time lower it, so that no more than 1 − percentile of them are late
 //! ([`margin`]). Guaranteed, and asserted on a simulated clock (`tests`):
@@ -140,8 +142,11 @@ impl Controller {
         // Where the queue is idle and the run alone takes longer than the
         // objective, refusing would make no one faster: it runs, as late work.
         let idle = waiting == 0 && self.running.len() < self.parallel;
-        match (self.late_action, waiting) {
-            (LateAction::Serve, _) => Admission::Delay(late),
+        // Late work is served where no on-time work waits, or within its
+        // grace (the objective once more past its deadline).
+        let within_grace = finish.is_some_and(|finish| finish <= deadline + self.objective.latency);
+        match self.late_action {
+            LateAction::Serve if waiting == 0 || within_grace => Admission::Delay(late),
             _ if idle && estimate > self.objective.latency => Admission::Delay(late),
             _ => Admission::Refuse(late),
         }
@@ -177,17 +182,11 @@ impl Controller {
     fn fitting_cap(&self) -> Option<usize> {
         let half = self.objective.latency.as_secs_f64() / 2.0;
         self.runs.settled(1)?;
-        let mut cap = 1;
-        let mut size = 1;
-        loop {
-            if self.runs.settled(size).is_some_and(|run| run <= half) {
-                cap = size;
-            }
-            if size >= self.max_batch {
-                return Some(cap);
-            }
-            size = (size * 2).min(self.max_batch);
-        }
+        let sizes = std::iter::successors(Some(1), |&size| {
+            (size < self.max_batch).then(|| (size * 2).min(self.max_batch))
+        });
+        let fitting = sizes.filter(|&size| self.runs.settled(size).is_some_and(|run| run <= half));
+        Some(fitting.last().unwrap_or(1))
     }
 }
 

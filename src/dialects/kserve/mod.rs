@@ -122,9 +122,13 @@ pub fn from_raw(name: &str, datatype_name: &str, shape: &[i64], raw: &[u8]) -> R
 
 pub fn known_dtype(name: &str, datatype_name: &str) -> Result<DType, ApiError> {
     match dtype_of(datatype_name) {
-        Some(DType::BFloat16) => Err(ApiError::Codec(crate::codec::CodecError::Unimplemented(format!(
-            "input '{name}': datatype {datatype_name} is not supported"
-        )))),
+        // A request the server cannot take is the client's to change: 400, as
+        // for any other datatype the model cannot be fed.
+        Some(DType::BFloat16) => Err(OipError::UnsupportedDatatype {
+            input: name.to_string(),
+            datatype: "BF16",
+        }
+        .into()),
         Some(dtype) => Ok(dtype),
         None => Err(OipError::InvalidDatatype {
             input: name.to_string(),

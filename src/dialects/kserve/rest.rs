@@ -27,6 +27,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     // patterns, and an infer call tries one or two.
     cfg.route("/v2", web::get().to(server_metadata)).service(
         web::scope("/v2")
+            // The spec writes the server-metadata path as `v2/`, and clients built from it ask so.
+            .route("/", web::get().to(server_metadata))
             .service(
                 web::scope("/models")
                     .route("/{model}/infer", web::post().to(infer))
@@ -303,6 +305,11 @@ mod tests {
             TensorData::Half(vec![half::f16::from_f32(1.5)])
         );
         let bf16 = br#"{"inputs":[{"name":"x","shape":[1],"datatype":"BF16","data":[1]}]}"#;
-        assert_eq!(refused(decode(bf16, None)).status().as_u16(), 501);
+        let error = refused(decode(bf16, None));
+        assert_eq!(error.status().as_u16(), 400);
+        assert!(
+            error.to_string().contains("input 'x': datatype BF16 is not supported"),
+            "{error}"
+        );
     }
 }

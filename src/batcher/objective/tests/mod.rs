@@ -180,7 +180,11 @@ fn g6_closed_loop_callers_too_many_for_the_objective_are_served_not_refused() {
     });
     summary("300 callers", &out);
     summary("300 callers, no objective", &plain);
-    assert!(out.refused as f64 <= 0.01 * out.offered as f64, "{out:?}");
+    // Refused at once or answered 503 from a batch: either way not served.
+    assert!(
+        (out.refused + out.expired) as f64 <= 0.01 * out.offered as f64,
+        "{out:?}"
+    );
     assert!(
         out.throughput() >= 0.95 * plain.throughput(),
         "{} against {}",

@@ -343,7 +343,7 @@ pub fn run(setup: &Setup) -> Outcome {
             }
             let planned = |rows| controller.as_ref().and_then(|c| c.planned_run(rows));
             let cap = controller.as_ref().map_or(setup.max_batch, Controller::cap);
-            let Some(taken) = lanes.take(at(now), planned, queue_timeout, cap) else {
+            let Some(taken) = lanes.take(at(now), planned, queue_timeout, setup.objective, cap) else {
                 break;
             };
             let late = taken.late_rows > 0;

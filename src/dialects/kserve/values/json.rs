@@ -40,10 +40,11 @@ macro_rules! integer {
 }
 integer!(i8, i16, i32, i64, u8, u16, u32, u64);
 
+/// A JSON number as an `f32`, refused where it only fits as infinity.
 impl Element for f32 {
-    const EXPECTED: &'static str = "a number";
+    const EXPECTED: &'static str = "a number within FP32's range (±3.4e38)";
     fn from_f64(v: f64) -> Option<Self> {
-        Some(v as f32)
+        Some(v as f32).filter(|x| x.is_finite())
     }
     fn from_i64(v: i64) -> Option<Self> {
         Some(v as f32)
@@ -66,16 +67,17 @@ impl Element for f64 {
     }
 }
 
+/// A JSON number as an `f16`, refused where it only fits as infinity.
 impl Element for half::f16 {
-    const EXPECTED: &'static str = "a number";
+    const EXPECTED: &'static str = "a number within FP16's range (±65504)";
     fn from_f64(v: f64) -> Option<Self> {
-        Some(half::f16::from_f64(v))
+        Some(half::f16::from_f64(v)).filter(|x| x.is_finite())
     }
     fn from_i64(v: i64) -> Option<Self> {
-        Some(half::f16::from_f64(v as f64))
+        <Self as Element>::from_f64(v as f64)
     }
     fn from_u64(v: u64) -> Option<Self> {
-        Some(half::f16::from_f64(v as f64))
+        <Self as Element>::from_f64(v as f64)
     }
 }
 
@@ -136,13 +138,17 @@ impl<'de, T: Element> Visitor<'de> for Flat<'_, T> {
 }
 
 impl<T: Element> Flat<'_, T> {
-    fn push<E: de::Error>(self, value: Option<T>, given: &dyn fmt::Display) -> Result<(), E> {
+    fn push<E: de::Error>(self, value: Option<T>, given: &dyn fmt::Debug) -> Result<(), E> {
         match value {
             Some(v) => {
                 self.0.push(v);
                 Ok(())
             }
-            None => Err(E::custom(format!("expected {}, got {given}", T::EXPECTED))),
+            None => Err(E::custom(format!(
+                "element {} is {given:?}, expected {}",
+                self.0.len(),
+                T::EXPECTED
+            ))),
         }
     }
 }
@@ -179,9 +185,19 @@ pub fn from_json(name: &str, dtype: DType, json: &str) -> Result<TensorData, Api
     })
 }
 
-/// Writes elements as a flat JSON array (floats in shortest round-trip form).
+/// Writes elements as a flat JSON array (floats in shortest round-trip form,
+/// and as `null` where they are not finite: strict JSON has no NaN or
+/// infinity, and KServe's own server writes them so).
 pub fn write_json(out: &mut Vec<u8>, data: &TensorData) {
-    use crate::codec::encode::{write_f32, write_f64, write_str};
+    use crate::codec::encode::write_str;
+    let write_f32 = |out: &mut Vec<u8>, x: f32| match x.is_finite() {
+        true => out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes()),
+        false => out.extend_from_slice(b"null"),
+    };
+    let write_f64 = |out: &mut Vec<u8>, x: f64| match x.is_finite() {
+        true => out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes()),
+        false => out.extend_from_slice(b"null"),
+    };
     out.push(b'[');
     macro_rules! each {
         ($v:expr, $item:ident => $write:expr) => {
@@ -231,5 +247,47 @@ mod tests {
         let mut out = Vec::new();
         write_json(&mut out, &TensorData::Float(vec![0.1, 2.0]));
         assert_eq!(out, b"[0.1,2.0]");
+    }
+
+    #[test]
+    fn numbers_past_a_float_types_range_are_refused_naming_the_element() {
+        let error = from_json("x", DType::Float, "[[1, 2], [1e39, 4]]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("input 'x'") && error.contains("element 2 is 1e39") && error.contains("FP32's range"),
+            "{error}"
+        );
+        let error = from_json("h", DType::Half, "[70000]").unwrap_err().to_string();
+        assert!(
+            error.contains("element 0 is 70000") && error.contains("FP16's range"),
+            "{error}"
+        );
+        assert_eq!(
+            from_json("x", DType::Float, "[3.4e38, -1e-50]").unwrap(),
+            TensorData::Float(vec![3.4e38, -0.0])
+        );
+        assert!(from_json("d", DType::Double, "[1e300]").is_ok());
+    }
+
+    #[test]
+    fn answers_parse_under_a_strict_json_parser_whatever_their_floats() {
+        let floats = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 65504.0, 6.1e-5, -0.0];
+        let data = [
+            TensorData::Float(floats.to_vec()),
+            TensorData::Double(floats.iter().map(|&x| f64::from(x)).collect()),
+            TensorData::Half(floats.iter().map(|&x| half::f16::from_f32(x)).collect()),
+        ];
+        for data in data {
+            let mut out = Vec::new();
+            write_json(&mut out, &data);
+            let parsed: Vec<Option<f64>> = serde_json::from_slice(&out).unwrap();
+            assert_eq!(&parsed[..3], [None, None, None], "{}", String::from_utf8_lossy(&out));
+            assert!(
+                parsed[3..].iter().all(Option::is_some),
+                "{}",
+                String::from_utf8_lossy(&out)
+            );
+        }
     }
 }

@@ -1,0 +1,141 @@
+//! Mixed precision: the reduced-precision graph rewrite a session asks
+//! TensorFlow's grappler for (`--mixed_precision`, TF Serving's flag, and a
+//! model's `session_config.mixed_precision`), and whether this host runs it
+//! fast. A rewrite the hardware only emulates is slower than FP32 and less
+//! exact, so a model asking for one on such a host is refused at load with
+//! what the host lacks, rather than served slower than it would be without.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MixedPrecision {
+    /// oneDNN's bfloat16 rewrite on the CPU (`auto_mixed_precision_onednn_bfloat16`),
+    /// as TF Serving's `--mixed_precision=bfloat16`.
+    Bfloat16,
+    /// The float16 rewrite for NVIDIA GPUs (`auto_mixed_precision`).
+    Float16,
+}
+
+impl MixedPrecision {
+    pub fn name(self) -> &'static str {
+        match self {
+            MixedPrecision::Bfloat16 => "bfloat16",
+            MixedPrecision::Float16 => "float16",
+        }
+    }
+}
+
+impl std::str::FromStr for MixedPrecision {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<MixedPrecision, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "bfloat16" => Ok(MixedPrecision::Bfloat16),
+            "float16" => Ok(MixedPrecision::Float16),
+            other => Err(format!("must be bfloat16 or float16, got '{other}'")),
+        }
+    }
+}
+
+impl std::fmt::Display for MixedPrecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What this host lacks to run `mode` fast, or `None` when it has it.
+/// `sees_gpu`: TensorFlow's sessions get a GPU here.
+pub fn host_lacks(mode: MixedPrecision, sees_gpu: bool) -> Option<String> {
+    match mode {
+        MixedPrecision::Bfloat16 => {
+            let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+            cpu_lacks_bf16(std::env::consts::ARCH, &cpuinfo)
+        }
+        MixedPrecision::Float16 if !sees_gpu => Some("a GPU: TensorFlow sees none on this host".into()),
+        MixedPrecision::Float16 => gpu_lacks_fp16(&nvidia_compute_capabilities()),
+    }
+}
+
+/// bfloat16 arithmetic in the CPU: AVX512_BF16 or AMX on x86-64, the BF16
+/// extension on ARM64 (the instructions oneDNN's bfloat16 kernels use).
+fn cpu_lacks_bf16(arch: &str, cpuinfo: &str) -> Option<String> {
+    let flags: std::collections::HashSet<&str> = cpuinfo
+        .lines()
+        .filter(|line| line.starts_with("flags") || line.starts_with("Features"))
+        .flat_map(|line| line.split_once(':').map_or("", |(_, list)| list).split_whitespace())
+        .collect();
+    match arch {
+        "x86_64" if flags.contains("avx512_bf16") || flags.contains("amx_bf16") => None,
+        "x86_64" => Some("a CPU with AVX512_BF16 or AMX (this one's flags have neither)".into()),
+        "aarch64" if flags.contains("bf16") => None,
+        "aarch64" => Some("a CPU with ARM's BF16 extension (not among this one's features)".into()),
+        other => Some(format!(
+            "a CPU with bfloat16 instructions ({other} has none oneDNN uses)"
+        )),
+    }
+}
+
+/// Tensor cores for float16: compute capability 7.0 or more on every GPU.
+/// Capabilities unknown (no nvidia-smi) are taken as TensorFlow's word that
+/// a GPU is there.
+fn gpu_lacks_fp16(capabilities: &[(usize, f32)]) -> Option<String> {
+    let (index, capability) = capabilities.iter().find(|(_, capability)| *capability < 7.0)?;
+    Some(format!(
+        "a GPU of compute capability 7.0 or more (GPU {index} is {capability:.1})"
+    ))
+}
+
+fn nvidia_compute_capabilities() -> Vec<(usize, f32)> {
+    let Ok(output) = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=compute_cap", "--format=csv,noheader"])
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .enumerate()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bfloat16_needs_the_cpus_bf16_instructions() {
+        let sapphire = "processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16\n";
+        assert_eq!(cpu_lacks_bf16("x86_64", sapphire), None);
+        let skylake = "flags\t\t: fpu avx512f avx512bw\n";
+        assert!(cpu_lacks_bf16("x86_64", skylake)
+            .unwrap()
+            .contains("AVX512_BF16 or AMX"));
+        let graviton3 = "Features\t: fp asimd sve bf16 i8mm\n";
+        assert_eq!(cpu_lacks_bf16("aarch64", graviton3), None);
+        assert!(cpu_lacks_bf16("aarch64", "Features\t: fp asimd\n")
+            .unwrap()
+            .contains("BF16"));
+    }
+
+    #[test]
+    fn float16_needs_a_gpu_with_tensor_cores() {
+        assert_eq!(gpu_lacks_fp16(&[(0, 9.0), (1, 8.0)]), None);
+        assert_eq!(gpu_lacks_fp16(&[]), None);
+        assert!(gpu_lacks_fp16(&[(0, 8.0), (1, 6.1)]).unwrap().contains("GPU 1 is 6.1"));
+        assert!(host_lacks(MixedPrecision::Float16, false)
+            .unwrap()
+            .contains("sees none"));
+    }
+
+    #[test]
+    fn names_parse_as_tf_serving_spells_them() {
+        assert_eq!("bfloat16".parse(), Ok(MixedPrecision::Bfloat16));
+        assert_eq!("FLOAT16".parse(), Ok(MixedPrecision::Float16));
+        assert!("fp8"
+            .parse::<MixedPrecision>()
+            .unwrap_err()
+            .contains("bfloat16 or float16"));
+    }
+}
