@@ -122,14 +122,19 @@ pub fn expire<R>(
     grace: Duration,
     queue_timeout: Duration,
 ) -> Vec<(Task<R>, Expired)> {
-    let mut expired = Vec::new();
-    let doomed = |task: &mut Task<R>| why_expired(task, now, run, grace, queue_timeout).is_some();
-    for task in batch.tasks.extract_if(.., doomed) {
-        batch.rows -= task.rows;
-        if let Some(reason) = why_expired(&task, now, run, grace, queue_timeout) {
-            expired.push((task, reason));
+    let why = |task: &Task<R>| why_expired(task, now, run, grace, queue_timeout);
+    if !batch.tasks.iter().any(|task| why(task).is_some()) {
+        return Vec::new();
+    }
+    let (mut expired, mut kept) = (Vec::new(), Vec::with_capacity(batch.tasks.len()));
+    for task in batch.tasks.drain(..) {
+        match why(&task) {
+            Some(reason) => expired.push((task, reason)),
+            None => kept.push(task),
         }
     }
+    batch.rows = kept.iter().map(|task| task.rows).sum();
+    batch.tasks = kept;
     expired
 }
 
