@@ -2,8 +2,8 @@
 //! arrival order, which under one objective is deadline order; requests
 //! predicted late queue on the late lane, which runs only while no on-time
 //! batch waits. When a batch thread takes a batch, the requests in it that
-//! its planned run would finish past their deadlines (late ones: past their
-//! deadlines and a grace), and those that waited past a queue timeout
+//! its planned run would finish past their deadlines (late ones: whose grace
+//! past their deadlines has passed), and those that waited past a queue timeout
 //! (Triton's), are taken out and answered at once: a wasted run would delay
 //! everyone behind them. The batch is not shrunk for them; it runs with the
 //! rest.
@@ -47,7 +47,7 @@ impl<R> Lanes<R> {
     /// requests into the rows it has to spare, as far as its planned run
     /// still ends by every deadline in it and `cap` allows. Late requests
     /// are given `grace` past their deadlines (the objective once more):
-    /// those the planned run would answer later still are taken out.
+    /// those still queued when it has passed are taken out.
     pub fn take(
         &mut self,
         now: Instant,
@@ -66,11 +66,10 @@ impl<R> Lanes<R> {
                 let room = (1..=cap.saturating_sub(batch.rows))
                     .rev()
                     .find(|&extra| fits(batch.rows + extra));
-                let joining = room.map(|extra| (self.late.take_joining(&batch, extra), planned(batch.rows + extra)));
-                let (joining, run) = joining.unwrap_or_default();
-                for task in joining {
+                let joining = room.map(|extra| self.late.take_joining(&batch, extra));
+                for task in joining.unwrap_or_default() {
                     late += task.rows;
-                    match why_expired(&task, now, run, grace, queue_timeout) {
+                    match why_expired(&task, now, Some(Duration::ZERO), grace, queue_timeout) {
                         Some(reason) => expired.push((task, reason)),
                         None => {
                             batch.rows += task.rows;
@@ -89,8 +88,8 @@ impl<R> Lanes<R> {
             return None;
         }
         let mut batch = self.late.pop_ready(now)?;
-        let run = planned(batch.rows);
-        let expired = expire(&mut batch, now, run, grace, queue_timeout);
+        // Late work runs however long its run: only a grace already passed drops it.
+        let expired = expire(&mut batch, now, Some(Duration::ZERO), grace, queue_timeout);
         Some(Taken {
             late_rows: batch.rows + expired.iter().map(|(task, _)| task.rows).sum::<usize>(),
             batch,

@@ -19,8 +19,8 @@
 //! request needs: when no on-time batch waits, and in the rows an on-time
 //! batch has to spare while its planned run still meets every deadline in
 //! it ([`lanes`]). When a thread takes a batch, requests its planned run
-//! would finish past their deadlines (late ones: past their grace) are
-//! answered late at once. The margin is what the plans miss
+//! would finish past their deadlines (late ones: whose grace has passed)
+//! are answered late at once. The margin is what the plans miss
 //! outside the runs: answers taken past their deadlines raise it and ones
 //! in time lower it, so that no more than 1 − percentile of them are late
 //! ([`margin`]). Guaranteed, and asserted on a simulated clock (`tests`):
