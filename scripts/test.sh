@@ -44,7 +44,13 @@ fi
 # apart, as its protobuf pin cannot share TensorFlow's), in their own environments.
 TFSERVE_CLIENT_PYTHON="$(python3 scripts/client_venv.py client)"
 TFSERVE_SAGEMAKER_PYTHON="$(python3 scripts/client_venv.py sagemaker)"
-export TFSERVE_CLIENT_PYTHON TFSERVE_SAGEMAKER_PYTHON
+# The object store APIs the storage tests serve models from (moto, fake-gcs-server,
+# and Azurite from npm) with each cloud's Python client (scripts/object_stores.py).
+TFSERVE_STORES_PYTHON="$(python3 scripts/client_venv.py stores)"
+export TFSERVE_CLIENT_PYTHON TFSERVE_SAGEMAKER_PYTHON TFSERVE_STORES_PYTHON
+if [ ! -d tests/stores/node_modules/azurite ]; then
+  npm ci --prefix tests/stores --no-audit --no-fund --loglevel=error
+fi
 cargo test
 # TFSERVE_FREE_TEST_BUILD=1 (CI) removes the passed test build (~6 GB) before
 # the fuzz build needs disk of its own.

@@ -109,7 +109,9 @@ pub fn load(path: &Path) -> Result<Vec<ModelSource>, ConfigFileError> {
     Ok(sources
         .into_iter()
         .map(|mut s| {
-            if s.base_path.is_relative() {
+            // An object storage URL (`s3://…`) is not a path below the file's folder.
+            let url = s.base_path.to_str().is_some_and(|p| p.contains("://"));
+            if s.base_path.is_relative() && !url {
                 s.base_path = dir.join(&s.base_path);
             }
             s

@@ -136,7 +136,8 @@ impl Registry {
         let Some(source) = self.read().get(name).map(|e| e.source.clone()) else {
             return;
         };
-        let on_disk: Vec<(i64, std::path::PathBuf)> = match discover_versions(&source.base_path) {
+        let base_path = self.options.storage.local_base(&source);
+        let on_disk: Vec<(i64, std::path::PathBuf)> = match discover_versions(&base_path) {
             Ok(versions) => versions.into_iter().filter(|(_, p)| holds_saved_model(p)).collect(),
             Err(err) => {
                 log::warn!("model {name}: {err}");

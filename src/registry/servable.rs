@@ -184,6 +184,8 @@ pub struct LoadOptions {
     pub swap: SwapPolicy,
     /// How long one version's load may take (None: no bound).
     pub load_timeout: Option<std::time::Duration>,
+    /// Where remote base paths are mirrored before their versions are read.
+    pub storage: Arc<crate::storage::Storage>,
 }
 
 /// Loads, warms up (the shipped warm-up requests, else every batch size on

@@ -43,6 +43,7 @@ impl Fixture {
             },
             swap,
             load_timeout: Some(std::time::Duration::from_millis(500)),
+            storage: Default::default(),
         };
         Fixture {
             root,

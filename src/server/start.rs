@@ -13,6 +13,7 @@ use crate::runtime;
 use crate::runtime::Loader;
 use crate::service::{ModelLimits, Service};
 use crate::settings::{Settings, SettingsError};
+use crate::storage::Storage;
 use crate::{model_config, tls};
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +36,8 @@ pub enum StartError {
     CustomOp { path: String, message: String },
     #[error("gRPC: {0}")]
     Grpc(String),
+    #[error("model base path {0}")]
+    Storage(#[from] crate::storage::StorageError),
     #[error("--gpu: TensorFlow sees no GPU ({0})")]
     NoGpu(String),
 }
@@ -124,13 +127,18 @@ pub fn load_custom_ops(paths: &str) -> Result<(), StartError> {
 /// transports. `loader` is the runtime (TensorFlow's, or the mock in tests).
 pub fn build_service(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(Service, Arc<Batcher>), StartError> {
     let (options, batcher) = load_options(settings, loader)?;
+    let storage = options.storage.clone();
     let registry = Arc::new(Registry::new(options));
     let sources = model_sources(settings)?;
+    // A base path in object storage that cannot be read stops the start, naming it.
+    for source in &sources {
+        storage.mirror(source)?;
+    }
     registry.sync(&sources);
     registry.check_labels()?;
     let handlers = Arc::new(HandlerSet::new(settings.handler_settings()));
     for source in &sources {
-        handlers.prepare(&source.name, &source.base_path)?;
+        handlers.prepare(&source.name, &storage.folder_of(source))?;
     }
     let synced = handlers.clone();
     registry.on_sync(move |sources| synced.sync(sources));
@@ -196,6 +204,13 @@ fn load_options(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(LoadOpt
             0 => None,
             seconds => Some(Duration::from_secs(seconds)),
         },
+        storage: Arc::new(Storage::new(
+            settings
+                .models
+                .model_cache_dir
+                .clone()
+                .unwrap_or_else(Storage::default_cache_root),
+        )),
     };
     Ok((options, batcher))
 }

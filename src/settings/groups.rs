@@ -46,9 +46,16 @@ pub struct ModelSettings {
     #[arg(long = "model_name", alias = "model-name", global = true, default_value_t = String::from("default"))]
     pub model_name: String,
 
-    /// Directory whose numeric subdirectories are versions of one model.
+    /// Directory whose numeric subdirectories are versions of one model, or
+    /// an s3://, gs:// or az:// URL whose numeric prefixes are.
     #[arg(long = "model_base_path", alias = "model-base-path", global = true)]
     pub model_base_path: Option<PathBuf>,
+
+    /// Local folder that base paths in object storage (s3://, gs://, az://)
+    /// are downloaded into, version by version. Default: tfserve-models in
+    /// the system's temp folder.
+    #[arg(long = "model_cache_dir", alias = "model-cache-dir", global = true)]
+    pub model_cache_dir: Option<PathBuf>,
 
     /// Directory whose subdirectories are models (each holding numeric version
     /// directories). Used when --model_base_path is not given.

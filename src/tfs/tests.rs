@@ -52,6 +52,7 @@ fn service_with(name: &str, batching: bool, timeout: Duration, files: &[(&str, &
         },
         swap: SwapPolicy::AvailabilityPreserving,
         load_timeout: None,
+        storage: Default::default(),
     };
     let registry = Arc::new(Registry::new(options));
     registry.sync(&[ModelSource::with_policy(

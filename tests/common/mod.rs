@@ -107,6 +107,11 @@ pub fn client_python() -> PathBuf {
     environment_python("client", "TFSERVE_CLIENT_PYTHON")
 }
 
+/// The Python of the object store emulators and their clients (`scripts/client_venv.py stores`).
+pub fn stores_python() -> PathBuf {
+    environment_python("stores", "TFSERVE_STORES_PYTHON")
+}
+
 /// The Python of the SageMaker SDK's environment (`scripts/client_venv.py sagemaker`).
 pub fn sagemaker_python() -> PathBuf {
     environment_python("sagemaker", "TFSERVE_SAGEMAKER_PYTHON")
