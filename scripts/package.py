@@ -263,8 +263,8 @@ def main():
     # The wheel's RUNPATHs name its own layout (../nvidia/*/lib). TensorFlow
     # dlopens the CUDA libraries from libtensorflow_framework, whose RUNPATH
     # then decides where they are found: lib/, beside it.
-    for name in ("libtensorflow_cc.so.2", "libtensorflow_framework.so.2"):
-        run([str(patchelf()), "--set-rpath", "$ORIGIN", str(bundle / "lib" / name)])
+    for library_name in ("libtensorflow_cc.so.2", "libtensorflow_framework.so.2"):
+        run([str(patchelf()), "--set-rpath", "$ORIGIN", str(bundle / "lib" / library_name)])
     licenses = bundle / "licenses"
     shutil.copy2(ROOT / "LICENSE", licenses / "tfserve-LICENSE")
     with zipfile.ZipFile(tf_wheel) as wheel:

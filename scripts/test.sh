@@ -18,7 +18,7 @@ cargo fmt --all -- --check
 # dialect) on the mock runtime, and the integration tests that start the real
 # server on it (the HTTP front against actix-web, auth, CORS, admission
 # limits, the module layering). No libtensorflow is fetched or linked.
-mock_tests=(--test layers --test front --test auth --test cors --test overload --test precision)
+mock_tests=(--test layers --test front --test auth --test cors --test overload --test precision --test kserve_agent --test vertex)
 cargo clippy --lib --no-default-features -- -D warnings
 cargo clippy --no-default-features --features mock "${mock_tests[@]}" -- -D warnings
 cargo test --lib --no-default-features

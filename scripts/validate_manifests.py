@@ -3,7 +3,7 @@
 
 1. every document of every deploy/**/*.yaml validates: Kubernetes' own kinds
    with kubernetes-validate (strict: unknown fields are errors), KServe's
-   kinds against the OpenAPI schemas of KServe's CRDs in deploy/schemas;
+   and KEDA's kinds against the OpenAPI schemas of their CRDs in deploy/schemas;
 2. with --tfserve, the container command lines of the KServe runtime and the
    Deployments are run for real against --models (ports moved to free ones):
    their probe paths answer 200, the HPA's metric is on /metrics, SIGTERM
@@ -35,6 +35,7 @@ KUBERNETES_VERSION = "1.33.0"
 SCHEMAS = {
     ("serving.kserve.io/v1alpha1", "ClusterServingRuntime"): "clusterservingruntime-v1alpha1.json",
     ("serving.kserve.io/v1beta1", "InferenceService"): "inferenceservice-v1beta1.json",
+    ("keda.sh/v1alpha1", "ScaledObject"): "scaledobject-v1alpha1.json",
 }
 
 

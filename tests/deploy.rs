@@ -24,6 +24,8 @@ fn manifests_validate_and_their_command_lines_serve_probe_and_drain() {
     for manifest in [
         "deploy/kserve/cluster-serving-runtime.yaml",
         "deploy/kserve/inference-service.yaml",
+        "deploy/kserve/multi-model-serving-runtime.yaml",
+        "deploy/kubernetes/keda-scaledobject.yaml",
         "deploy/kubernetes/deployment.yaml",
         "deploy/kubernetes/autoscaling.yaml",
         "deploy/kubernetes/service.yaml",
@@ -33,5 +35,5 @@ fn manifests_validate_and_their_command_lines_serve_probe_and_drain() {
             "{manifest} not checked:\n{stdout}"
         );
     }
-    assert_eq!(stdout.matches("drained and exited 0").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("drained and exited 0").count(), 4, "{stdout}");
 }

@@ -117,11 +117,14 @@ fn app(
         InitError = (),
     >,
 > {
+    // Vertex AI's routes first: the contract may name any path, `/v1/...` included.
+    let vertex = state.vertex.clone();
     App::new()
         .wrap(actix_web::middleware::from_fn(middleware::gate))
         .wrap(actix_web::middleware::Condition::new(cors, self::cors()))
         .wrap(actix_web::middleware::from_fn(middleware::assign))
         .app_data(state)
+        .configure(|cfg| crate::dialects::tfs::vertex::configure(cfg, &vertex))
         .configure(super::configure)
 }
 

@@ -1,6 +1,6 @@
 //! The process's logger: env_logger under the server's filter, writing each
 //! line as text or, with `--log_format json`, as one JSON object (`time`,
-//! `level`, `target`, `message`, then the line's own fields, such as an
+//! `level`, Cloud Logging's `severity`, `target`, `message`, then the line's own fields, such as an
 //! access line's). Two exceptions to the filter: once the drain has shut the
 //! listening sockets on purpose, actix's accept thread reports the closed
 //! sockets as errors; and actix's HTTP/1 parser reports each request it
@@ -199,6 +199,14 @@ fn json_object(time: &str, record: &Record) -> serde_json::Value {
     let mut fields = Map::new();
     fields.insert("time".into(), time.into());
     fields.insert("level".into(), record.level().as_str().into());
+    // Cloud Logging's name and words for the level (Vertex AI, GKE, Cloud Run).
+    let severity = match record.level() {
+        log::Level::Error => "ERROR",
+        log::Level::Warn => "WARNING",
+        log::Level::Info => "INFO",
+        log::Level::Debug | log::Level::Trace => "DEBUG",
+    };
+    fields.insert("severity".into(), severity.into());
     fields.insert("target".into(), record.target().into());
     fields.insert("message".into(), record.args().to_string().into());
     let _ = record.key_values().visit(&mut JsonFields(&mut fields));
@@ -325,6 +333,7 @@ mod tests {
             serde_json::json!({
                 "time": "2026-11-24T00:00:00.000000Z",
                 "level": "INFO",
+                "severity": "INFO",
                 "target": "access",
                 "message": "POST /v1/models/m:predict 200",
                 "status": 200,

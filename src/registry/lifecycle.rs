@@ -105,6 +105,29 @@ impl Registry {
         }
     }
 
+    /// Re-reads a served model's base path now (a repository load of a model
+    /// already served, as Triton reloads): new versions load, removed ones
+    /// unload. Fails if no version serves afterwards.
+    pub fn refresh(&self, name: &str) -> Result<(), RegistryError> {
+        let _changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(base_path) = self.read().get(name).map(|e| e.source.base_path.display().to_string()) else {
+            return Err(RegistryError::UnknownModel(name.to_string()));
+        };
+        self.reconcile(name);
+        let serving = self
+            .read()
+            .get(name)
+            .is_some_and(|e| e.versions.values().any(|v| v.servable.is_some()));
+        match serving {
+            true => Ok(()),
+            false => Err(RegistryError::LoadFailed {
+                name: name.to_string(),
+                path: base_path,
+                message: "no version serves after re-reading it".into(),
+            }),
+        }
+    }
+
     /// Drains and unloads every version of a model, then forgets it.
     pub fn remove_model(&self, name: &str) -> Result<(), RegistryError> {
         let _changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());

@@ -47,6 +47,8 @@ pub struct ServerState {
     pub metrics_path: Option<String>,
     /// Which requests get an access line (`--access_log_sampling_rate`).
     pub access_log: AccessLog,
+    /// Vertex AI's health and predict routes (`AIP_HEALTH_ROUTE`, `AIP_PREDICT_ROUTE`).
+    pub vertex: crate::settings::VertexRoutes,
 }
 
 impl ServerState {
@@ -68,6 +70,7 @@ impl ServerState {
             body_budget: ByteBudget::new(settings.http.max_in_flight_bytes),
             metrics_path: settings.metrics_path()?,
             access_log: AccessLog::new(settings.logging.access_log_sampling_rate),
+            vertex: settings.http.vertex_routes()?,
         })
     }
 

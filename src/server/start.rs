@@ -52,6 +52,16 @@ pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError
     if settings.models.multi_model {
         return Ok(Vec::new());
     }
+    // A model repository and nothing to load at start (KServe's multi-model
+    // agent, Triton's explicit mode): models arrive over the repository API.
+    let models = &settings.models;
+    if models.model_base_path.is_none() && !models.model_roots.is_empty() && !models.models_dir.is_dir() {
+        log::info!(
+            "no models at start; the repository API loads them from {:?}",
+            models.model_roots
+        );
+        return Ok(Vec::new());
+    }
     if let Some(base_path) = &settings.models.model_base_path {
         return Ok(vec![ModelSource::with_policy(
             settings.models.model_name.clone(),

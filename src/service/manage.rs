@@ -109,6 +109,12 @@ impl Service {
     }
 
     /// Unloads every version of a model and its Python handler.
+    /// Re-reads a served model's versions from its base path.
+    pub async fn refresh(&self, name: String) -> Result<(), ApiError> {
+        let registry = self.registry.clone();
+        Ok(off_transport(move || registry.refresh(&name)).await??)
+    }
+
     pub async fn unload(&self, name: String) -> Result<(), ApiError> {
         let registry = self.registry.clone();
         let handlers = self.handlers.clone();

@@ -1,6 +1,6 @@
 //! Settings that come from other servers' environment variables: the
 //! SageMaker container's `SAGEMAKER_*`, Simple TensorFlow Serving's `STFS_*`,
-//! and the `TFSERVE_*` names of tfserve's own settings.
+//! Vertex AI's `AIP_*`, and the `TFSERVE_*` names of tfserve's own settings.
 
 use std::collections::HashMap;
 
@@ -175,6 +175,32 @@ pub(super) fn sagemaker_anywhere(env: &dyn Fn(&str) -> Option<String>) -> Result
     Ok(map)
 }
 
+/// Vertex AI's custom-container variables: the REST port, the health and
+/// predict routes, and where the model is (a `gs://` folder, or any base
+/// path). They rank below a settings file, `TFSERVE_*` variables and flags.
+pub(super) fn vertex_env(env: &dyn Fn(&str) -> Option<String>) -> Result<SettingsMap, SettingsError> {
+    use serde_json::json;
+    let mut map = serde_json::Map::new();
+    if let Some(port) = env("AIP_HTTP_PORT") {
+        let port: u16 = port.trim().parse().map_err(|_| SettingsError::Invalid {
+            name: "AIP_HTTP_PORT",
+            value: port,
+            reason: "must be a port number",
+        })?;
+        map.insert("rest_api_port".into(), json!(port));
+    }
+    for (var, key) in [
+        ("AIP_HEALTH_ROUTE", "vertex_health_route"),
+        ("AIP_PREDICT_ROUTE", "vertex_predict_route"),
+        ("AIP_STORAGE_URI", "model_base_path"),
+    ] {
+        if let Some(value) = env(var).filter(|v| !v.is_empty()) {
+            map.insert(key.into(), json!(value));
+        }
+    }
+    Ok(map)
+}
+
 /// `TFSERVE_<SETTING>` variables that name a setting (`TFSERVE_CACHE_DIR`
 /// included); others with the prefix are left alone.
 pub(super) fn tfserve_vars(vars: &[(String, String)]) -> Result<HashMap<String, String>, SettingsError> {
@@ -194,6 +220,23 @@ mod tests {
     use super::*;
     use crate::settings::{Cli, Command};
     use std::path::PathBuf;
+
+    #[test]
+    fn vertex_variables_become_settings() {
+        let vars = [
+            ("AIP_HTTP_PORT", "8080"),
+            ("AIP_HEALTH_ROUTE", "/v1/endpoints/1/deployedModels/2"),
+            ("AIP_PREDICT_ROUTE", "/v1/endpoints/1/deployedModels/2:predict"),
+            ("AIP_STORAGE_URI", "gs://bucket/model"),
+        ];
+        let env = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
+        let map = vertex_env(&env).unwrap();
+        assert_eq!(map["rest_api_port"], 8080);
+        assert_eq!(map["vertex_predict_route"], "/v1/endpoints/1/deployedModels/2:predict");
+        assert_eq!(map["model_base_path"], "gs://bucket/model");
+        let bad = |name: &str| (name == "AIP_HTTP_PORT").then(|| "http".to_string());
+        assert!(vertex_env(&bad).unwrap_err().to_string().contains("AIP_HTTP_PORT"));
+    }
 
     #[test]
     fn stfs_variables_become_settings() {

@@ -8,7 +8,7 @@ use clap::{ArgAction, Args};
 use serde::{Deserialize, Serialize};
 
 use super::groups::{boolean, clap_defaults, cores};
-use super::Secret;
+use super::{Secret, SettingsError};
 
 /// The HTTP listener and what it admits.
 #[derive(Args, Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -29,6 +29,16 @@ pub struct HttpSettings {
     /// Address to bind.
     #[arg(long, global = true, default_value_t = String::from("0.0.0.0"))]
     pub host: String,
+
+    /// Vertex AI's health route (AIP_HEALTH_ROUTE): GET answers 200 once
+    /// every model serves, 503 before.
+    #[arg(long = "vertex_health_route", alias = "vertex-health-route", global = true)]
+    pub vertex_health_route: Option<String>,
+
+    /// Vertex AI's predict route (AIP_PREDICT_ROUTE): TF Serving's predict
+    /// request on the served model, answered as {"predictions": ...}.
+    #[arg(long = "vertex_predict_route", alias = "vertex-predict-route", global = true)]
+    pub vertex_predict_route: Option<String>,
 
     /// HTTP worker threads. Default: number of cores.
     #[arg(long = "rest_api_num_threads", alias = "rest-api-num-threads", global = true, default_value_t = cores())]
@@ -264,5 +274,31 @@ impl Default for GrpcSettings {
 impl Default for SecuritySettings {
     fn default() -> Self {
         clap_defaults()
+    }
+}
+
+/// The routes Vertex AI's custom-container contract names, checked.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VertexRoutes {
+    pub health: Option<String>,
+    pub predict: Option<String>,
+}
+
+impl HttpSettings {
+    pub fn vertex_routes(&self) -> Result<VertexRoutes, SettingsError> {
+        let check = |name: &'static str, route: &Option<String>| match route {
+            Some(path) if !path.starts_with('/') || path.contains(['{', '}', '?', '#']) => {
+                Err(SettingsError::Invalid {
+                    name,
+                    value: path.clone(),
+                    reason: "must be a path starting with '/', without '{', '}', '?' or '#'",
+                })
+            }
+            _ => Ok(route.clone()),
+        };
+        Ok(VertexRoutes {
+            health: check("vertex_health_route", &self.vertex_health_route)?,
+            predict: check("vertex_predict_route", &self.vertex_predict_route)?,
+        })
     }
 }

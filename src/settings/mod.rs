@@ -24,9 +24,9 @@ mod summary;
 mod tensorflow;
 
 pub use cli::{Cli, Command};
-use env::{sagemaker_anywhere, sagemaker_defaults, stfs_env, tfserve_vars};
+use env::{sagemaker_anywhere, sagemaker_defaults, stfs_env, tfserve_vars, vertex_env};
 pub use groups::{clap_defaults, cores, BatchingSettings, HandlerOptions, LogFormat, LoggingSettings, ModelSettings};
-pub use listeners::{GrpcSettings, HttpSettings, SecuritySettings};
+pub use listeners::{GrpcSettings, HttpSettings, SecuritySettings, VertexRoutes};
 pub use subcommands::{InspectArgs, SplitType, TransformArgs};
 pub use tensorflow::TensorFlowSettings;
 
@@ -148,7 +148,8 @@ impl Settings {
         }
         builder = builder
             .add_source(layer(&sagemaker_anywhere(&env)?)?)
-            .add_source(layer(&stfs_env(&env)?)?);
+            .add_source(layer(&stfs_env(&env)?)?)
+            .add_source(layer(&vertex_env(&env)?)?);
         if let Some(path) = &cli.config {
             builder = builder.add_source(config::File::from(path.as_path()));
         }

@@ -41,13 +41,14 @@ pub fn index(service: &Service, ready_only: bool) -> Vec<IndexEntry> {
     entries
 }
 
-/// Loads (or keeps) a model by name from the model roots.
+/// Loads a model by name from the model roots; one already served re-reads
+/// its folder (KServe's model agent calls load again after a new download).
 pub async fn load(state: &ServerState, model: &str) -> Result<(), ApiError> {
     if model.is_empty() || model.contains(['/', '\\']) || model == ".." || model == "." {
         return Err(OipError::InvalidModelName(model.to_string()).into());
     }
     if state.service.is_served(model) {
-        return Ok(());
+        return state.service.refresh(model.to_string()).await;
     }
     let Some(dir) = state
         .service

@@ -12,6 +12,8 @@ use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tfs::json as tfs_json;
 use crate::tfs::TfsError;
 
+pub mod vertex;
+
 #[derive(Debug, PartialEq)]
 pub enum Verb {
     Predict,
