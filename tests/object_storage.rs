@@ -312,8 +312,11 @@ fn a_transfer_cut_midway_is_retried_and_the_version_arrives_whole() {
     let _ = std::fs::remove_dir_all(&model);
 }
 
+/// Vertex AI as it starts a custom container: no flags but the log format,
+/// the model a SavedModel itself in a `gs://` folder, the port and routes
+/// in `AIP_*` variables.
 #[test]
-fn gcs_base_path_holding_a_saved_model_itself_serves_it_as_version_1() {
+fn vertex_ai_serves_a_saved_model_from_gcs_with_only_its_variables() {
     let store = emulator("gcs");
     let cache = temp_dir("gcs-cache");
     put(
@@ -323,10 +326,46 @@ fn gcs_base_path_holding_a_saved_model_itself_serves_it_as_version_1() {
         "model",
         &repo_path("models/half_plus_two/00000123"),
     );
-    let env = [("STORAGE_EMULATOR_HOST", format!("127.0.0.1:{}", store.port))];
-    let server = serve("gs://vertex-models/model", &cache, &env).unwrap();
-    assert_eq!(predict(&server), json!({"predictions": [2.5, 3.0]}));
-    assert_eq!(versions(&server), json!([["1", "AVAILABLE"]]));
+    let port = free_port().to_string();
+    let health = "/v1/endpoints/31/deployedModels/7";
+    let predict = "/v1/endpoints/31/deployedModels/7:predict";
+    let env = [
+        ("STORAGE_EMULATOR_HOST", format!("127.0.0.1:{}", store.port)),
+        ("AIP_HTTP_PORT", port.clone()),
+        ("AIP_HEALTH_ROUTE", health.to_string()),
+        ("AIP_PREDICT_ROUTE", predict.to_string()),
+        ("AIP_STORAGE_URI", "gs://vertex-models/model".to_string()),
+        ("TFSERVE_MODEL_CACHE_DIR", cache.display().to_string()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = start_with_env(&["--log_format=json", "--host=127.0.0.1", "--port=0"], &env);
+    assert!(server.url.ends_with(&format!(":{port}")), "{}", server.url);
+    let ready = common::client().get(format!("{}{health}", server.url)).send().unwrap();
+    assert_eq!(ready.status().as_u16(), 200);
+    let answer: Value = common::client()
+        .post(format!("{}{predict}", server.url))
+        .body(r#"{"instances": [1.0, 2.0], "parameters": {}}"#)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(answer, json!({"predictions": [2.5, 3.0]}));
+    let status: Value = common::client()
+        .get(format!("{}/v1/models/default", server.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        status["model_version_status"][0]["version"], "1",
+        "the SavedModel itself is version 1"
+    );
+    let lines = server.log.lock().unwrap().clone();
+    let downloaded = lines
+        .iter()
+        .find(|l| l.contains("downloading version 1 from gs://vertex-models/model"));
+    let record: Value = serde_json::from_str(downloaded.expect("the download is logged")).unwrap();
+    assert_eq!(record["severity"], "INFO", "Cloud Logging's field");
     let _ = std::fs::remove_dir_all(&cache);
 }
 
