@@ -10,6 +10,7 @@ pub mod handlers;
 pub mod mock;
 pub mod process;
 pub mod raw_http;
+pub mod stores;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
