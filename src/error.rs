@@ -65,7 +65,7 @@ pub enum ApiError {
     PingFailed(String),
     #[error("server busy: {0} requests are being handled, the limit (max_in_flight_requests); retry later")]
     Overloaded(usize),
-    #[error("server busy: request bodies being handled would pass {0} bytes (max_in_flight_bytes); retry later")]
+    #[error("server busy: request bodies and their decoded tensors being handled would pass {0} bytes (max_in_flight_bytes); retry later")]
     BodiesOverBudget(usize),
     /// The server's own failure, not the request's.
     #[error("{0}")]

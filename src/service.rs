@@ -34,6 +34,8 @@ pub struct Service {
     default_model: Option<String>,
     /// Request/response capture, sampled per model.
     capture: Arc<Capture>,
+    /// REST bodies and the tensors decoded from them (`--max_in_flight_bytes`).
+    body_budget: ByteBudget,
 }
 
 /// Tells whether a request's client has gone away.
@@ -105,6 +107,15 @@ impl Service {
             method_name_check: false,
             default_model: None,
             capture: Arc::new(Capture::disabled()),
+            body_budget: ByteBudget::new(usize::MAX),
+        }
+    }
+
+    /// The bound on bytes held by requests at once (`--max_in_flight_bytes`).
+    pub fn with_body_budget(self, limit: usize) -> Service {
+        Service {
+            body_budget: ByteBudget::new(limit),
+            ..self
         }
     }
 
@@ -376,9 +387,11 @@ impl Service {
 const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
 mod manage;
+mod budget;
 mod offload;
 
 pub use manage::{has_versions, ManageError, ModelLimits};
+pub use budget::{decoded_bound, tensor_bytes, ByteBudget, BytesBorrowed, BytesHeld, Reserved};
 pub(crate) use offload::off_worker;
 use offload::OFFLOAD_ELEMENTS;
 pub use offload::{decode_body, RequestBody};

@@ -16,7 +16,8 @@ pub mod start;
 pub mod testing;
 
 pub use access_log::AccessLog;
-pub use admission::{Admitted, ByteBudget, BytesBorrowed, BytesHeld, InFlight};
+pub use admission::{Admitted, InFlight};
+pub use crate::service::{ByteBudget, BytesBorrowed, BytesHeld};
 pub use auth::BasicAuth;
 pub use drain::{Drain, Phase};
 pub use lifecycle::Lifecycle;
@@ -41,8 +42,6 @@ pub struct ServerState {
     pub drain: Drain,
     /// How long a request body may take to arrive (`--client_body_timeout_ms`).
     pub body_timeout: std::time::Duration,
-    /// The bound on request-body bytes held at once (`--max_in_flight_bytes`).
-    pub body_budget: ByteBudget,
     /// Another path the metrics answer on (`--monitoring_config_file`).
     pub metrics_path: Option<String>,
     /// Which requests get an access line (`--access_log_sampling_rate`).
@@ -60,14 +59,13 @@ impl ServerState {
             _ => None,
         };
         Ok(ServerState {
-            service,
+            service: service.with_body_budget(settings.http.max_in_flight_bytes),
             max_request_bytes: settings.http.max_request_bytes,
             in_flight: InFlight::new(settings.http.max_in_flight_requests),
             config_file: settings.models.model_config_file.clone(),
             auth,
             drain: Drain::default(),
             body_timeout: Duration::from_millis(settings.http.client_body_timeout_ms),
-            body_budget: ByteBudget::new(settings.http.max_in_flight_bytes),
             metrics_path: settings.metrics_path()?,
             access_log: AccessLog::new(settings.logging.access_log_sampling_rate),
             vertex: settings.http.vertex_routes()?,

@@ -67,8 +67,9 @@ pub struct HttpSettings {
     )]
     pub max_in_flight_requests: usize,
 
-    /// Request-body bytes held at once across every request; new bodies past it
-    /// answer 503 with Retry-After before being read. Default 1 GiB.
+    /// Bytes REST requests hold at once: their bodies and the tensors decoded
+    /// from them; a request past it answers 503 with Retry-After before the
+    /// allocation. Default 1 GiB.
     #[arg(long = "max_in_flight_bytes", alias = "max-in-flight-bytes", global = true, default_value_t = 1 << 30)]
     pub max_in_flight_bytes: usize,
 

@@ -12,7 +12,7 @@ use crate::codec::example::{classify_response, regress_response, ExamplesRequest
 use crate::codec::{PredictEnvelope, RequestFormat};
 use crate::error::ApiError;
 use crate::service::VersionSelector;
-use crate::service::{decode_body, RequestBody, Service, Trace};
+use crate::service::{tensor_bytes, RequestBody, Service, Trace};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::{DType, Tensor};
 use crate::tfs::TfsError;
@@ -37,7 +37,10 @@ pub async fn predict(
             Ok((signature, format, inputs))
         }
     };
-    let (signature, format, inputs) = decode_body(body, decode).await?;
+    // Held until the run is answered: the decoded tensors count against the budget.
+    let ((signature, format, inputs), _decoded) = service
+        .decode_within_budget(body, 0, decode, |decoded| tensor_bytes(&decoded.2))
+        .await?;
     trace.resolved(&servable, &signature);
     service
         .predict_inputs(&servable, &signature, inputs, format, trace)

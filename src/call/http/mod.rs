@@ -131,7 +131,7 @@ pub fn respond(req: &HttpRequest, result: Result<HttpResponse, ApiError>) -> Htt
 /// to arrive (a client trickling its body would hold an in-flight slot).
 pub async fn read_body(req: &HttpRequest, payload: web::Payload, state: &ServerState) -> Result<Bytes, ApiError> {
     let limit = state.max_request_bytes;
-    let mut held = state.body_budget.start();
+    let mut held = state.service.body_budget().start();
     let body = {
         let mut read = std::pin::pin!(read_limited(req, payload, limit, &mut held));
         // A body already in the connection's buffer (most small ones) needs no

@@ -14,7 +14,7 @@ use crate::call::http::json as json_response;
 use crate::call::http::{read_body, Inference, Outcome};
 use crate::error::ApiError;
 use crate::server::ServerState;
-use crate::service::{decode_body, Service};
+use crate::service::{tensor_bytes, Service};
 use crate::tensor::Tensor;
 #[cfg(test)]
 use crate::tensor::TensorData;
@@ -113,10 +113,18 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerS
         let length = length.transpose()?;
         let body = read_body(&req, payload, &state).await?;
         crate::call::http::keep_body(&state, trace, &body);
-        let decoded = if length == Some(0) {
-            raw_request(&state.service, &model, &version, &body)?
+        // Held until the run is answered: the decoded tensors count against the budget.
+        let (decoded, _decoded) = if length == Some(0) {
+            (raw_request(&state.service, &model, &version, &body)?, None)
         } else {
-            decode_body(&body, move |body| decode(body, length)).await?
+            let binary = length.map_or(0, |json| body.len().saturating_sub(json));
+            let measure = |decoded: &Decoded| {
+                let tensors = decoded.inputs.iter().map(|input| std::slice::from_ref(&input.tensor));
+                tensors.map(tensor_bytes).sum()
+            };
+            let decode = move |body: &[u8]| decode(body, length);
+            let (decoded, reserved) = state.service.decode_within_budget(&body, binary, decode, measure).await?;
+            (decoded, Some(reserved))
         };
         let answer = run(&state.service, &model, &version, decoded, trace).await?;
         header_length = answer.1;

@@ -23,7 +23,7 @@ use crate::error::ApiError;
 use crate::imaging::{self, ImageFile};
 use crate::python_handlers::{Answer, CallContext};
 use crate::service::VersionSelector;
-use crate::service::{decode_body, RequestBody, Service, Trace};
+use crate::service::{tensor_bytes, RequestBody, Service, Trace};
 use crate::signature::{SignatureSpec, CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tensor::Tensor;
 use crate::tfs::json as tfs;
@@ -206,7 +206,10 @@ async fn predict_payload(
             Ok(Some((signature, inputs)))
         }
     };
-    let Some((signature, inputs)) = decode_body(body, decode).await? else {
+    let measure = |decoded: &Option<DecodedInstances>| decoded.as_ref().map_or(0, |(_, inputs)| tensor_bytes(inputs));
+    // Held until the run is answered: the decoded tensors count against the budget.
+    let (decoded, _decoded) = service.decode_within_budget(body, 0, decode, measure).await?;
+    let Some((signature, inputs)) = decoded else {
         return tfs::predict(service, model, selector, body, trace).await;
     };
     trace.resolved(&servable, &signature);
