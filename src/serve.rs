@@ -56,6 +56,7 @@ pub fn start_with(settings: &Settings, loader: Arc<dyn Loader>) -> Result<Runnin
         _ => None,
     };
     let state = web::Data::new(ServerState::new(settings, service)?);
+    crate::server::memory::spawn_idle_release(&state.clone().into_inner()).map_err(StartError::Threads)?;
     let grpc = grpc::start(settings, state.clone().into_inner())?;
     handlers.set_grpc_address(grpc.addr);
     let (server, scheme, public, listeners) = http::serve(settings, state.clone(), |rest| {

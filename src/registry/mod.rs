@@ -276,7 +276,7 @@ impl Registry {
 mod lifecycle;
 mod poll;
 
-pub use poll::spawn_poller;
+pub use poll::{release_freed_memory, spawn_poller};
 
 #[cfg(test)]
 mod tests;

@@ -6,9 +6,14 @@ use std::time::{Duration, Instant};
 
 use super::Registry;
 
-/// Hands memory freed by an unloaded session back to the operating system
-/// (glibc keeps freed heap pages otherwise, so RSS would not fall).
-pub(super) fn release_freed_memory() {
+/// Hands freed memory back to the operating system: glibc's arenas (where
+/// TensorFlow's tensors and sessions live) keep freed pages until trimmed,
+/// and mimalloc (the server's own buffers) purges freed segments only some
+/// seconds later, so RSS would stay near its peak after an unload or a
+/// burst of large requests.
+pub fn release_freed_memory() {
+    // SAFETY: mi_collect only returns memory mimalloc holds free; it is thread-safe.
+    unsafe { libmimalloc_sys::mi_collect(true) };
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         extern "C" {

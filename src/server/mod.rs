@@ -9,6 +9,7 @@ pub mod auth;
 pub mod drain;
 pub mod lifecycle;
 pub mod listen;
+pub mod memory;
 pub mod models;
 pub mod request_id;
 pub mod start;
