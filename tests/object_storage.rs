@@ -224,6 +224,17 @@ fn azure_blob_through_a_connection_string() {
         .output()
         .unwrap();
     let connection = String::from_utf8(connection.stdout).unwrap().trim().to_string();
+    // A key the store refuses: one line at start, naming the URL and the store's words.
+    let account_key = connection.split(';').find(|p| p.starts_with("AccountKey=")).unwrap();
+    let wrong = connection.replace(account_key, "AccountKey=d3Jvbmcga2V5IGZvciB0aGUgYWNjb3VudA==");
+    let log = serve("az://models/hp", &cache, &[("AZURE_STORAGE_CONNECTION_STRING", wrong)])
+        .err()
+        .expect("the start fails");
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("model base path az://models/hp: ") && last.contains("403") && last.len() < 400,
+        "{last}"
+    );
     let server = serve(
         "az://models/hp",
         &cache,
