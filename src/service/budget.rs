@@ -16,7 +16,7 @@
 //! `--max_request_bytes` and its own decoded size). Outputs, answers being
 //! written, and a batch's merged copy are outside it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use super::{offload, RequestBody, Service};
 use crate::error::ApiError;
