@@ -386,12 +386,12 @@ impl Service {
 /// How often a waiting request checks that its client is still connected.
 const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
-mod manage;
 mod budget;
+mod manage;
 mod offload;
 
-pub use manage::{has_versions, ManageError, ModelLimits};
 pub use budget::{decoded_bound, tensor_bytes, ByteBudget, BytesBorrowed, BytesHeld, Reserved};
+pub use manage::{has_versions, ManageError, ModelLimits};
 pub(crate) use offload::off_worker;
 use offload::OFFLOAD_ELEMENTS;
 pub use offload::{decode_body, RequestBody};

@@ -68,7 +68,11 @@ fn pages() -> Vec<(String, String)> {
         .filter(|n| n.ends_with(".md"))
         .collect();
     names.sort();
-    pages.extend(names.into_iter().map(|n| (format!("docs/{n}"), read(&format!("docs/{n}")))));
+    pages.extend(
+        names
+            .into_iter()
+            .map(|n| (format!("docs/{n}"), read(&format!("docs/{n}")))),
+    );
     pages
 }
 
@@ -85,7 +89,10 @@ fn words<'a>(text: &'a str, start: &'a str, allowed: fn(char) -> bool) -> impl I
             return None;
         }
         let rest = &text[at..];
-        let end = rest.char_indices().find(|(_, c)| !allowed(*c)).map_or(rest.len(), |(i, _)| i);
+        let end = rest
+            .char_indices()
+            .find(|(_, c)| !allowed(*c))
+            .map_or(rest.len(), |(i, _)| i);
         Some(&rest[..end])
     })
 }
@@ -114,12 +121,26 @@ fn every_snake_case_flag_the_docs_name_exists() {
             }
         }
     }
-    assert!(unknown.is_empty(), "flags the docs name that tfserve does not have: {unknown:#?}");
+    assert!(
+        unknown.is_empty(),
+        "flags the docs name that tfserve does not have: {unknown:#?}"
+    );
 }
 
 #[test]
 fn every_repository_path_the_docs_name_exists() {
-    let roots = ["src/", "tests/", "benches/", "scripts/", "deploy/", "docs/", "models/", "examples/", "fuzz/", ".ci/"];
+    let roots = [
+        "src/",
+        "tests/",
+        "benches/",
+        "scripts/",
+        "deploy/",
+        "docs/",
+        "models/",
+        "examples/",
+        "fuzz/",
+        ".ci/",
+    ];
     let path_char = |c: char| c.is_ascii_alphanumeric() || "_./-".contains(c);
     let mut missing = Vec::new();
     for (page, text) in pages() {
@@ -143,5 +164,8 @@ fn every_repository_path_the_docs_name_exists() {
             }
         }
     }
-    assert!(missing.is_empty(), "paths the docs name that do not exist: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "paths the docs name that do not exist: {missing:#?}"
+    );
 }

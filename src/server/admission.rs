@@ -58,5 +58,4 @@ mod tests {
         assert_eq!(in_flight.current(), 0);
         assert!(in_flight.admit().is_ok());
     }
-
 }

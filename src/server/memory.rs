@@ -58,7 +58,11 @@ fn watch(state: Weak<ServerState>) {
     loop {
         std::thread::sleep(Duration::from_secs(1));
         let Some(state) = state.upgrade() else { return };
-        idle_looks = if state.in_flight.current() > 0 { 0 } else { idle_looks + 1 };
+        idle_looks = if state.in_flight.current() > 0 {
+            0
+        } else {
+            idle_looks + 1
+        };
         drop(state);
         let Some(now) = resident_bytes() else { return };
         match look(idle_looks, rest, now) {

@@ -16,9 +16,9 @@ pub mod start;
 #[cfg(test)]
 pub mod testing;
 
+pub use crate::service::{ByteBudget, BytesBorrowed, BytesHeld};
 pub use access_log::AccessLog;
 pub use admission::{Admitted, InFlight};
-pub use crate::service::{ByteBudget, BytesBorrowed, BytesHeld};
 pub use auth::BasicAuth;
 pub use drain::{Drain, Phase};
 pub use lifecycle::Lifecycle;

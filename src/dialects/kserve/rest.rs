@@ -123,7 +123,10 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerS
                 tensors.map(tensor_bytes).sum()
             };
             let decode = move |body: &[u8]| decode(body, length);
-            let (decoded, reserved) = state.service.decode_within_budget(&body, binary, decode, measure).await?;
+            let (decoded, reserved) = state
+                .service
+                .decode_within_budget(&body, binary, decode, measure)
+                .await?;
             (decoded, Some(reserved))
         };
         let answer = run(&state.service, &model, &version, decoded, trace).await?;

@@ -69,7 +69,9 @@ impl Front {
                 .map(|()| admitted)
         });
         // Only an admitted request reads its body.
-        let held = admitted.is_ok().then(|| self.state.service.body_budget().hold(head.body));
+        let held = admitted
+            .is_ok()
+            .then(|| self.state.service.body_budget().hold(head.body));
         Gate {
             admitted,
             held,
