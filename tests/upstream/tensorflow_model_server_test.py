@@ -330,13 +330,15 @@ class TensorflowModelServerTest(TensorflowModelServerTestBase):
         resp_data = model_server_base.CallREST(url, None)
         self.assertIn("# TYPE", resp_data.decode("utf-8") if resp_data is not None else None)
 
-    @unittest.skip("gRPC Python (1.85) sends the percent-encoded socket path as :authority "
-                   "(grpc/grpc#38142, e.g. 'tmp%2Fu.sock'), which h2 0.4.20 resets as a "
-                   "malformed authority (hyperium/h2#487, open); "
-                   "testPredictUDSWithLocalhostAuthority runs the same call with the "
-                   "authority grpc-go and Kubernetes send")
     def testPredictUDS(self):
-        """Upstream: testPredictUDS."""
+        """Upstream: testPredictUDS, with gRPC Python's own `:authority` for a socket
+        (the percent-encoded path, grpc/grpc#38142)."""
+        grpc_address = TensorflowModelServerTest.RunServer(
+            "default", self._GetSavedModelBundlePath())[1]
+        model_server_address = "unix:%s" % TensorflowModelServerTest.SocketPathOf(grpc_address)
+        self.VerifyPredictRequest(
+            model_server_address, expected_output=3.0, specify_output=False,
+            expected_version=self._GetModelVersion(self._GetSavedModelHalfPlusThreePath()))
 
     def testPredictUDSWithLocalhostAuthority(self):
         """Upstream: testPredictUDS, with `grpc.default_authority=localhost` on the channel."""
