@@ -2,6 +2,8 @@
 //! own rows back through merging, padding and splitting; the batch timeout,
 //! the queue limit, abandoned requests and the metrics behave as specified.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::collections::BTreeMap;

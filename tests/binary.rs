@@ -2,6 +2,8 @@
 //! version policy and labels, a model that fails to load, and SIGTERM
 //! (the drain under load: `drain.rs`).
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

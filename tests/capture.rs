@@ -6,6 +6,8 @@
 //! logs and warm-up from them: `capture_logs.rs`; failing sinks and
 //! retention: `capture_limits.rs`.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::path::Path;

@@ -3,6 +3,8 @@
 //! are told in a few log lines and shutdown stays bounded; retention keeps a
 //! JSON Lines tree within its size, oldest files first.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::time::{Duration, Instant};

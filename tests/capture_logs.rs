@@ -2,6 +2,8 @@
 //! `PredictionLog` kind, read back with TensorFlow and
 //! tensorflow-serving-api, and the file warming a model up.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use serde_json::json;

@@ -2,6 +2,8 @@
 //! user would copy: TF Serving's gRPC flow (`tensorflow-serving-api`),
 //! `tritonclient` over HTTP and gRPC, and grpcio's health and reflection clients.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::net::SocketAddr;

@@ -5,6 +5,8 @@
 //! TensorFlow Serving's `POST /`, with and without batching, and compared with
 //! what TensorFlow's Python API computed for it.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::sync::OnceLock;

@@ -1,6 +1,8 @@
 //! `--custom_op_paths`: a custom op built here from tests/custom_op/scale_add.cc
 //! against the C API headers set up with libtensorflow, and a model that calls it.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::path::PathBuf;

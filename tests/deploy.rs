@@ -3,6 +3,8 @@
 //! this build with the probes, metric and drain the manifests count on
 //! (scripts/validate_manifests.py, in the client environment).
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 #[test]

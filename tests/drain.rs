@@ -1,6 +1,8 @@
 //! SIGTERM under load: the binary drains (not ready, still serving, each
 //! answer asking its client to close), then exits 0 having lost no request.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::process::Command;

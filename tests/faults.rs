@@ -4,6 +4,8 @@
 //! model keeps answering from the version it had, the status API says what
 //! failed, and a fixed version loads without a restart.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::path::Path;

@@ -4,6 +4,8 @@
 //! the dispatch to the least busy replica and the per-replica metrics run
 //! here as they do on a GPU host.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use common::process::start;

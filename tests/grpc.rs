@@ -2,6 +2,8 @@
 //! bundled model answers Predict as it answers REST, TF Serving's error codes,
 //! gzip, request ids, health, a 100 MB `tensor_content`, auth and TLS.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::collections::BTreeMap;

@@ -5,6 +5,8 @@
 //! stay within stated bounds, and every one of the good client's calls
 //! succeeds. Nothing here asserts a latency.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,8 @@
 //! The binary's two listeners: KServe's TensorFlow runtime command line, a
 //! SIGTERM drain with gRPC calls in flight, and access lines for both.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::process::Command;

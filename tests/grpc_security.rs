@@ -1,6 +1,8 @@
 //! TF Serving's gRPC API behind the server's security settings: Basic auth
 //! on every call but health, and TLS and mutual TLS from the REST settings.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;

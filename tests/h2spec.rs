@@ -6,6 +6,8 @@
 //! without it the test says so and passes, unless
 //! `TFSERVE_REQUIRE_H2SPEC=1` (set by CI) makes that a failure.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::collections::BTreeSet;

@@ -2,6 +2,8 @@
 //! leaks costs only its own worker process, and a server without Python
 //! serves plain models and says what handlers need.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use serde_json::json;

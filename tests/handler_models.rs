@@ -2,6 +2,8 @@
 //! own `code/inference.py` (or none), unloading drops it, and a model whose
 //! requirements cannot be installed fails to load, naming them.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use common::handlers::{archive, invoke};

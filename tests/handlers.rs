@@ -3,6 +3,8 @@
 //! model without handlers is untouched. Handlers that
 //! fail: `handler_faults.rs`; in multi-model mode: `handler_models.rs`.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::path::{Path, PathBuf};

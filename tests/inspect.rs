@@ -1,6 +1,8 @@
 //! `tfserve inspect`: a SavedModel's tag-sets and signatures without Python,
 //! warnings for declared shapes the graph does not enforce, and `--run`.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::process::{Command, Output};

@@ -4,6 +4,8 @@
 //! system, and the resident set, read from `/proc`, comes back near where
 //! it was before the burst.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::io::Cursor;

@@ -1,6 +1,8 @@
 //! Runs the README's curl examples against a live server and checks that they
 //! print exactly what the README shows.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::process::Command;

@@ -3,6 +3,8 @@
 //! TensorFlow Serving, KServe v2, TF Serving gRPC) loop on the model. Every
 //! request must be answered 200 with one of the versions' answers.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::net::SocketAddr;

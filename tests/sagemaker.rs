@@ -1,6 +1,8 @@
 //! The SageMaker container contract over HTTP: /ping, /invocations in every
 //! content type, custom attributes, Accept, and the errors.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::sync::OnceLock;

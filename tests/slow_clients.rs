@@ -2,6 +2,8 @@
 //! off with 408 after its timeout, idle keep-alive connections are closed,
 //! and a normal client is answered at once throughout.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::io::{Read, Write};

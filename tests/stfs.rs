@@ -1,6 +1,8 @@
 //! Simple TensorFlow Serving's `POST /` contract and `gen_json`, on the
 //! committed models.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use base64::Engine;

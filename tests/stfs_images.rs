@@ -1,6 +1,8 @@
 //! Raw image uploads to `POST /` (multipart `image`/`images` parts) and the
 //! per-model image settings, against the committed image models.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::sync::OnceLock;

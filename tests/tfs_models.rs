@@ -1,5 +1,7 @@
 //! TF Serving REST classify, regress, model status and metadata.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use common::*;

@@ -1,5 +1,7 @@
 //! TF Serving REST predict against the committed models, over real HTTP.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use base64::Engine;

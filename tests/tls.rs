@@ -1,6 +1,8 @@
 //! HTTPS with `--enable_ssl --secret_pem --secret_key`, using a self-signed
 //! certificate made for the test.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::path::PathBuf;

@@ -2,6 +2,8 @@
 //! image model, outputs as the endpoint answers them, and a resumed run after
 //! the first is killed midway, and a disk that fills up midway.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::path::Path;

@@ -3,6 +3,8 @@
 //! prints a JSON summary; a failure names the upstream tests that failed, and
 //! the skipped tests must be exactly the documented ones.
 
+#![cfg(feature = "tensorflow")]
+
 mod common;
 
 use std::collections::BTreeSet;
