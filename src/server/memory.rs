@@ -71,7 +71,8 @@ fn watch(state: Weak<ServerState>) {
             Look::Release => {
                 release_freed_memory();
                 rest = resident_bytes().unwrap_or(now);
-                log::debug!(
+                // Rare (once after a burst), and what an operator reads RSS graphs by.
+                log::info!(
                     "idle: {} MiB of freed memory handed back, {} MiB resident",
                     now.saturating_sub(rest) >> 20,
                     rest >> 20
