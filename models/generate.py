@@ -191,6 +191,23 @@ def mnist_cnn(tf):
     archive.write_out(fresh("mnist_cnn", 1))
 
 
+def lossy_in_bfloat16(tf):
+    """A regression whose answer is a small difference of large sums: FP32 keeps
+    it, bfloat16's 8 significant bits lose it, so `mixed_precision: auto` must
+    refuse bfloat16 for it however fast it runs."""
+    class LossyInBfloat16(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.weights = tf.Variable([[1.0], [-1.0]])
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x")])
+        def serve(self, x):
+            return {"y": tf.matmul(x + 1000.0, self.weights)}
+
+    module = LossyInBfloat16()
+    tf.saved_model.save(module, fresh("lossy_in_bfloat16", 1), signatures={"serving_default": module.serve})
+
+
 def half_precision(tf):
     """A float16 input (TF Serving's REST API answers 501 for it; tfserve reads numbers)."""
     class HalfPrecision(tf.Module):
@@ -269,7 +286,7 @@ def test_fixtures(tf):
 
 
 BUILDERS = (half_plus_three, warmup_requests, adder, multi_io, tf1_half_plus_two, image_classifier, b64_image_classifier,
-            mnist_cnn, half_precision,
+            mnist_cnn, lossy_in_bfloat16, half_precision,
             first_token, custom_op_model, test_fixtures)
 
 

@@ -14,7 +14,7 @@
 //! | service | [`service`]: the only door to models (resolve, decode off the event loop, run, encode; load and unload) |
 //! | errors | [`error`]: the request error every layer's error converts into |
 //! | capture | [`capture`]: request/response capture (SageMaker's JSON Lines, TF Serving's PredictionLog records, KServe's CloudEvents) on a bounded writer thread |
-//! | models | [`registry`] (versions and states), [`storage`] (base paths in S3, GCS and Azure Blob, mirrored into a local cache), [`warmup`], [`python_handlers`] (SageMaker's `inference.py`), [`model_config`] (TF Serving's model config), [`batcher`] (queues and batch threads) |
+//! | models | [`registry`] (versions and states), [`storage`] (base paths in S3, GCS and Azure Blob, mirrored into a local cache), [`modes`] (precision and XLA chosen by a trial at load), [`warmup`], [`python_handlers`] (SageMaker's `inference.py`), [`model_config`] (TF Serving's model config), [`batcher`] (queues and batch threads) |
 //! | runtime | [`runtime`]: TensorFlow behind the `Loader`/`Model` traits (the mock in tests) |
 //!
 //! Beside them ([`SHARED`], importing from no layer): [`codec`] (JSON, CSV,
@@ -42,6 +42,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["capture"],
     &["registry"],
     &["storage"],
+    &["modes"],
     &["warmup", "python_handlers"],
     &["model_config"],
     &["batcher"],
@@ -83,6 +84,7 @@ pub mod inspect;
 pub mod logging;
 pub mod metrics;
 pub mod model_config;
+pub mod modes;
 pub mod proto;
 pub mod python_handlers;
 pub mod registry;

@@ -1,14 +1,17 @@
 //! Mixed precision and the session options a model may not set alone: a
 //! mode this host cannot run fast, and an intra-op pool size that differs
 //! from the server's, fail that model's load with the reason while the other
-//! models serve (on the mock runtime too); with TensorFlow, bfloat16 answers
-//! mnist_cnn within a classifier's tolerance of FP32, and not bit for bit
-//! (the rewrite ran).
+//! models serve; `mixed_precision: auto` shows its trial's decision in the
+//! dashboard's state and `/metrics` and keeps it for the next start (on the
+//! mock runtime too). With TensorFlow, bfloat16 answers mnist_cnn within a
+//! classifier's tolerance of FP32, and not bit for bit (the rewrite ran), and
+//! the trial refuses bfloat16 for a model whose answers it breaks.
 
 mod common;
 
 use common::{repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
+use tfserve::runtime::precision::PrecisionChoice;
 use tfserve::settings::Settings;
 
 fn settings_for(config: &Value, dir: &std::path::Path) -> Settings {
@@ -70,6 +73,98 @@ fn a_mode_the_host_lacks_and_a_pool_size_of_its_own_fail_that_model_only() {
         .send()
         .unwrap();
     assert_eq!(answer.status().as_u16(), 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `mode` the dashboard's state gives a model's newest version.
+fn mode_of(url: &str, model: &str) -> Value {
+    let state: Value = reqwest::blocking::get(format!("{url}/dashboard/state"))
+        .and_then(|answer| answer.json())
+        .unwrap();
+    let models = state["models"].as_array().unwrap();
+    let entry = models.iter().find(|m| m["name"] == model).unwrap();
+    entry["versions"][0]["mode"].clone()
+}
+
+/// A server choosing every model's mode, its decisions kept under `dir`.
+fn start_auto(config: &Value, dir: &std::path::Path) -> String {
+    let mut settings = settings_for(config, dir);
+    settings.tensorflow.mixed_precision = Some(PrecisionChoice::Auto);
+    settings.models.model_cache_dir = Some(dir.join("cache"));
+    format!("http://{}", spawn_server(settings))
+}
+
+#[test]
+fn auto_shows_its_decision_and_the_next_start_reuses_it() {
+    let dir = temp_dir("precision-auto");
+    let config = json!({"model_config_list": [{"name": "adder", "base_path": repo_path("models/adder")}]});
+    let url = start_auto(&config, &dir);
+    assert_eq!(status(&url, "adder").0, "AVAILABLE");
+    let first = mode_of(&url, "adder");
+    let chosen = first["chosen"].as_str().unwrap().to_string();
+    assert_eq!(first["reused"], false);
+    let tried = first["tried"].as_array().unwrap();
+    assert_eq!(
+        (&tried[0]["mode"], &tried[0]["verdict"]),
+        (&json!("float32"), &json!("the reference"))
+    );
+    assert_eq!(tried[1]["mode"], "float32+xla");
+    assert!(tried.iter().any(|t| t["mode"] == chosen.as_str()), "{first}");
+    let metrics = reqwest::blocking::get(format!("{url}/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    let series = format!("tfserve_model_mode_speedup{{mode=\"{chosen}\",model=\"adder\",version=\"2\"}}");
+    assert!(metrics.contains(&series), "no {series} in {metrics}");
+    let kept: Vec<_> = std::fs::read_dir(dir.join("cache/modes")).unwrap().collect();
+    assert_eq!(kept.len(), 1);
+
+    let restarted = start_auto(&config, &dir);
+    assert_eq!(status(&restarted, "adder").0, "AVAILABLE");
+    let again = mode_of(&restarted, "adder");
+    assert_eq!((&again["reused"], &again["chosen"]), (&json!(true), &json!(chosen)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(feature = "tensorflow")]
+#[test]
+fn auto_refuses_bfloat16_where_it_breaks_the_answers() {
+    let dir = temp_dir("precision-auto-lossy");
+    let config = json!({"model_config_list": [
+        {"name": "lossy", "base_path": repo_path("models/lossy_in_bfloat16")},
+        {"name": "mnist", "base_path": repo_path("models/mnist_cnn")},
+    ]});
+    let url = start_auto(&config, &dir);
+    assert_eq!(status(&url, "lossy").0, "AVAILABLE");
+    assert_eq!(status(&url, "mnist").0, "AVAILABLE");
+    let lossy = mode_of(&url, "lossy");
+    assert!(!lossy["chosen"].as_str().unwrap().starts_with("bfloat16"), "{lossy}");
+    let tried = lossy["tried"].as_array().unwrap();
+    let bf16 = tried
+        .iter()
+        .filter(|t| t["mode"].as_str().unwrap().starts_with("bfloat16"));
+    let lacks = tfserve::runtime::precision::host_lacks(tfserve::runtime::precision::MixedPrecision::Bfloat16, false);
+    assert_eq!(bf16.clone().count(), if lacks.is_none() { 2 } else { 0 }, "{lossy}");
+    for refused in bf16 {
+        let verdict = refused["verdict"].as_str().unwrap();
+        assert!(verdict.starts_with("refused: output 'y' strays"), "{verdict}");
+    }
+    // Whatever mnist_cnn runs with, its answers stay a classifier's.
+    let mnist = mode_of(&url, "mnist");
+    assert!(mnist["chosen"].is_string(), "{mnist}");
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
+    let answer: Value = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/models/mnist:predict"))
+        .json(&json!({"instances": [expected["mnist_cnn"]["input"][0]]}))
+        .send()
+        .and_then(|answer| answer.json())
+        .unwrap();
+    let got = common::floats(&answer["predictions"][0]);
+    let want = common::floats(&expected["mnist_cnn"]["probabilities"][0]);
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() < 0.05, "{got:?} against {want:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -49,7 +49,7 @@ pub async fn page() -> HttpResponse {
 }
 
 /// `GET /dashboard/state`: every model with its versions' states, the
-/// signatures of the loaded ones and whether invocations go through its
+/// signatures of the loaded ones, the mode a trial chose for them and whether invocations go through its
 /// `inference.py`, and the metric totals.
 pub fn state(state: &ServerState) -> HttpResponse {
     let service = &state.service;
@@ -62,8 +62,14 @@ pub fn state(state: &ServerState) -> HttpResponse {
                 .iter()
                 .rev()
                 .map(|status| {
-                    let signatures: Vec<Value> = service
-                        .servable(&model.name, &VersionSelector::Specific(status.version))
+                    let servable = service.servable(&model.name, &VersionSelector::Specific(status.version));
+                    let mode = servable.as_ref().ok().and_then(|s| s.mode.as_ref()).map(|decision| {
+                        json!({"chosen": decision.chosen.name(), "speedup": decision.speedup,
+                               "reason": decision.reason, "reused": decision.reused.is_some(),
+                               "tried": decision.tried.iter().map(|t| json!({"mode": t.mode.name(),
+                                   "speedup": t.speedup, "verdict": t.verdict})).collect::<Vec<_>>()})
+                    });
+                    let signatures: Vec<Value> = servable
                         .map(|servable| {
                             servable
                                 .runtime
@@ -77,7 +83,7 @@ pub fn state(state: &ServerState) -> HttpResponse {
                         })
                         .unwrap_or_default();
                     json!({"version": status.version, "state": status.state.as_str(),
-                           "error": status.error, "signatures": signatures})
+                           "error": status.error, "signatures": signatures, "mode": mode})
                 })
                 .collect();
             let handlers = state.service.handlers().get(&model.name).is_some();

@@ -54,6 +54,8 @@ pub struct Metrics {
     gpu_memory_used: IntGaugeVec,
     gpu_memory_total: IntGaugeVec,
     gpu_utilization: GaugeVec,
+    /// A loaded version's mode (`mixed_precision: auto`) and its measured speedup over FP32.
+    pub model_mode: GaugeVec,
 }
 
 /// Registers a metric once, returning the handle the code counts on.
@@ -254,6 +256,13 @@ fn metrics() -> Metrics {
             "tfserve_gpu_utilization_ratio",
             "Share of NVML's last sample period in which a kernel ran on the GPU, 0 to 1.",
             &["gpu"],
+        ),
+        model_mode: gauge(
+            &registry,
+            "tfserve_model_mode_speedup",
+            "The mode (precision, +xla) a version chose by its trial at load (mixed_precision auto), \
+             valued at its measured speed over FP32's.",
+            &["model", "version", "mode"],
         ),
         registry,
     }

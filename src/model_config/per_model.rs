@@ -2,7 +2,7 @@
 //! `logging_config`, and session options over the server-wide ones.
 
 use super::*;
-use crate::runtime::precision::MixedPrecision;
+use crate::runtime::precision::{MixedPrecision, PrecisionChoice, Tolerance};
 
 /// TF Serving's `LoggingConfig`: the share of requests logged
 /// (`sampling_config.sampling_rate`) and where
@@ -89,6 +89,11 @@ pub struct SessionOverrides {
     pub xla_jit: Option<bool>,
     /// A reduced-precision rewrite; `Some(None)`: float32, whatever the server's.
     pub mixed_precision: Option<Option<MixedPrecision>>,
+    /// `mixed_precision: auto` (`Some(true)`), or a fixed mode (`Some(false)`).
+    pub choose_mode: Option<bool>,
+    /// The trial's tolerance (`mode_max_relative_error`, `mode_min_top1_agreement`).
+    pub max_relative_error: Option<f64>,
+    pub min_top1_agreement: Option<f64>,
 }
 
 impl SessionOverrides {
@@ -111,6 +116,15 @@ impl SessionOverrides {
             virtual_gpu_memory_mb: base.virtual_gpu_memory_mb.clone(),
             xla_jit: self.xla_jit.unwrap_or(base.xla_jit),
             mixed_precision: self.mixed_precision.unwrap_or(base.mixed_precision),
+            choose_mode: self.choose_mode.unwrap_or(base.choose_mode),
+            mode_tolerance: Tolerance {
+                max_relative_error: self
+                    .max_relative_error
+                    .unwrap_or(base.mode_tolerance.max_relative_error),
+                min_top1_agreement: self
+                    .min_top1_agreement
+                    .unwrap_or(base.mode_tolerance.min_top1_agreement),
+            },
         }
     }
 
@@ -145,6 +159,8 @@ impl SessionOverrides {
             "gpu_ids",
             "xla_jit",
             "mixed_precision",
+            "mode_max_relative_error",
+            "mode_min_top1_agreement",
         ];
         if let Some(unknown) = object.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(format!(
@@ -171,6 +187,30 @@ impl SessionOverrides {
                 })
                 .transpose()
         };
+        // `None`: float32, whatever the server's.
+        let precision = object
+            .get("mixed_precision")
+            .map(|v| {
+                match v.as_str() {
+                    Some("float32") => Some(None),
+                    Some(text) => text.parse().map(Some).ok(),
+                    None => None,
+                }
+                .ok_or(format!(
+                "model '{model}': session_config.mixed_precision must be bfloat16, float16, auto or float32, got {v}"
+            ))
+            })
+            .transpose()?;
+        let share = |key: &str, most: f64| -> Result<Option<f64>, String> {
+            object
+                .get(key)
+                .map(|v| {
+                    v.as_f64().filter(|n| (0.0..=most).contains(n)).ok_or(format!(
+                        "model '{model}': session_config.{key} must be a number from 0 to {most}, got {v}"
+                    ))
+                })
+                .transpose()
+        };
         Ok(SessionOverrides {
             intra_op_parallelism: int("intra_op_parallelism_threads")?,
             inter_op_parallelism: int("inter_op_parallelism_threads")?,
@@ -186,17 +226,13 @@ impl SessionOverrides {
             allow_soft_placement: flag("allow_soft_placement")?,
             log_device_placement: flag("log_device_placement")?,
             xla_jit: flag("xla_jit")?,
-            mixed_precision: object
-                .get("mixed_precision")
-                .map(|v| match v.as_str() {
-                    Some("float32") => Ok(None),
-                    Some(text) => text.parse().map(Some),
-                    None => Err(format!("must be a string, got {v}")),
-                })
-                .transpose()
-                .map_err(|reason| {
-                    format!("model '{model}': session_config.mixed_precision {reason} (or float32)")
-                })?,
+            mixed_precision: precision.map(|choice| match choice {
+                Some(PrecisionChoice::Fixed(mode)) => Some(mode),
+                _ => None,
+            }),
+            choose_mode: precision.map(|choice| choice == Some(PrecisionChoice::Auto)),
+            max_relative_error: share("mode_max_relative_error", f64::INFINITY)?,
+            min_top1_agreement: share("mode_min_top1_agreement", 1.0)?,
             gpu_ids: object
                 .get("gpu_ids")
                 .map(|v| {

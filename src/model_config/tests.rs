@@ -171,7 +171,33 @@ fn a_model_sets_its_own_precision_and_may_not_size_the_shared_pools() {
         r#"{"model_config_list": [{"name": "a", "base_path": "/a", "session_config": {"mixed_precision": "int8"}}]}"#;
     let error = parse(bad).unwrap_err();
     assert!(
-        error.contains("session_config.mixed_precision must be bfloat16 or float16, got 'int8' (or float32)"),
+        error.contains("session_config.mixed_precision must be bfloat16, float16, auto or float32, got \"int8\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn auto_leaves_the_mode_to_the_trial_within_the_models_tolerance() {
+    let config = r#"{"model_config_list": [
+        {"name": "a", "base_path": "/a", "session_config": {"mixed_precision": "auto", "mode_max_relative_error": 0.2}},
+        {"name": "b", "base_path": "/b", "session_config": {"mixed_precision": "bfloat16"}},
+        {"name": "c", "base_path": "/c", "session_config": {"mode_min_top1_agreement": 0.9}}]}"#;
+    let sources = parse(config).unwrap();
+    let server_wide = SessionConfig {
+        choose_mode: true,
+        ..Default::default()
+    };
+    let sessions: Vec<SessionConfig> = sources.iter().map(|s| s.session.apply(&server_wide)).collect();
+    assert!(sessions[0].choose_mode && sessions[0].mixed_precision.is_none());
+    assert_eq!(sessions[0].mode_tolerance.max_relative_error, 0.2);
+    assert_eq!(sessions[0].mode_tolerance.min_top1_agreement, 0.99);
+    assert!(!sessions[1].choose_mode);
+    assert!(sessions[2].choose_mode);
+    assert_eq!(sessions[2].mode_tolerance.min_top1_agreement, 0.9);
+    let bad = r#"{"model_config_list": [{"name": "a", "base_path": "/a", "session_config": {"mode_min_top1_agreement": 2}}]}"#;
+    let error = parse(bad).unwrap_err();
+    assert!(
+        error.contains("session_config.mode_min_top1_agreement must be a number from 0 to 1, got 2"),
         "{error}"
     );
 }

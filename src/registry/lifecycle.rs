@@ -342,6 +342,10 @@ impl Registry {
             slot.servable.take()
         };
         if let Some(servable) = servable {
+            if let Some(mode) = &servable.mode {
+                let labels = [model, &version.to_string(), &mode.chosen.name()];
+                let _ = crate::metrics::METRICS.model_mode.remove_label_values(&labels);
+            }
             // Requests in flight keep the servable, queued batches its runners;
             // once both let go the session closes, and the memory is free to trim.
             let holds = servable.holds();

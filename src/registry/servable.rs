@@ -9,6 +9,8 @@ use std::time::Instant;
 use crate::batcher::{BatchError, BatchParams, Batcher, ParamsOverride, QueueHandle, Runner};
 use crate::imaging::ImagePolicy;
 use crate::metrics::{QueueMetrics, METRICS};
+use crate::modes::{self, Decision};
+use crate::runtime::precision;
 use crate::runtime::{replicas, Loader, Model, RuntimeError, SessionConfig};
 use crate::signature::SignatureSpec;
 use crate::tensor::Tensor;
@@ -24,6 +26,8 @@ pub struct Servable {
     pub images: ImagePolicy,
     /// TF Serving's `logging_config` for the model, as its config file gave it.
     pub logging: Option<Arc<crate::model_config::LoggingConfig>>,
+    /// The mode its trial chose (`mixed_precision: auto`), and why.
+    pub mode: Option<Arc<Decision>>,
     queues: BTreeMap<String, QueueHandle>,
     /// Released when the last request lets go of this version.
     _hold: Hold,
@@ -188,6 +192,42 @@ pub struct LoadOptions {
     pub storage: Arc<crate::storage::Storage>,
 }
 
+/// The trial of `mixed_precision: auto`: every mode this host runs fast, on
+/// the batch sizes the model's queues will emit.
+fn choose_mode(
+    model: &str,
+    version: i64,
+    path: &Path,
+    session: &SessionConfig,
+    params: &BatchParams,
+    merge: bool,
+    options: &LoadOptions,
+) -> Decision {
+    let gpu = options.loader.sees_gpu() && !session.cpu_only;
+    let sizes = match (merge, gpu && params.allowed_batch_sizes.is_empty()) {
+        (false, _) => vec![1],
+        (true, true) => params.clone().for_gpu().warmup_sizes(),
+        (true, false) => params.warmup_sizes(),
+    };
+    let setup = modes::Setup {
+        loader: options.loader.as_ref(),
+        dir: path,
+        tags: &options.tags,
+        session,
+        sizes: &sizes,
+        candidates: modes::candidates(&precision::fast_here(gpu)),
+        cache_dir: Some(options.storage.cache_root().to_path_buf()),
+        tensorflow: options.loader.build(),
+        device: precision::device_description(),
+    };
+    let decision = modes::choose(model, version, &setup, &modes::trial::WallClock::new());
+    METRICS
+        .model_mode
+        .with_label_values(&[model, &version.to_string(), &decision.chosen.name()])
+        .set(decision.speedup);
+    decision
+}
+
 /// Loads, warms up (the shipped warm-up requests, else every batch size on
 /// synthetic inputs) and queues a version. Only returns once it can serve.
 // Kept whole: load, warm-up and queueing in the order a version passes them, each step's failure
@@ -200,9 +240,15 @@ pub fn build(
     images: ImagePolicy,
     options: &LoadOptions,
 ) -> Result<Servable, RuntimeError> {
+    let (mut params, merge) = options.batching.for_model(model);
+    let mode = session
+        .choose_mode
+        .then(|| Arc::new(choose_mode(model, version, path, session, &params, merge, options)));
+    let session = &mode
+        .as_ref()
+        .map_or_else(|| session.clone(), |d| d.chosen.session(session));
     let mut replicas = replicas::load(options.loader.as_ref(), path, &options.tags, session)?;
     let on_gpu = replicas[0].model.on_gpu();
-    let (mut params, merge) = options.batching.for_model(model);
     if merge && on_gpu && params.allowed_batch_sizes.is_empty() {
         params = params.for_gpu();
         log::info!(
@@ -263,6 +309,7 @@ pub fn build(
         runtime,
         images,
         logging: None,
+        mode,
         queues,
         _hold: holds.hold(),
         holds,

@@ -61,6 +61,11 @@ pub trait Loader: Send + Sync {
     fn sees_gpu(&self) -> bool {
         false
     }
+
+    /// The runtime's build (TensorFlow's version), which a measurement holds for.
+    fn build(&self) -> String {
+        "unknown".into()
+    }
 }
 
 #[derive(Clone, Debug, thiserror::Error)]

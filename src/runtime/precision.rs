@@ -4,6 +4,8 @@
 //! fast. A rewrite the hardware only emulates is slower than FP32 and less
 //! exact, so a model asking for one on such a host is refused at load with
 //! what the host lacks, rather than served slower than it would be without.
+//! `auto` leaves the mode to a trial at load (`crate::modes`), within a
+//! tolerance of FP32's answers.
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +44,104 @@ impl std::fmt::Display for MixedPrecision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// What `--mixed_precision` or a model's `session_config.mixed_precision`
+/// asks for: one rewrite, or the mode a trial at load finds fastest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrecisionChoice {
+    Fixed(MixedPrecision),
+    Auto,
+}
+
+impl std::str::FromStr for PrecisionChoice {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<PrecisionChoice, String> {
+        if text.eq_ignore_ascii_case("auto") {
+            return Ok(PrecisionChoice::Auto);
+        }
+        text.parse()
+            .map(PrecisionChoice::Fixed)
+            .map_err(|_| format!("must be bfloat16, float16 or auto, got '{text}'"))
+    }
+}
+
+impl std::fmt::Display for PrecisionChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrecisionChoice::Fixed(mode) => f.write_str(mode.name()),
+            PrecisionChoice::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+impl Serialize for PrecisionChoice {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PrecisionChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<PrecisionChoice, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// How far a reduced-precision mode's answers may stray from FP32's for the
+/// trial to keep it. The defaults fit classifiers and regressors: 5% of an
+/// output's largest magnitude (bfloat16 keeps 8 significant bits, so a deep
+/// network's scores move by about 1%), and every row's top class the same.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    /// The largest |candidate − FP32| over an output, divided by the largest |FP32| in it.
+    pub max_relative_error: f64,
+    /// The share of rows whose top class (class scores) or whose exact value
+    /// (integer and string outputs) matches FP32's.
+    pub min_top1_agreement: f64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Tolerance {
+        Tolerance {
+            max_relative_error: 0.05,
+            min_top1_agreement: 0.99,
+        }
+    }
+}
+
+/// The modes this host runs fast: bfloat16 where the CPU has its
+/// instructions, float16 where every GPU has tensor cores.
+pub fn fast_here(sees_gpu: bool) -> Vec<MixedPrecision> {
+    [MixedPrecision::Bfloat16, MixedPrecision::Float16]
+        .into_iter()
+        .filter(|&mode| host_lacks(mode, sees_gpu).is_none())
+        .collect()
+}
+
+/// The processor a measurement was made on: the CPU's model name and core
+/// count, and each NVIDIA GPU's name.
+pub fn device_description() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name").and_then(|rest| rest.split_once(':')))
+        .map_or(std::env::consts::ARCH, |(_, name)| name.trim());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut description = format!("{cpu} ({cores} cores)");
+    if let Ok(output) = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=name", "--format=csv,noheader"])
+        .output()
+    {
+        for gpu in String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+        {
+            description += &format!(", {}", gpu.trim());
+        }
+    }
+    description
 }
 
 /// What this host lacks to run `mode` fast, or `None` when it has it.
@@ -137,5 +237,11 @@ mod tests {
             .parse::<MixedPrecision>()
             .unwrap_err()
             .contains("bfloat16 or float16"));
+        assert_eq!("Auto".parse(), Ok(PrecisionChoice::Auto));
+        assert_eq!("float16".parse(), Ok(PrecisionChoice::Fixed(MixedPrecision::Float16)));
+        assert!("fp8"
+            .parse::<PrecisionChoice>()
+            .unwrap_err()
+            .contains("bfloat16, float16 or auto"));
     }
 }

@@ -3,7 +3,7 @@
 
 use prost::Message;
 
-use super::precision::MixedPrecision;
+use super::precision::{MixedPrecision, Tolerance};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SessionConfig {
@@ -38,6 +38,11 @@ pub struct SessionConfig {
     pub xla_jit: bool,
     /// A reduced-precision rewrite of the graph's compute-heavy ops.
     pub mixed_precision: Option<MixedPrecision>,
+    /// `mixed_precision: auto`: the precision and XLA are chosen by a trial
+    /// at load (`crate::modes`).
+    pub choose_mode: bool,
+    /// How far the trial lets a mode's answers stray from FP32's.
+    pub mode_tolerance: Tolerance,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

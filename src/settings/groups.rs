@@ -52,8 +52,9 @@ pub struct ModelSettings {
     pub model_base_path: Option<PathBuf>,
 
     /// Local folder that base paths in object storage (s3://, gs://, az://)
-    /// are downloaded into, version by version. Default: tfserve-models in
-    /// the system's temp folder.
+    /// are downloaded into, version by version, and where the decisions of
+    /// `mixed_precision: auto` are kept (its `modes` folder). Default:
+    /// tfserve-models in the system's temp folder.
     #[arg(long = "model_cache_dir", alias = "model-cache-dir", global = true)]
     pub model_cache_dir: Option<PathBuf>,
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::*;
+use crate::runtime::precision::PrecisionChoice;
 
 impl Settings {
     /// Points CUDA's cache of compiled kernels at `--gpu_compile_cache_dir`,
@@ -76,7 +77,11 @@ impl Settings {
             cpu_only: self.tensorflow.cpu_only,
             gpu_ids: self.tensorflow.gpu_ids.clone(),
             virtual_gpu_memory_mb: self.tensorflow.virtual_gpu_memory_mb.clone(),
-            mixed_precision: self.tensorflow.mixed_precision,
+            mixed_precision: match self.tensorflow.mixed_precision {
+                Some(PrecisionChoice::Fixed(mode)) => Some(mode),
+                _ => None,
+            },
+            choose_mode: self.tensorflow.mixed_precision == Some(PrecisionChoice::Auto),
             ..SessionConfig::default()
         };
         let Some(text) = &self.tensorflow.session_config else {

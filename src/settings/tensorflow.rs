@@ -6,7 +6,7 @@ use clap::{ArgAction, Args};
 use serde::{Deserialize, Serialize};
 
 use super::groups::{boolean, clap_defaults};
-use crate::runtime::precision::MixedPrecision;
+use crate::runtime::precision::PrecisionChoice;
 
 impl Default for TensorFlowSettings {
     fn default() -> Self {
@@ -96,8 +96,11 @@ pub struct TensorFlowSettings {
     /// `bfloat16` (TF Serving's flag: oneDNN's bfloat16 kernels, on a CPU
     /// with AVX512_BF16, AMX or ARM's BF16) or `float16` (NVIDIA GPUs of
     /// compute capability 7.0 or more). A host without them refuses the
-    /// model at load. A model's `session_config.mixed_precision` overrides
-    /// it (`float32`: none). Default: none.
+    /// model at load. `auto`: each model runs the mode a trial at load
+    /// finds fastest among those this host has (FP32 and those above, each
+    /// with and without XLA) whose answers stay within its tolerance of
+    /// FP32's (docs/precision.md). A model's `session_config.mixed_precision`
+    /// overrides it (`float32`: none). Default: none.
     #[arg(long = "mixed_precision", alias = "mixed-precision", global = true)]
-    pub mixed_precision: Option<MixedPrecision>,
+    pub mixed_precision: Option<PrecisionChoice>,
 }

@@ -70,6 +70,11 @@ impl Storage {
         }
     }
 
+    /// `--model_cache_dir`: remote versions' mirrors, and the mode decisions kept.
+    pub fn cache_root(&self) -> &Path {
+        &self.cache_root
+    }
+
     /// The default cache root: `tfserve-models` in the system's temp folder.
     pub fn default_cache_root() -> PathBuf {
         std::env::temp_dir().join("tfserve-models")

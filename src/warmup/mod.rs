@@ -83,13 +83,27 @@ pub fn warm_up(
 }
 
 fn replay(file: &Path, runtime: &dyn Model) -> Result<usize, RuntimeError> {
+    let runs = recorded_runs(file, runtime)?;
+    for (i, (signature, inputs)) in runs.iter().enumerate() {
+        runtime.run(signature, inputs.clone()).map_err(|e| RuntimeError::Load {
+            path: file.display().to_string(),
+            message: format!("record {i}: {e}"),
+        })?;
+    }
+    Ok(runs.len())
+}
+
+/// The shipped warm-up requests as runs: each record's signature and its
+/// inputs in the signature's order.
+pub fn recorded_runs(file: &Path, runtime: &dyn Model) -> Result<Vec<(String, Vec<Tensor>)>, RuntimeError> {
     let fail = |message: String| RuntimeError::Load {
         path: file.display().to_string(),
         message,
     };
     let data = std::fs::read(file).map_err(|e| fail(e.to_string()))?;
     let requests = records::parse(&data).map_err(fail)?;
-    for (i, request) in requests.iter().enumerate() {
+    let mut runs = Vec::with_capacity(requests.len());
+    for (i, request) in requests.into_iter().enumerate() {
         let name = request.signature.as_deref().unwrap_or(DEFAULT_SIGNATURE);
         let signature = runtime
             .signature(name)
@@ -110,11 +124,9 @@ fn replay(file: &Path, runtime: &dyn Model) -> Result<usize, RuntimeError> {
                     .ok_or_else(|| fail(format!("record {i}: no input '{}'", spec.key)))
             })
             .collect::<Result<Vec<Tensor>, _>>()?;
-        runtime
-            .run(name, inputs)
-            .map_err(|e| fail(format!("record {i}: {e}")))?;
+        runs.push((signature.name.clone(), inputs));
     }
-    Ok(requests.len())
+    Ok(runs)
 }
 
 fn synthetic(model: &str, version: i64, runtime: &dyn Model, sizes: &[usize]) -> usize {

@@ -47,6 +47,13 @@ impl Loader for TensorFlowLoader {
     fn sees_gpu(&self) -> bool {
         self.sees_gpu
     }
+
+    fn build(&self) -> String {
+        format!(
+            "TensorFlow {}",
+            tensorflow::version().unwrap_or_else(|_| env!("TFSERVE_BUILT_WITH_TENSORFLOW").into())
+        )
+    }
 }
 
 impl std::fmt::Debug for LoadedModel {
