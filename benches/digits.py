@@ -3,7 +3,8 @@
 small CNN trained here on scikit-learn's handwritten digits (`load_digits`,
 shipped inside the wheel: 1,797 8×8 images, a seeded stratified 80/20 split),
 exported as a SavedModel into the tfserve cache, then served by the release
-binary in FP32 and with `--mixed_precision bfloat16`. For each mode: the test
+binary in FP32, with `--mixed_precision bfloat16` and with `--mixed_precision
+auto` (whatever mode its trial chooses on this host). For each mode: the test
 split's accuracy, top-1 agreement with FP32, and the largest difference of a
 class probability from FP32's. The targets: within 0.5 points of FP32's
 accuracy, top-1 agreement at least 99%.
@@ -15,6 +16,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -24,7 +26,8 @@ import tfvenv  # noqa: E402
 
 SKLEARN_PIN = "scikit-learn==1.7.2"
 PORT = 18720
-MODES = [("fp32", []), ("bfloat16", ["--mixed_precision", "bfloat16"])]
+MODES = [("fp32", []), ("bfloat16", ["--mixed_precision", "bfloat16"]),
+         ("auto", ["--mixed_precision", "auto", "--model_cache_dir", tempfile.mkdtemp(prefix="tfserve-digits-")])]
 
 
 def train(out):

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """Served throughput per precision mode: ResNet-50 (random weights) over gRPC
 at 32 concurrent callers (`tfserve-bench grpc`), batching on (32 rows, 2 ms),
-FP32 and `--mixed_precision bfloat16` alternated on fresh servers, each
-measured after a 3 s warm-up. Needs a CPU with AVX512_BF16, AMX or ARM's BF16
-(elsewhere the bfloat16 server refuses the model, saying what the host lacks).
+FP32, `--mixed_precision bfloat16` (also with oneDNN's
+TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1) and `--mixed_precision auto` alternated on
+fresh servers, each measured after a 3 s warm-up. `auto` keeps its decision
+in a fresh cache folder: the first round's start runs the trial (its time to
+ready and its choice are printed), later rounds reuse it. Needs a CPU with
+AVX512_BF16, AMX or ARM's BF16 (elsewhere the bfloat16 server refuses the
+model, saying what the host lacks). Beside each round, the raw C API
+ceiling per mode (`tfserve-bench raw`, session runs in a loop at batch 1 and 32).
 
     python3 benches/precision.py                    # 2 rounds of 12 s
     python3 benches/precision.py --rounds 3 --seconds 20
@@ -14,22 +19,39 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bench  # noqa: E402
 
 PORT = 18700
-MODES = [("fp32", []), ("bfloat16", ["--mixed_precision", "bfloat16"])]
+CACHE = tempfile.mkdtemp(prefix="tfserve-precision-bench-")
+FROZEN = {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}
+MODES = [("fp32", [], {}), ("bfloat16", ["--mixed_precision", "bfloat16"], {}),
+         ("bfloat16, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1", ["--mixed_precision", "bfloat16"], FROZEN),
+         ("auto", ["--mixed_precision", "auto", "--model_cache_dir", CACHE], {})]
 
 
-def serve(model_dir, flags):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RUST_LOG="warn")
+def serve(model_dir, flags, extra_env):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RUST_LOG="warn", **extra_env)
     proc = subprocess.Popen([str(bench.RELEASE / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(PORT),
                              "--port", str(PORT + 1), "--model_name", "resnet50", "--model_base_path", str(model_dir),
                              "--enable_batching", "--max_batch_size", "32", "--batch_timeout_micros", "2000", *flags],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     bench.wait_ready(proc, PORT, "resnet50")
     return proc
+
+
+RAW_MODES = [("fp32", []), ("bfloat16", ["--mixed-precision", "bfloat16"])]
+
+
+def raw(model_dir, flags, seconds):
+    out = bench.run([str(bench.RELEASE / "tfserve-bench"), "raw", "--model-dir", str(model_dir), "--batches", "1,32",
+                     "--seconds", str(seconds), *flags], capture_output=True).stdout
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return {line["batch"]: line["samples_per_s"] for line in lines}
 
 
 def grpc(model_dir, seconds):
@@ -46,18 +68,34 @@ def main():
     args = parser.parse_args()
     bench.build()
     model_dir = bench.model_dirs(["resnet50"])["resnet50"]
-    rows = []
+    rows, raw_rows = [], []
     for round_ in range(1, args.rounds + 1):
-        for mode, flags in MODES:
-            proc = serve(model_dir, flags)
+        for mode, flags in RAW_MODES:
+            samples = raw(model_dir, flags, args.seconds / 2)
+            bench.log(f"round {round_} raw {mode}: {samples}")
+            raw_rows.append((round_, mode, samples))
+        for mode, flags, extra_env in MODES:
+            started = time.time()
+            proc = serve(model_dir, flags, extra_env)
+            ready = time.time() - started
             try:
+                if mode == "auto":
+                    state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{PORT}/dashboard/state"))
+                    chosen = state["models"][0]["versions"][0]["mode"]
+                    bench.log(f"round {round_} auto: ready after {ready:.0f} s, runs {chosen['chosen']} "
+                              f"({chosen['speedup']:.2f}x fp32 in its trial; reused: {chosen['reused']})")
+                    mode = f"auto ({chosen['chosen']})"
                 grpc(model_dir, 3)
                 result = grpc(model_dir, args.seconds)
             finally:
                 bench.stop(proc)
             bench.log(f"round {round_} {mode}: {result['rps']:.1f} req/s, p50 {result['p50_ms']:.0f} ms")
             rows.append((round_, mode, result))
-    print("| round | mode | req/s | p50 ms | p99 ms |\n|---:|---|---:|---:|---:|")
+    print("| round | raw C API | images/s at batch 1 | at batch 32 |\n|---:|---|---:|---:|")
+    for round_, mode, samples in raw_rows:
+        print(f"| {round_} | {mode} | {samples.get(1, 0):.1f} | {samples.get(32, 0):.1f} |")
+    print()
+    print("| round | served | req/s | p50 ms | p99 ms |\n|---:|---|---:|---:|---:|")
     for round_, mode, result in rows:
         print(f"| {round_} | {mode} | {result['rps']:.1f} | {result['p50_ms']:.0f} | {result['p99_ms']:.0f} |")
 

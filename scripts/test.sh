@@ -27,6 +27,11 @@ cargo test --no-default-features --features mock --tests
 if $quick; then
   exit 0
 fi
+# TFSERVE_FREE_TEST_BUILD=1 (CI): the TF-free stage's test binaries (~1 GB)
+# are not run again; the full build below links its own.
+if [ "${TFSERVE_FREE_TEST_BUILD:-}" = 1 ]; then
+  find target/debug/deps -maxdepth 1 -type f -executable ! -name '*.*' -delete
+fi
 python3 scripts/setup_libtensorflow.py
 # cargo-deny and cargo-fuzz at pinned versions, built once into the cache.
 PATH="$(python3 scripts/dev_tools.py):$PATH"

@@ -132,6 +132,15 @@ fn inspect(settings: &Settings, args: &tfserve::inspect::InspectArgs) -> std::pr
             return std::process::ExitCode::FAILURE;
         }
     }
+    let cache_root = settings
+        .models
+        .model_cache_dir
+        .clone()
+        .unwrap_or_else(tfserve::storage::Storage::default_cache_root);
+    match tfserve::inspect::modes_report(&target.saved_model, &cache_root) {
+        Ok(text) => print!("{text}"),
+        Err(err) => eprintln!("tfserve inspect: the modes chosen for it: {err}"),
+    }
     let Some(body) = &args.run else {
         return std::process::ExitCode::SUCCESS;
     };

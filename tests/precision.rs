@@ -118,6 +118,10 @@ fn auto_shows_its_decision_and_the_next_start_reuses_it() {
     assert!(metrics.contains(&series), "no {series} in {metrics}");
     let kept: Vec<_> = std::fs::read_dir(dir.join("cache/modes")).unwrap().collect();
     assert_eq!(kept.len(), 1);
+    let inspected = tfserve::inspect::modes_report(&repo_path("models/adder/2"), &dir.join("cache")).unwrap();
+    assert!(inspected.starts_with("Mode chosen on "), "{inspected}");
+    assert!(inspected.contains(&format!("runs with {chosen}: ")), "{inspected}");
+    assert!(inspected.contains("  float32+xla "), "{inspected}");
 
     let restarted = start_auto(&config, &dir);
     assert_eq!(status(&restarted, "adder").0, "AVAILABLE");

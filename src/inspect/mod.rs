@@ -83,6 +83,32 @@ pub fn report(dir: &Path) -> Result<String, String> {
     Ok(out)
 }
 
+/// The modes `mixed_precision: auto` chose for this SavedModel, as kept in
+/// `cache_root`'s `modes` folder: one block per TensorFlow build, device
+/// and setting it was measured under; nothing when none was kept.
+pub fn modes_report(dir: &Path, cache_root: &Path) -> Result<String, String> {
+    let digest = crate::modes::cache::saved_model_digest(dir)?;
+    let folder = cache_root.join("modes");
+    let kept = crate::modes::cache::for_saved_model(&folder, &digest);
+    let mut out = String::new();
+    for (path, entry) in kept {
+        let _ = writeln!(
+            out,
+            "Mode chosen on {} with {} ({}):",
+            entry.device,
+            entry.tensorflow,
+            path.display()
+        );
+        let mut decision = entry.decision;
+        decision.reused = None;
+        for line in decision.report("", 0).lines().skip(1) {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = writeln!(out, "  probes: {}", decision.probes.join(", "));
+    }
+    Ok(out)
+}
+
 fn write_tensor(out: &mut String, map: &str, tensor: &saved_model::TensorEntry) {
     let _ = writeln!(out, "    {map}['{}'] tensor_info:", tensor.key);
     let _ = writeln!(out, "        dtype: {}", tensor.dtype.proto_name());

@@ -120,6 +120,14 @@ impl Decision {
         }
     }
 
+    /// Shows the loaded version's mode in `tfserve_model_mode_speedup`.
+    pub fn count(&self, model: &str, version: i64) {
+        crate::metrics::METRICS
+            .model_mode
+            .with_label_values(&[model, &version.to_string(), &self.chosen.name()])
+            .set(self.speedup);
+    }
+
     /// The log block: what was tried, measured and chosen.
     pub fn report(&self, model: &str, version: i64) -> String {
         let mut out = match &self.reused {

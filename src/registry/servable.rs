@@ -192,8 +192,8 @@ pub struct LoadOptions {
     pub storage: Arc<crate::storage::Storage>,
 }
 
-/// The trial of `mixed_precision: auto`: every mode this host runs fast, on
-/// the batch sizes the model's queues will emit.
+/// The trial of `mixed_precision: auto` (`None` without it): every mode this
+/// host runs fast, on the batch sizes the model's queues will emit.
 fn choose_mode(
     model: &str,
     version: i64,
@@ -202,7 +202,10 @@ fn choose_mode(
     params: &BatchParams,
     merge: bool,
     options: &LoadOptions,
-) -> Decision {
+) -> Option<Arc<Decision>> {
+    if !session.choose_mode {
+        return None;
+    }
     let gpu = options.loader.sees_gpu() && !session.cpu_only;
     let sizes = match (merge, gpu && params.allowed_batch_sizes.is_empty()) {
         (false, _) => vec![1],
@@ -220,18 +223,16 @@ fn choose_mode(
         tensorflow: options.loader.build(),
         device: precision::device_description(),
     };
-    let decision = modes::choose(model, version, &setup, &modes::trial::WallClock::new());
-    METRICS
-        .model_mode
-        .with_label_values(&[model, &version.to_string(), &decision.chosen.name()])
-        .set(decision.speedup);
-    decision
+    Some(Arc::new(modes::choose(
+        model,
+        version,
+        &setup,
+        &modes::trial::WallClock::new(),
+    )))
 }
 
 /// Loads, warms up (the shipped warm-up requests, else every batch size on
 /// synthetic inputs) and queues a version. Only returns once it can serve.
-// Kept whole: load, warm-up and queueing in the order a version passes them, each step's failure
-// named.
 pub fn build(
     model: &str,
     version: i64,
@@ -240,23 +241,14 @@ pub fn build(
     images: ImagePolicy,
     options: &LoadOptions,
 ) -> Result<Servable, RuntimeError> {
-    let (mut params, merge) = options.batching.for_model(model);
-    let mode = session
-        .choose_mode
-        .then(|| Arc::new(choose_mode(model, version, path, session, &params, merge, options)));
+    let (params, merge) = options.batching.for_model(model);
+    let mode = choose_mode(model, version, path, session, &params, merge, options);
     let session = &mode
         .as_ref()
         .map_or_else(|| session.clone(), |d| d.chosen.session(session));
-    let mut replicas = replicas::load(options.loader.as_ref(), path, &options.tags, session)?;
+    let replicas = replicas::load(options.loader.as_ref(), path, &options.tags, session)?;
     let on_gpu = replicas[0].model.on_gpu();
-    if merge && on_gpu && params.allowed_batch_sizes.is_empty() {
-        params = params.for_gpu();
-        log::info!(
-            "model {model} version {version} runs on a GPU: batches pad to {:?} rows, each warmed up first \
-             (allowed_batch_sizes chooses others)",
-            params.allowed_batch_sizes
-        );
-    }
+    let params = padded_on_gpu(model, version, params, merge && on_gpu);
     let sizes = if merge { params.warmup_sizes() } else { vec![1] };
     // Every replica warms up: each GPU autotunes its own kernels.
     for replica in &replicas {
@@ -264,25 +256,7 @@ pub fn build(
     }
     let running_limit = (merge && on_gpu && options.batching.gpu_batches_in_flight > 0)
         .then(|| options.batching.gpu_batches_in_flight * replicas.len());
-    let runtime: Arc<dyn Model> = if replicas.len() == 1 {
-        replicas.remove(0).model
-    } else {
-        log::info!(
-            "model {model} version {version}: {} replicas ({}), one queue; each batch runs on the least busy",
-            replicas.len(),
-            replicas
-                .iter()
-                .map(|r| r.device.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let label = version.to_string();
-        let runs = replicas
-            .iter()
-            .map(|r| METRICS.replica_runs.with_label_values(&[model, &label, &r.device]))
-            .collect();
-        Arc::new(replicas::Replicated::new(replicas, runs))
-    };
+    let runtime = one_runtime(model, version, replicas);
     let holds = Arc::new(Holds::default());
     let queues = runtime
         .signatures()
@@ -302,6 +276,9 @@ pub fn build(
             (name, queue)
         })
         .collect();
+    if let Some(decision) = &mode {
+        decision.count(model, version);
+    }
     Ok(Servable {
         model: model.to_string(),
         shared_name: model.into(),
@@ -314,4 +291,42 @@ pub fn build(
         _hold: holds.hold(),
         holds,
     })
+}
+
+/// A merging queue of a model on a GPU pads its batches to fixed sizes,
+/// unless `allowed_batch_sizes` lists its own.
+fn padded_on_gpu(model: &str, version: i64, params: BatchParams, merging_on_gpu: bool) -> BatchParams {
+    if !merging_on_gpu || !params.allowed_batch_sizes.is_empty() {
+        return params;
+    }
+    let params = params.for_gpu();
+    log::info!(
+        "model {model} version {version} runs on a GPU: batches pad to {:?} rows, each warmed up first \
+         (allowed_batch_sizes chooses others)",
+        params.allowed_batch_sizes
+    );
+    params
+}
+
+/// The version's one `Model`: its only replica, or every replica behind one
+/// that runs each batch on the least busy.
+fn one_runtime(model: &str, version: i64, mut replicas: Vec<replicas::Replica>) -> Arc<dyn Model> {
+    if replicas.len() == 1 {
+        return replicas.remove(0).model;
+    }
+    log::info!(
+        "model {model} version {version}: {} replicas ({}), one queue; each batch runs on the least busy",
+        replicas.len(),
+        replicas
+            .iter()
+            .map(|r| r.device.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let label = version.to_string();
+    let runs = replicas
+        .iter()
+        .map(|r| METRICS.replica_runs.with_label_values(&[model, &label, &r.device]))
+        .collect();
+    Arc::new(replicas::Replicated::new(replicas, runs))
 }

@@ -49,6 +49,9 @@ enum Command {
         /// Compile the graph with XLA, as session_config's `xla_jit` does.
         #[arg(long)]
         xla: bool,
+        /// The grappler rewrite `--mixed_precision` asks for: bfloat16 or float16.
+        #[arg(long)]
+        mixed_precision: Option<tfserve::runtime::precision::MixedPrecision>,
     },
     /// Sends one Predict request (synthetic inputs, numbers in tensor_content)
     /// from `concurrency` callers; prints a JSON line.
@@ -147,12 +150,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             inter_op,
             image,
             xla,
+            mixed_precision,
         } => {
             let image = image.map(std::fs::read).transpose()?;
             let config = SessionConfig {
                 intra_op_parallelism: intra_op,
                 inter_op_parallelism: inter_op,
                 xla_jit: xla,
+                mixed_precision,
                 ..Default::default()
             };
             let (model, signature) = load_model(&model_dir, &config)?;
