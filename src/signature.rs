@@ -37,6 +37,29 @@ pub struct SignatureSpec {
 }
 
 impl SignatureSpec {
+    /// A predict signature `serving_default` of these inputs (shapes
+    /// unknown, sorted by key) and no outputs, for tests.
+    #[cfg(test)]
+    pub fn of_inputs(inputs: &[(&str, DType)]) -> SignatureSpec {
+        let mut signature = SignatureSpec {
+            name: DEFAULT_SIGNATURE.into(),
+            method_name: PREDICT_METHOD.into(),
+            inputs: inputs
+                .iter()
+                .map(|(key, dtype)| TensorSpec {
+                    key: key.to_string(),
+                    tensor_name: format!("{key}:0"),
+                    dtype: *dtype,
+                    shape: None,
+                })
+                .collect(),
+            outputs: Vec::new(),
+            base64_inputs: Vec::new(),
+        };
+        signature.sort();
+        signature
+    }
+
     pub fn input(&self, key: &str) -> Option<&TensorSpec> {
         self.inputs.iter().find(|spec| spec.key == key)
     }

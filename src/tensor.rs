@@ -198,6 +198,45 @@ impl TensorData {
         }
     }
 
+    /// `elements` values of a fixed-width `dtype` from little-endian bytes:
+    /// TensorFlow's `tensor_content`, KServe's raw input contents.
+    pub fn from_le_bytes(dtype: DType, bytes: &[u8], elements: usize) -> Result<TensorData, LeBytesError> {
+        macro_rules! read {
+            ($variant:ident, $t:ty, $from:expr) => {{
+                const SIZE: usize = std::mem::size_of::<$t>();
+                if Some(bytes.len()) != elements.checked_mul(SIZE) {
+                    return Err(LeBytesError::Length {
+                        needed: elements.saturating_mul(SIZE),
+                    });
+                }
+                TensorData::$variant(
+                    bytes
+                        .chunks_exact(SIZE)
+                        .map(|c| {
+                            let word: [u8; SIZE] = c.try_into().unwrap_or([0; SIZE]);
+                            ($from)(word)
+                        })
+                        .collect(),
+                )
+            }};
+        }
+        Ok(match dtype {
+            DType::Float => read!(Float, f32, f32::from_le_bytes),
+            DType::Double => read!(Double, f64, f64::from_le_bytes),
+            DType::Half => read!(Half, u16, |b: [u8; 2]| half::f16::from_bits(u16::from_le_bytes(b))),
+            DType::Int8 => read!(Int8, i8, i8::from_le_bytes),
+            DType::Int16 => read!(Int16, i16, i16::from_le_bytes),
+            DType::Int32 => read!(Int32, i32, i32::from_le_bytes),
+            DType::Int64 => read!(Int64, i64, i64::from_le_bytes),
+            DType::UInt8 => read!(UInt8, u8, u8::from_le_bytes),
+            DType::UInt16 => read!(UInt16, u16, u16::from_le_bytes),
+            DType::UInt32 => read!(UInt32, u32, u32::from_le_bytes),
+            DType::UInt64 => read!(UInt64, u64, u64::from_le_bytes),
+            DType::Bool => read!(Bool, u8, |b: [u8; 1]| b[0] != 0),
+            _ => return Err(LeBytesError::NoFixedWidth),
+        })
+    }
+
     pub fn len(&self) -> usize {
         with_tensor_data!(self, v => v.len())
     }
@@ -205,6 +244,15 @@ impl TensorData {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Why little-endian bytes do not make a tensor's buffer.
+#[derive(Debug, PartialEq)]
+pub enum LeBytesError {
+    /// Not `elements` values of the dtype's width: `needed` bytes.
+    Length { needed: usize },
+    /// Strings, and dtypes tfserve cannot feed, have no fixed width.
+    NoFixedWidth,
 }
 
 /// A dense tensor: a shape and a row-major buffer whose length is the shape's product.

@@ -9,27 +9,11 @@ use super::decode::{decode_csv, decode_instance_values, decode_named_inputs, Coe
 use super::encode::{predict_response, NamedOutput};
 use super::nonfinite::quote_bare_tokens;
 use super::{PredictEnvelope, RequestFormat};
-use crate::signature::{SignatureSpec, TensorSpec, PREDICT_METHOD};
+use crate::signature::SignatureSpec;
 use crate::tensor::{DType, Tensor, TensorData};
 
 fn signature(inputs: &[(&str, DType)]) -> SignatureSpec {
-    let mut signature = SignatureSpec {
-        name: "serving_default".into(),
-        method_name: PREDICT_METHOD.into(),
-        inputs: inputs
-            .iter()
-            .map(|(key, dtype)| TensorSpec {
-                key: key.to_string(),
-                tensor_name: format!("{key}:0"),
-                dtype: *dtype,
-                shape: None,
-            })
-            .collect(),
-        outputs: vec![],
-        base64_inputs: vec![],
-    };
-    signature.sort();
-    signature
+    SignatureSpec::of_inputs(inputs)
 }
 
 /// A shape of rank 1 to 3 with every dimension at least 1.

@@ -4,7 +4,7 @@
 
 use super::CodecError;
 use crate::proto::tensorflow::{tensor_shape_proto, TensorProto, TensorShapeProto};
-use crate::tensor::{DType, Tensor, TensorData};
+use crate::tensor::{DType, LeBytesError, Tensor, TensorData};
 
 /// A request tensor, named `name` in errors.
 pub fn to_tensor(proto: &TensorProto, name: &str) -> Result<Tensor, CodecError> {
@@ -47,57 +47,16 @@ fn shape_of(shape: Option<&TensorShapeProto>, name: &str) -> Result<Vec<usize>, 
 
 /// Reads `tensor_content`: `elements` values of `dtype`, little-endian.
 fn from_content(dtype: DType, bytes: &[u8], elements: usize, name: &str) -> Result<TensorData, CodecError> {
-    macro_rules! read {
-        ($variant:ident, $t:ty) => {{
-            const SIZE: usize = std::mem::size_of::<$t>();
-            check_length(bytes.len(), elements, SIZE, dtype, name)?;
-            TensorData::$variant(
-                bytes
-                    .chunks_exact(SIZE)
-                    .map(|c| <$t>::from_le_bytes(c.try_into().unwrap_or([0; SIZE])))
-                    .collect(),
-            )
-        }};
-    }
-    Ok(match dtype {
-        DType::Float => read!(Float, f32),
-        DType::Double => read!(Double, f64),
-        DType::Half => {
-            check_length(bytes.len(), elements, 2, dtype, name)?;
-            TensorData::Half(
-                bytes
-                    .chunks_exact(2)
-                    .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
-                    .collect(),
-            )
-        }
-        DType::Int8 => read!(Int8, i8),
-        DType::Int16 => read!(Int16, i16),
-        DType::Int32 => read!(Int32, i32),
-        DType::Int64 => read!(Int64, i64),
-        DType::UInt8 => read!(UInt8, u8),
-        DType::UInt16 => read!(UInt16, u16),
-        DType::UInt32 => read!(UInt32, u32),
-        DType::UInt64 => read!(UInt64, u64),
-        DType::Bool => {
-            check_length(bytes.len(), elements, 1, dtype, name)?;
-            TensorData::Bool(bytes.iter().map(|b| *b != 0).collect())
-        }
-        DType::String => return Err(CodecError::StringContent(name.to_string())),
-        other => return Err(unsupported(other, name)),
-    })
-}
-
-fn check_length(got: usize, elements: usize, size: usize, dtype: DType, name: &str) -> Result<(), CodecError> {
-    if Some(got) == elements.checked_mul(size) {
-        return Ok(());
-    }
-    Err(CodecError::ContentLength {
-        input: name.to_string(),
-        got,
-        elements,
-        dtype,
-        needed: elements.saturating_mul(size),
+    TensorData::from_le_bytes(dtype, bytes, elements).map_err(|e| match e {
+        LeBytesError::Length { needed } => CodecError::ContentLength {
+            input: name.to_string(),
+            got: bytes.len(),
+            elements,
+            dtype,
+            needed,
+        },
+        LeBytesError::NoFixedWidth if dtype == DType::String => CodecError::StringContent(name.to_string()),
+        LeBytesError::NoFixedWidth => unsupported(dtype, name),
     })
 }
 

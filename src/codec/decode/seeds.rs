@@ -121,7 +121,20 @@ impl<'de> DeserializeSeed<'de> for InstanceSeed<'_, '_> {
     }
 }
 
+/// A value that is not an object is the only input's: every visit but
+/// `visit_map` goes to the seed of that input (`single`).
 macro_rules! forward_to_single {
+    () => {
+        forward_to_single!(visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+
+        fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
+            self.single()?.visit_unit()
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(mut self, seq: A) -> Result<(), A::Error> {
+            self.single()?.visit_seq(seq)
+        }
+    };
     ($($method:ident($ty:ty)),*) => {$(
         fn $method<E: de::Error>(mut self, v: $ty) -> Result<(), E> {
             self.single()?.$method(v)
@@ -136,21 +149,7 @@ impl<'de> Visitor<'de> for InstanceSeed<'_, '_> {
         f.write_str("an instance: a value, a list, or an object keyed by input name")
     }
 
-    forward_to_single!(
-        visit_bool(bool),
-        visit_i64(i64),
-        visit_u64(u64),
-        visit_f64(f64),
-        visit_str(&str)
-    );
-
-    fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
-        self.single()?.visit_unit()
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(mut self, seq: A) -> Result<(), A::Error> {
-        self.single()?.visit_seq(seq)
-    }
+    forward_to_single!();
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut seen = vec![false; self.columns.len()];
@@ -225,21 +224,7 @@ impl<'de> Visitor<'de> for InputsSeed<'_, '_> {
         f.write_str("'inputs' to be a value, a list, or an object keyed by input name")
     }
 
-    forward_to_single!(
-        visit_bool(bool),
-        visit_i64(i64),
-        visit_u64(u64),
-        visit_f64(f64),
-        visit_str(&str)
-    );
-
-    fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
-        self.single()?.visit_unit()
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(mut self, seq: A) -> Result<(), A::Error> {
-        self.single()?.visit_seq(seq)
-    }
+    forward_to_single!();
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut first = true;

@@ -113,13 +113,7 @@ fn open_load(load: f64, policy: Policy) -> Setup {
 fn g2_at_low_load_nothing_is_refused_and_nothing_waits_longer_than_without_an_objective() {
     let setup = open_load(0.1, SERVE);
     let out = run(&setup);
-    let plain = run(&Setup {
-        policy: Policy::Static {
-            cap: setup.max_batch,
-            timeout: Duration::ZERO,
-        },
-        ..setup.clone()
-    });
+    let plain = without_objective(&setup);
     summary("objective", &out);
     assert_eq!((out.refused, out.expired), (0, 0));
     assert!(out.p99() <= plain.p99() * 1.01, "{} against {}", out.p99(), plain.p99());
@@ -171,13 +165,7 @@ fn g6_closed_loop_callers_too_many_for_the_objective_are_served_not_refused() {
         SERVE,
     );
     let out = run(&setup);
-    let plain = run(&Setup {
-        policy: Policy::Static {
-            cap: setup.max_batch,
-            timeout: Duration::ZERO,
-        },
-        ..setup.clone()
-    });
+    let plain = without_objective(&setup);
     summary("300 callers", &out);
     summary("300 callers, no objective", &plain);
     // Refused at once or answered 503 from a batch: either way not served.
@@ -233,4 +221,15 @@ fn the_queue_timeout_baseline_answers_what_waited_past_it_unrun() {
     assert!(out.expired > out.answered, "{out:?}");
     // Waited at most the timeout, then one run of at most 64 rows.
     assert!(out.p99() <= 0.005 + 0.004 * 1.5, "p99 {}", out.p99());
+}
+
+/// The same trace under a static policy: batches capped at `max_batch`, no wait.
+fn without_objective(setup: &Setup) -> Outcome {
+    run(&Setup {
+        policy: Policy::Static {
+            cap: setup.max_batch,
+            timeout: Duration::ZERO,
+        },
+        ..setup.clone()
+    })
 }

@@ -5,21 +5,7 @@ use crate::signature::SignatureSpec;
 use crate::tensor::DType;
 
 fn signature(inputs: &[(&str, DType)]) -> SignatureSpec {
-    SignatureSpec {
-        name: "serving_default".into(),
-        method_name: String::new(),
-        inputs: inputs
-            .iter()
-            .map(|(key, dtype)| TensorSpec {
-                key: key.to_string(),
-                tensor_name: format!("{key}:0"),
-                dtype: *dtype,
-                shape: None,
-            })
-            .collect(),
-        outputs: Vec::new(),
-        base64_inputs: Vec::new(),
-    }
+    SignatureSpec::of_inputs(inputs)
 }
 
 fn floats(tensor: &Tensor) -> &[f32] {

@@ -4,69 +4,31 @@
 use super::super::datatype;
 use super::{unsupported, ValuesError};
 use crate::error::ApiError;
-use crate::tensor::{DType, TensorData};
+use crate::tensor::{DType, LeBytesError, TensorData};
 
-// Kept whole: one arm per dtype.
 pub fn from_le_bytes(name: &str, dtype: DType, raw: &[u8], elements: usize) -> Result<TensorData, ApiError> {
-    macro_rules! read {
-        ($variant:ident, $t:ty) => {{
-            const SIZE: usize = std::mem::size_of::<$t>();
-            if Some(raw.len()) != elements.checked_mul(SIZE) {
-                return Err(ValuesError::RawLength {
-                    input: name.to_string(),
-                    got: raw.len(),
-                    elements,
-                    datatype: datatype(dtype),
-                    needed: elements.saturating_mul(SIZE),
-                }
-                .into());
-            }
-            TensorData::$variant(
-                raw.chunks_exact(SIZE)
-                    .map(|c| <$t>::from_le_bytes(c.try_into().unwrap_or([0; SIZE])))
-                    .collect(),
-            )
-        }};
+    if dtype == DType::String {
+        return Ok(TensorData::String(length_prefixed(name, raw, elements)?));
     }
-    Ok(match dtype {
-        DType::Float => read!(Float, f32),
-        DType::Double => read!(Double, f64),
-        DType::Half => {
-            if Some(raw.len()) != elements.checked_mul(2) {
-                return Err(ValuesError::HalfLength {
-                    input: name.to_string(),
-                    got: raw.len(),
-                    elements,
-                }
-                .into());
+    TensorData::from_le_bytes(dtype, raw, elements).map_err(|e| {
+        let (input, got) = (name.to_string(), raw.len());
+        match e {
+            LeBytesError::NoFixedWidth => unsupported(name, dtype),
+            LeBytesError::Length { .. } if dtype == DType::Half => {
+                ValuesError::HalfLength { input, got, elements }.into()
             }
-            TensorData::Half(
-                raw.chunks_exact(2)
-                    .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
-                    .collect(),
-            )
-        }
-        DType::Int8 => read!(Int8, i8),
-        DType::Int16 => read!(Int16, i16),
-        DType::Int32 => read!(Int32, i32),
-        DType::Int64 => read!(Int64, i64),
-        DType::UInt8 => read!(UInt8, u8),
-        DType::UInt16 => read!(UInt16, u16),
-        DType::UInt32 => read!(UInt32, u32),
-        DType::UInt64 => read!(UInt64, u64),
-        DType::Bool => {
-            if raw.len() != elements {
-                return Err(ValuesError::BoolLength {
-                    input: name.to_string(),
-                    got: raw.len(),
-                    elements,
-                }
-                .into());
+            LeBytesError::Length { .. } if dtype == DType::Bool => {
+                ValuesError::BoolLength { input, got, elements }.into()
             }
-            TensorData::Bool(raw.iter().map(|b| *b != 0).collect())
+            LeBytesError::Length { needed } => ValuesError::RawLength {
+                input,
+                got,
+                elements,
+                datatype: datatype(dtype),
+                needed,
+            }
+            .into(),
         }
-        DType::String => TensorData::String(length_prefixed(name, raw, elements)?),
-        other => return Err(unsupported(name, other)),
     })
 }
 
