@@ -107,6 +107,7 @@ def model_dirs(names):
         dirs["mlp"] = bench_models / "mlp"
         dirs["resnet50"] = bench_models / "resnet50"
         dirs["image_head"] = bench_models / "image_head"
+        dirs["bert_base"] = bench_models / "bert_base"
     return {name: dirs[name] for name in names}
 
 

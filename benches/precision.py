@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Served throughput per precision mode: ResNet-50 (random weights) over gRPC
-at 32 concurrent callers (`tfserve-bench grpc`), batching on (32 rows, 2 ms),
+"""Served throughput per precision mode: ResNet-50 (random weights), or with
+`--model bert_base` a transformer encoder of BERT-base's shape (128 tokens),
+over gRPC at 32 concurrent callers (`--concurrency 1,32` for more rows;
+`tfserve-bench grpc`), batching on (32 rows, 2 ms),
 FP32, `--mixed_precision bfloat16` (also with oneDNN's
 TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1) and `--mixed_precision auto` alternated on
 fresh servers, each measured after a 3 s warm-up. `auto` keeps its decision
@@ -12,6 +14,7 @@ ceiling per mode (`tfserve-bench raw`, session runs in a loop at batch 1 and 32)
 
     python3 benches/precision.py                    # 2 rounds of 12 s
     python3 benches/precision.py --rounds 3 --seconds 20
+    python3 benches/precision.py --model bert_base --concurrency 1,32 --rounds 1
 """
 import argparse
 import json
@@ -34,13 +37,13 @@ MODES = [("fp32", [], {}), ("bfloat16", ["--mixed_precision", "bfloat16"], {}),
          ("auto", ["--mixed_precision", "auto", "--model_cache_dir", CACHE], {})]
 
 
-def serve(model_dir, flags, extra_env):
+def serve(model, model_dir, flags, extra_env):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RUST_LOG="warn", **extra_env)
     proc = subprocess.Popen([str(bench.RELEASE / "tfserve"), "--host", "127.0.0.1", "--rest_api_port", str(PORT),
-                             "--port", str(PORT + 1), "--model_name", "resnet50", "--model_base_path", str(model_dir),
+                             "--port", str(PORT + 1), "--model_name", model, "--model_base_path", str(model_dir),
                              "--enable_batching", "--max_batch_size", "32", "--batch_timeout_micros", "2000", *flags],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    bench.wait_ready(proc, PORT, "resnet50")
+    bench.wait_ready(proc, PORT, model, timeout=1800)
     return proc
 
 
@@ -54,9 +57,10 @@ def raw(model_dir, flags, seconds):
     return {line["batch"]: line["samples_per_s"] for line in lines}
 
 
-def grpc(model_dir, seconds):
-    out = bench.run([str(bench.RELEASE / "tfserve-bench"), "grpc", "--model-dir", str(model_dir), "--model", "resnet50",
-                     "--target", f"http://127.0.0.1:{PORT + 1}", "--concurrency", "32", "--seconds", str(seconds)],
+def grpc(model, model_dir, seconds, concurrency):
+    out = bench.run([str(bench.RELEASE / "tfserve-bench"), "grpc", "--model-dir", str(model_dir), "--model", model,
+                     "--target", f"http://127.0.0.1:{PORT + 1}", "--concurrency", str(concurrency),
+                     "--seconds", str(seconds)],
                     capture_output=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -65,9 +69,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=int, default=12)
+    parser.add_argument("--model", choices=["resnet50", "bert_base"], default="resnet50")
+    parser.add_argument("--concurrency", default="32", help="callers, comma-separated (e.g. 1,32)")
     args = parser.parse_args()
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
     bench.build()
-    model_dir = bench.model_dirs(["resnet50"])["resnet50"]
+    model = args.model
+    model_dir = bench.model_dirs([model])[model]
     rows, raw_rows = [], []
     for round_ in range(1, args.rounds + 1):
         for mode, flags in RAW_MODES:
@@ -76,7 +84,7 @@ def main():
             raw_rows.append((round_, mode, samples))
         for mode, flags, extra_env in MODES:
             started = time.time()
-            proc = serve(model_dir, flags, extra_env)
+            proc = serve(model, model_dir, flags, extra_env)
             ready = time.time() - started
             try:
                 if mode == "auto":
@@ -85,19 +93,23 @@ def main():
                     bench.log(f"round {round_} auto: ready after {ready:.0f} s, runs {chosen['chosen']} "
                               f"({chosen['speedup']:.2f}x fp32 in its trial; reused: {chosen['reused']})")
                     mode = f"auto ({chosen['chosen']})"
-                grpc(model_dir, 3)
-                result = grpc(model_dir, args.seconds)
+                grpc(model, model_dir, 3, concurrencies[-1])
+                for concurrency in concurrencies:
+                    result = grpc(model, model_dir, args.seconds, concurrency)
+                    bench.log(f"round {round_} {mode} c={concurrency}: {result['rps']:.1f} req/s, "
+                              f"p50 {result['p50_ms']:.0f} ms")
+                    rows.append((round_, mode, concurrency, result))
             finally:
                 bench.stop(proc)
-            bench.log(f"round {round_} {mode}: {result['rps']:.1f} req/s, p50 {result['p50_ms']:.0f} ms")
-            rows.append((round_, mode, result))
-    print("| round | raw C API | images/s at batch 1 | at batch 32 |\n|---:|---|---:|---:|")
+    print(f"{model}\n")
+    print("| round | raw C API | samples/s at batch 1 | at batch 32 |\n|---:|---|---:|---:|")
     for round_, mode, samples in raw_rows:
         print(f"| {round_} | {mode} | {samples.get(1, 0):.1f} | {samples.get(32, 0):.1f} |")
     print()
-    print("| round | served | req/s | p50 ms | p99 ms |\n|---:|---|---:|---:|---:|")
-    for round_, mode, result in rows:
-        print(f"| {round_} | {mode} | {result['rps']:.1f} | {result['p50_ms']:.0f} | {result['p99_ms']:.0f} |")
+    print("| round | served | callers | req/s | p50 ms | p99 ms |\n|---:|---|---:|---:|---:|---:|")
+    for round_, mode, concurrency, result in rows:
+        print(f"| {round_} | {mode} | {concurrency} | {result['rps']:.1f} | {result['p50_ms']:.0f} "
+              f"| {result['p99_ms']:.0f} |")
 
 
 if __name__ == "__main__":
