@@ -117,6 +117,8 @@ def body_for(name, path):
         text = '{"instances": [1.0]}'
     elif name == "mlp":
         text = '{"instances": [[' + ",".join(["0.5"] * 784) + "]]}"
+    elif name == "bert_base":
+        text = '{"instances": [[' + ",".join(["101"] + ["7"] * 126 + ["102"]) + "]]}"
     else:
         pixel = "[0.5,0.25,0.75]"
         row = "[" + ",".join([pixel] * 224) + "]"

@@ -2,7 +2,8 @@
 """Served throughput per precision mode: ResNet-50 (random weights), or with
 `--model bert_base` a transformer encoder of BERT-base's shape (128 tokens),
 over gRPC at 32 concurrent callers (`--concurrency 1,32` for more rows;
-`tfserve-bench grpc`), batching on (32 rows, 2 ms),
+`tfserve-bench grpc`; `--protocols grpc,rest` adds TF Serving's REST API,
+one instance per request, under `wrk`), batching on (32 rows, 2 ms),
 FP32, `--mixed_precision bfloat16` (also with oneDNN's
 TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1) and `--mixed_precision auto` alternated on
 fresh servers, each measured after a 3 s warm-up. `auto` keeps its decision
@@ -71,11 +72,26 @@ def main():
     parser.add_argument("--seconds", type=int, default=12)
     parser.add_argument("--model", choices=["resnet50", "bert_base"], default="resnet50")
     parser.add_argument("--concurrency", default="32", help="callers, comma-separated (e.g. 1,32)")
+    parser.add_argument("--protocols", default="grpc", help="grpc, rest, or both: grpc,rest")
     args = parser.parse_args()
+    protocols = args.protocols.split(",")
+    if "rest" in protocols:
+        bench.ensure_wrk()
+    work = pathlib.Path(tempfile.mkdtemp(prefix="tfserve-precision-"))
+    script, body = work / "post.lua", work / "body.json"
+    script.write_text(bench.WRK_SCRIPT)
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     bench.build()
     model = args.model
     model_dir = bench.model_dirs([model])[model]
+    bench.body_for(model, body)
+
+    def load(protocol, concurrency, seconds):
+        if protocol == "grpc":
+            return grpc(model, model_dir, seconds, concurrency)
+        url = f"http://127.0.0.1:{PORT}/v1/models/{model}:predict"
+        return bench.wrk(url, body, concurrency, seconds, script)
+
     rows, raw_rows = [], []
     for round_ in range(1, args.rounds + 1):
         for mode, flags in RAW_MODES:
@@ -93,12 +109,13 @@ def main():
                     bench.log(f"round {round_} auto: ready after {ready:.0f} s, runs {chosen['chosen']} "
                               f"({chosen['speedup']:.2f}x fp32 in its trial; reused: {chosen['reused']})")
                     mode = f"auto ({chosen['chosen']})"
-                grpc(model, model_dir, 3, concurrencies[-1])
-                for concurrency in concurrencies:
-                    result = grpc(model, model_dir, args.seconds, concurrency)
-                    bench.log(f"round {round_} {mode} c={concurrency}: {result['rps']:.1f} req/s, "
-                              f"p50 {result['p50_ms']:.0f} ms")
-                    rows.append((round_, mode, concurrency, result))
+                load(protocols[0], concurrencies[-1], 3)
+                for protocol in protocols:
+                    for concurrency in concurrencies:
+                        result = load(protocol, concurrency, args.seconds)
+                        bench.log(f"round {round_} {mode} {protocol} c={concurrency}: {result['rps']:.1f} req/s, "
+                                  f"p50 {result['p50_ms']:.0f} ms")
+                        rows.append((round_, mode, protocol, concurrency, result))
             finally:
                 bench.stop(proc)
     print(f"{model}\n")
@@ -106,9 +123,9 @@ def main():
     for round_, mode, samples in raw_rows:
         print(f"| {round_} | {mode} | {samples.get(1, 0):.1f} | {samples.get(32, 0):.1f} |")
     print()
-    print("| round | served | callers | req/s | p50 ms | p99 ms |\n|---:|---|---:|---:|---:|---:|")
-    for round_, mode, concurrency, result in rows:
-        print(f"| {round_} | {mode} | {concurrency} | {result['rps']:.1f} | {result['p50_ms']:.0f} "
+    print("| round | served | protocol | callers | req/s | p50 ms | p99 ms |\n|---:|---|---|---:|---:|---:|---:|")
+    for round_, mode, protocol, concurrency, result in rows:
+        print(f"| {round_} | {mode} | {protocol} | {concurrency} | {result['rps']:.1f} | {result['p50_ms']:.0f} "
               f"| {result['p99_ms']:.0f} |")
 
 
