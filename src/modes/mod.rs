@@ -128,6 +128,12 @@ impl Decision {
             .set(self.speedup);
     }
 
+    /// Takes an unloaded version's series out of `tfserve_model_mode_speedup`.
+    pub fn uncount(&self, model: &str, version: i64) {
+        let labels = [model, &version.to_string(), &self.chosen.name()];
+        let _ = crate::metrics::METRICS.model_mode.remove_label_values(&labels);
+    }
+
     /// The log block: what was tried, measured and chosen.
     pub fn report(&self, model: &str, version: i64) -> String {
         let mut out = match &self.reused {

@@ -343,8 +343,7 @@ impl Registry {
         };
         if let Some(servable) = servable {
             if let Some(mode) = &servable.mode {
-                let labels = [model, &version.to_string(), &mode.chosen.name()];
-                let _ = crate::metrics::METRICS.model_mode.remove_label_values(&labels);
+                mode.uncount(model, version);
             }
             // Requests in flight keep the servable, queued batches its runners;
             // once both let go the session closes, and the memory is free to trim.
