@@ -17,9 +17,9 @@ cargo fmt --all -- --check
 # Without TensorFlow: the library (batcher, registry, service, core, every
 # dialect) on the mock runtime, and every integration test crate that does not
 # declare `#![cfg(feature = "tensorflow")]` at its top: those start the real
-# server on the mock runtime (the HTTP front against actix-web, auth, CORS,
-# admission limits, KServe's model agent, Vertex AI's routes, the module
-# layering, the docs). No libtensorflow is fetched or linked.
+# server on the mock runtime of tests/common/mock.rs (the committed models'
+# signatures and, for the arithmetic ones, their answers). No libtensorflow
+# is fetched or linked.
 cargo clippy --lib --no-default-features -- -D warnings
 cargo clippy --no-default-features --features mock --tests -- -D warnings
 cargo test --lib --no-default-features

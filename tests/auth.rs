@@ -7,16 +7,12 @@ use std::sync::OnceLock;
 use base64::Engine;
 use common::{repo_path, spawn_server};
 use serde_json::{json, Value};
-use tfserve::settings::{Secret, Settings};
+use tfserve::settings::Secret;
 
 fn base_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
-        settings.models.model_name = "half".into();
-        settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+        let mut settings = common::model_settings("half", repo_path("models/half_plus_three"));
         settings.security.enable_auth = true;
         settings.security.auth_username = Some("admin".into());
         settings.security.auth_password = Some(Secret("s3cret:with colon".into()));

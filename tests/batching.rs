@@ -2,8 +2,6 @@
 //! own rows back through merging, padding and splitting; the batch timeout,
 //! the queue limit, abandoned requests and the metrics behave as specified.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::collections::BTreeMap;
@@ -13,7 +11,6 @@ use std::time::{Duration, Instant};
 use common::{assert_close, repo_path, spawn_server};
 use serde_json::{json, Value};
 use tfserve::batcher::ParamsOverride;
-use tfserve::settings::Settings;
 
 /// One server; each model name is a differently configured alias of a committed model.
 fn base_url() -> &'static str {
@@ -92,9 +89,7 @@ fn base_url() -> &'static str {
                 ..timeout(0, 8)
             },
         );
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
+        let mut settings = common::local_settings();
         settings.models.model_config_file = Some(config_path);
         settings.batching.enable_batching = true;
         settings.batching.model_batching = overrides;

@@ -8,7 +8,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::process::{start, start_with_env, Server};
 use common::{repo_path, temp_dir};
@@ -143,17 +143,9 @@ fn environment_settings_and_sigterm_shutdown() {
         json!({"outputs": [4.0]})
     );
     let mut server = server;
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            assert!(status.success(), "exit status {status}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "server did not exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    server.sigterm();
+    let status = server.exit_within(Duration::from_secs(20));
+    assert!(status.success(), "exit status {status}");
     server.wait_for_line("shut down cleanly");
     let log = server.log.lock().unwrap().join("\n");
     assert!(!log.contains(" ERROR "), "a clean SIGTERM logged errors:\n{log}");

@@ -17,7 +17,7 @@ use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionSe
 
 use common::capture::{consumers, post, sigterm_and_wait, sink};
 use common::grpc::predict_x;
-use common::process::start;
+use common::process::{serve_model, start_local};
 use common::{repo_path, temp_dir};
 
 fn grpc_predict(grpc: &str, x: f32) {
@@ -54,10 +54,7 @@ fn every_sink_is_read_by_its_consumer_and_sigterm_writes_out_the_queue() {
     // Each event waits 0.2 s at the receiver: at SIGTERM most are still queued.
     let sink = sink(&events, 0.2);
     let config = config_file(&dir, &prefix);
-    let mut server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
+    let mut server = start_local(&[
         // No drain: SIGTERM finds the events still queued.
         "--drain_timeout=0",
         &format!("--model_config_file={}", config.display()),
@@ -176,13 +173,7 @@ fn every_sink_is_read_by_its_consumer_and_sigterm_writes_out_the_queue() {
     std::fs::create_dir_all(&assets).unwrap();
     let captured = read["tfrecord"]["files"][0].as_str().unwrap();
     std::fs::copy(captured, assets.join("tf_serving_warmup_requests")).unwrap();
-    let warm = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", model.display()),
-    ]);
+    let warm = serve_model("half", &model, &[]);
     let log = warm.log.lock().unwrap().join("\n");
     assert!(
         log.contains("4 warm-up run(s)") && log.contains("from assets.extra"),
@@ -197,16 +188,15 @@ fn every_sink_is_read_by_its_consumer_and_sigterm_writes_out_the_queue() {
 fn data_capture_files_lie_under_endpoint_and_variant_with_the_inference_id_and_custom_attributes() {
     let dir = temp_dir("capture-sagemaker-layout");
     let jsonl = dir.join("capture");
-    let mut server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
-        &format!("--capture_jsonl_dir={}", jsonl.display()),
-        "--capture_endpoint_name=flowers-prod",
-        "--capture_variant_name=blue",
-    ]);
+    let mut server = serve_model(
+        "half",
+        &repo_path("models/half_plus_three"),
+        &[
+            &format!("--capture_jsonl_dir={}", jsonl.display()),
+            "--capture_endpoint_name=flowers-prod",
+            "--capture_variant_name=blue",
+        ],
+    );
     let invoke = |inference_id: Option<&str>, custom_attributes: Option<&str>| {
         let mut request = common::client()
             .post(format!("{}/invocations", server.url))
@@ -253,17 +243,16 @@ fn events_carry_every_header_kserves_logger_sets_and_keep_an_incoming_ce_id() {
     let dir = temp_dir("capture-kserve-headers");
     let events = dir.join("events.jsonl");
     let sink = sink(&events, 0.0);
-    let mut server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
-        &format!("--capture_cloudevents_url={}", sink.url),
-        "--capture_cloudevents_source=http://flowers-predictor.ml/",
-        "--capture_cloudevents_endpoint=canary",
-        "--capture_metadata_headers=X-Team,x-tenant",
-    ]);
+    let mut server = serve_model(
+        "half",
+        &repo_path("models/half_plus_three"),
+        &[
+            &format!("--capture_cloudevents_url={}", sink.url),
+            "--capture_cloudevents_source=http://flowers-predictor.ml/",
+            "--capture_cloudevents_endpoint=canary",
+            "--capture_metadata_headers=X-Team,x-tenant",
+        ],
+    );
     let v2 = r#"{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [4.0]}]}"#;
     let sent = |path: &str, ce_id: Option<&str>| {
         let mut request = common::client()

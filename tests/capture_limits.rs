@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use common::capture::{consumers, sigterm_and_wait, sink};
-use common::process::start;
+use common::process::serve_model;
 use common::{repo_path, temp_dir};
 
 #[test]
@@ -20,15 +20,14 @@ fn a_slow_sink_loses_records_and_counts_them_but_never_a_request() {
     let dir = temp_dir("capture-slow");
     // A receiver that takes 2 s per event, behind a queue of two.
     let sink = sink(&dir.join("events.jsonl"), 2.0);
-    let server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
-        &format!("--capture_cloudevents_url={}", sink.url),
-        "--capture_queue_size=2",
-    ]);
+    let server = serve_model(
+        "half",
+        &repo_path("models/half_plus_three"),
+        &[
+            &format!("--capture_cloudevents_url={}", sink.url),
+            "--capture_queue_size=2",
+        ],
+    );
     let client = common::client();
     for i in 0..40 {
         let answer: Value = client
@@ -40,21 +39,11 @@ fn a_slow_sink_loses_records_and_counts_them_but_never_a_request() {
             .unwrap();
         assert_eq!(answer, json!({"predictions": [f64::from(i) / 2.0 + 3.0]}));
     }
-    let metrics = client
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
-    let dropped: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("tfserve_capture_dropped_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let dropped = common::metric_sum(&server.url, "tfserve_capture_dropped_total{", &[]);
     // 80 events: the receiver takes one every 2 s and the queues hold a few,
     // so at least 70 are lost, counted once per event or (dropped before the
     // writer) once per record of two events.
-    assert!(dropped >= 35.0, "{metrics}");
+    assert!(dropped >= 35.0, "{dropped}");
     drop(server);
     drop(sink);
     let _ = std::fs::remove_dir_all(&dir);
@@ -69,17 +58,16 @@ fn a_dead_sink_and_a_failing_disk_are_told_in_a_few_lines_and_shutdown_is_bounde
     drop(dead);
     // A directory under a regular file can never be made: every line fails.
     std::fs::write(dir.join("file"), b"").unwrap();
-    let mut server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
-        &format!("--capture_cloudevents_url={dead_url}"),
-        &format!("--capture_jsonl_dir={}", dir.join("file/jsonl").display()),
-        "--capture_flush_seconds=1",
-        "--drain_timeout=0",
-    ]);
+    let mut server = serve_model(
+        "half",
+        &repo_path("models/half_plus_three"),
+        &[
+            &format!("--capture_cloudevents_url={dead_url}"),
+            &format!("--capture_jsonl_dir={}", dir.join("file/jsonl").display()),
+            "--capture_flush_seconds=1",
+            "--drain_timeout=0",
+        ],
+    );
     let client = common::client();
     for i in 0..60 {
         let answer = client
@@ -90,22 +78,12 @@ fn a_dead_sink_and_a_failing_disk_are_told_in_a_few_lines_and_shutdown_is_bounde
         assert_eq!(answer.status(), 200);
     }
     // Every line failed, each counted (the writer takes what queued every few ms).
-    let failed_lines = || -> f64 {
-        let metrics = client
-            .get(format!("{}/metrics", server.url))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
-        metrics
-            .lines()
-            .filter(|l| {
-                l.starts_with("tfserve_capture_dropped_total{")
-                    && l.contains(r#"reason="write_failed""#)
-                    && l.contains(r#"sink="jsonl""#)
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+    let failed_lines = || {
+        common::metric_sum(
+            &server.url,
+            "tfserve_capture_dropped_total{",
+            &[r#"reason="write_failed""#, r#"sink="jsonl""#],
+        )
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while failed_lines() < 60.0 {
@@ -152,16 +130,15 @@ fn a_dead_sink_and_a_failing_disk_are_told_in_a_few_lines_and_shutdown_is_bounde
 fn retention_keeps_a_capture_tree_within_its_size_removing_the_oldest_files() {
     let dir = temp_dir("capture-retention");
     let jsonl = dir.join("capture");
-    let mut server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", repo_path("models/half_plus_three").display()),
-        &format!("--capture_jsonl_dir={}", jsonl.display()),
-        "--capture_rotate_mb=1",
-        "--capture_retention_mb=2",
-    ]);
+    let mut server = serve_model(
+        "half",
+        &repo_path("models/half_plus_three"),
+        &[
+            &format!("--capture_jsonl_dir={}", jsonl.display()),
+            "--capture_rotate_mb=1",
+            "--capture_retention_mb=2",
+        ],
+    );
     // 10,000 CSV rows in, 10,000 predictions out: ~100 KB a record, ~6 MB in all.
     let body = "1.0\n".repeat(10_000);
     let client = common::client();

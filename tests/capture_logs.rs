@@ -10,18 +10,13 @@ use serde_json::json;
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
 
 use common::capture::{consumers, post, sigterm_and_wait};
-use common::process::start;
+use common::process::{serve_model, start_local};
 use common::{repo_path, temp_dir};
 
 /// A MultiInference call classifying and regressing one example, x = 2.
 /// The server on free ports, serving what the model config file lists.
 fn start_with_config(config: &std::path::Path) -> common::process::Server {
-    start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        &format!("--model_config_file={}", config.display()),
-    ])
+    start_local(&[&format!("--model_config_file={}", config.display())])
 }
 
 fn grpc_multi_inference(grpc: &str) {
@@ -139,13 +134,7 @@ fn each_api_is_logged_as_its_own_prediction_log_and_the_file_warms_a_model_up() 
     std::fs::create_dir_all(&assets).unwrap();
     let captured = read["files"][0].as_str().unwrap();
     std::fs::copy(captured, assets.join("tf_serving_warmup_requests")).unwrap();
-    let warm = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", model.display()),
-    ]);
+    let warm = serve_model("half", &model, &[]);
     let log = warm.log.lock().unwrap().join("\n");
     assert!(log.contains("5 warm-up run(s)"), "{log}");
     drop(warm);

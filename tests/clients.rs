@@ -10,14 +10,11 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 use serde_json::Value;
-use tfserve::settings::Settings;
 
 use common::{client_python, repo_path, spawn_with_grpc};
 
 fn server() -> (SocketAddr, SocketAddr) {
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.models_dir = repo_path("models");
     spawn_with_grpc(settings)
 }

@@ -12,7 +12,6 @@ mod common;
 use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
-use tfserve::settings::Settings;
 
 use common::{repo_path, spawn_server};
 
@@ -27,9 +26,7 @@ fn servers() -> &'static [String; 2] {
     static URLS: OnceLock<[String; 2]> = OnceLock::new();
     URLS.get_or_init(|| {
         let start = |batching: bool| {
-            let mut settings = Settings::default();
-            settings.http.host = "127.0.0.1".into();
-            settings.http.rest_api_port = Some(0);
+            let mut settings = common::local_settings();
             settings.models.models_dir = repo_path("tests/compat/models");
             settings.batching.enable_batching = batching;
             settings.models.file_system_poll_wait_seconds = 0;
@@ -238,9 +235,7 @@ fn method_name_check_is_off_unless_asked_for() {
     let regress = case("tf2_examples_regress");
     check_examples(&servers()[0], &classify);
     check_examples(&servers()[0], &regress);
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.models_dir = repo_path("tests/compat/models");
     settings.models.file_system_poll_wait_seconds = 0;
     settings.models.enable_signature_method_name_check = true;

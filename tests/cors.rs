@@ -5,17 +5,13 @@ mod common;
 
 use common::{base_url, repo_path, spawn_server};
 use serde_json::json;
-use tfserve::settings::{Secret, Settings};
+use tfserve::settings::Secret;
 
 const ORIGIN: &str = "https://app.example";
 
 #[test]
 fn cross_origin_requests_when_enabled() {
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
-    settings.models.model_name = "half".into();
-    settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+    let mut settings = common::model_settings("half", repo_path("models/half_plus_three"));
     settings.http.enable_cors = true;
     settings.security.enable_auth = true;
     settings.security.auth_username = Some("u".into());

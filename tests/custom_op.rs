@@ -10,7 +10,6 @@ use std::process::Command;
 
 use common::{repo_path, spawn_server};
 use serde_json::{json, Value};
-use tfserve::settings::Settings;
 
 /// Builds the op library into its own directory under target/.
 fn build_op() -> PathBuf {
@@ -39,11 +38,7 @@ fn build_op() -> PathBuf {
 #[test]
 fn a_model_using_a_custom_op_serves_once_the_library_is_loaded() {
     let ops = build_op();
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
-    settings.models.model_name = "scale_add".into();
-    settings.models.model_base_path = Some(repo_path("tests/custom_op/scale_add_model"));
+    let mut settings = common::model_settings("scale_add", repo_path("tests/custom_op/scale_add_model"));
     settings.tensorflow.custom_op_paths = Some(format!(" {} ,", ops.display()));
     let addr = spawn_server(settings);
     let response = reqwest::blocking::Client::new()

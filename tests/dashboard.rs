@@ -2,8 +2,6 @@
 //! headless Chromium (tests/browser/dashboard.mjs) with a screenshot saved
 //! under target/test-artifacts/.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::path::Path;

@@ -4,8 +4,6 @@
 //! model keeps answering from the version it had, the status API says what
 //! failed, and a fixed version loads without a restart.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::path::Path;
@@ -13,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use common::{copy_dir, repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
-use tfserve::settings::Settings;
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -34,12 +31,7 @@ fn predict(url: &str) -> (u16, Value) {
 
 /// Each version's state and error, by version.
 fn statuses(url: &str) -> Vec<(String, String, String)> {
-    let status: Value = common::client()
-        .get(format!("{url}/v1/models/adder"))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let status = common::get_json(&format!("{url}/v1/models/adder"));
     status["model_version_status"]
         .as_array()
         .cloned()
@@ -57,9 +49,7 @@ fn statuses(url: &str) -> Vec<(String, String, String)> {
 
 /// The adder's `version` answers x + version; served from `root`/adder, polled every second.
 fn server(root: &Path) -> String {
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.models_dir = root.to_path_buf();
     settings.models.file_system_poll_wait_seconds = 1;
     format!("http://{}", spawn_server(settings))
@@ -114,6 +104,7 @@ fn a_corrupt_version_fails_alone_and_loads_once_fixed() {
     wait_for("version 2 after the fix", || answers(&url, 2.0));
 }
 
+#[cfg(feature = "tensorflow")]
 #[test]
 fn truncated_variables_fail_the_version_not_the_model() {
     let root = temp_dir("faults-truncated");
@@ -191,9 +182,7 @@ fn a_load_that_never_finishes_fails_after_the_load_timeout() {
     let root = temp_dir("faults-hang");
     let base = root.join("adder");
     copy_dir(&repo_path("models/adder/1"), &base.join("1"));
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.models_dir = root.clone();
     settings.models.file_system_poll_wait_seconds = 1;
     settings.models.model_load_timeout_seconds = 2;
@@ -242,9 +231,7 @@ fn a_config_file_replaced_by_garbage_keeps_the_models_serving() {
         )
     };
     std::fs::write(&config, format!("model_config_list {{ {} }}", entry("adder"))).unwrap();
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.model_config_file = Some(config.clone());
     settings.models.model_config_file_poll_wait_seconds = 1;
     let url = format!("http://{}", spawn_server(settings));

@@ -11,14 +11,9 @@ use std::time::Duration;
 
 use common::raw_http::{connect, post, read_answer};
 use common::{repo_path, spawn_server};
-use tfserve::settings::Settings;
 
 fn server() -> SocketAddr {
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
-    settings.models.model_name = "half".into();
-    settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+    let settings = common::model_settings("half", repo_path("models/half_plus_three"));
     spawn_server(settings)
 }
 
@@ -289,12 +284,7 @@ fn idle_connections_close_when_the_server_stops() {
         .unwrap();
     assert!(read_answer(&mut handed).status.starts_with("HTTP/1.1 200"));
     let started = std::time::Instant::now();
-    let pid = server.child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    server.sigterm();
     // Both are closed by the stop, long before their keep-alive or the
     // stop's 30 s bound would end them.
     for connection in [&mut front, &mut handed] {
@@ -310,11 +300,7 @@ fn idle_connections_close_when_the_server_stops() {
 #[test]
 fn a_refusal_before_the_body_is_read_reaches_its_client() {
     let addr = spawn_server({
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
-        settings.models.model_name = "half".into();
-        settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+        let mut settings = common::model_settings("half", repo_path("models/half_plus_three"));
         settings.http.max_in_flight_requests = 1;
         settings
     });

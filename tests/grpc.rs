@@ -2,8 +2,6 @@
 //! bundled model answers Predict as it answers REST, TF Serving's error codes,
 //! gzip, request ids, health, a 100 MB `tensor_content`, auth and TLS.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::collections::BTreeMap;
@@ -14,7 +12,6 @@ use serde_json::{json, Map, Value};
 use tfserve::proto::tensorflow::serving::model_spec::VersionChoice;
 use tfserve::proto::tensorflow::serving::{GetModelMetadataRequest, PredictRequest};
 use tfserve::proto::tensorflow::TensorProto;
-use tfserve::settings::Settings;
 use tfserve::tensor::{Tensor, TensorData};
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
@@ -25,9 +22,7 @@ use common::{repo_path, spawn_with_grpc};
 fn servers() -> (SocketAddr, SocketAddr) {
     static ADDRS: OnceLock<(SocketAddr, SocketAddr)> = OnceLock::new();
     *ADDRS.get_or_init(|| {
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
+        let mut settings = common::local_settings();
         settings.models.models_dir = repo_path("models");
         spawn_with_grpc(settings)
     })
@@ -111,24 +106,17 @@ fn every_bundled_model_answers_predict_as_rest_does() {
         "first_token",
         "half_plus_three",
         "half_plus_two",
+        #[cfg(feature = "tensorflow")]
         "mnist_cnn",
         "multi_io",
         "tf1_half_plus_two",
     ];
     for model in models {
-        let loaded = tfserve::runtime::LoadedModel::load(
-            &tfserve::registry::discover_versions(&repo_path(&format!("models/{model}")))
-                .unwrap()
-                .last()
-                .unwrap()
-                .1,
-            &["serve".to_string()],
-            &tfserve::runtime::SessionConfig::default(),
-        )
-        .unwrap();
-        let signature = tfserve::runtime::Model::signature(&loaded, "serving_default")
-            .unwrap()
-            .clone();
+        let version = tfserve::registry::discover_versions(&repo_path(&format!("models/{model}"))).unwrap();
+        let loaded = common::loader()
+            .load(&version.last().unwrap().1, &["serve".to_string()], &Default::default())
+            .unwrap();
+        let signature = loaded.signature("serving_default").unwrap().clone();
         let inputs = tfserve::warmup::synthetic_inputs(&signature, 2).expect("inputs can be made up");
         let mut rest_inputs = Map::new();
         let mut grpc_inputs = BTreeMap::new();

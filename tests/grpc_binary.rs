@@ -5,13 +5,12 @@
 
 mod common;
 
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::drain::Tally;
 use common::grpc::predict_x;
-use common::process::{start, start_with_env, try_start};
+use common::process::{serve_model, start_local, start_with_env, try_start};
 use common::repo_path;
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
 
@@ -68,26 +67,15 @@ fn kserve_command_line_serves_grpc_and_rest() {
 #[test]
 fn sigterm_drains_grpc_calls_in_flight() {
     let base_path = repo_path("models/half_plus_three");
-    let mut server = start(&[
-        "--rest_api_port=0",
-        "--host=127.0.0.1",
+    let mut server = start_local(&[
         "--drain_timeout=1",
-        "--model_base_path",
-        base_path.to_str().unwrap(),
+        &format!("--model_base_path={}", base_path.display()),
     ]);
     let target = format!("http://{}", server.grpc);
-    let done = Arc::new(AtomicBool::new(false));
-    let (answered, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let lost = Arc::new(Mutex::new(Vec::new()));
+    let tally = Arc::new(Tally::default());
     let clients: Vec<_> = (0..8)
         .map(|_| {
-            let (target, done, answered, refused, lost) = (
-                target.clone(),
-                done.clone(),
-                answered.clone(),
-                refused.clone(),
-                lost.clone(),
-            );
+            let (target, tally) = (target.clone(), tally.clone());
             std::thread::spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -95,12 +83,12 @@ fn sigterm_drains_grpc_calls_in_flight() {
                     .unwrap();
                 runtime.block_on(async move {
                     let mut client = None;
-                    while !done.load(Ordering::SeqCst) {
+                    while tally.running() {
                         if client.is_none() {
                             match PredictionServiceClient::connect(target.clone()).await {
                                 Ok(c) => client = Some(c),
                                 Err(_) => {
-                                    refused.fetch_add(1, Ordering::SeqCst);
+                                    tally.refused();
                                     tokio::time::sleep(Duration::from_millis(20)).await;
                                     continue;
                                 }
@@ -108,20 +96,15 @@ fn sigterm_drains_grpc_calls_in_flight() {
                         }
                         let Some(c) = client.as_mut() else { continue };
                         match c.predict(predict_x("default", 2.0)).await {
-                            Ok(answer) if answer.get_ref().outputs["y"].float_val == [4.0] => {
-                                answered.fetch_add(1, Ordering::SeqCst);
-                            }
-                            Ok(answer) => lost
-                                .lock()
-                                .unwrap()
-                                .push(format!("wrong answer {:?}", answer.get_ref())),
+                            Ok(answer) if answer.get_ref().outputs["y"].float_val == [4.0] => tally.answered(),
+                            Ok(answer) => tally.lost(format!("wrong answer {:?}", answer.get_ref())),
                             // Refused before being accepted: the listener has closed
                             // (or said GOAWAY before the call started).
                             Err(status) if is_refused(&status) => {
-                                refused.fetch_add(1, Ordering::SeqCst);
+                                tally.refused();
                                 client = None;
                             }
-                            Err(status) => lost.lock().unwrap().push(status.to_string()),
+                            Err(status) => tally.lost(status.to_string()),
                         }
                     }
                 })
@@ -129,35 +112,10 @@ fn sigterm_drains_grpc_calls_in_flight() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(700));
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "server did not exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    std::thread::sleep(Duration::from_millis(200));
-    done.store(true, Ordering::SeqCst);
-    for client in clients {
-        client.join().unwrap();
-    }
+    server.sigterm();
+    let status = server.exit_within(Duration::from_secs(20));
     assert!(status.success(), "exit status {status}");
-    let lost = lost.lock().unwrap();
-    assert!(
-        lost.is_empty(),
-        "{} calls lost: {:?}",
-        lost.len(),
-        &lost[..lost.len().min(5)]
-    );
-    assert!(
-        answered.load(Ordering::SeqCst) > 100,
-        "{}",
-        answered.load(Ordering::SeqCst)
-    );
-    assert!(refused.load(Ordering::SeqCst) > 0);
+    tally.finish(clients);
 }
 
 /// A call the server never took: the connection was refused or sent GOAWAY
@@ -192,15 +150,11 @@ fn access_lines(log: &Mutex<Vec<String>>, count: usize) -> Vec<serde_json::Value
 #[test]
 fn json_logs_and_an_access_line_per_rest_and_grpc_request() {
     let base_path = repo_path("models/half_plus_three");
-    let server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=half",
-        &format!("--model_base_path={}", base_path.display()),
-        "--log_format=json",
-        "--access_log_sampling_rate=1",
-    ]);
+    let server = serve_model(
+        "half",
+        &base_path,
+        &["--log_format=json", "--access_log_sampling_rate=1"],
+    );
     let body = r#"{"instances": [1.0, 2.0]}"#;
     let response = reqwest::blocking::Client::new()
         .post(format!("{}/v1/models/half:predict", server.url))
@@ -323,12 +277,7 @@ fn every_line_of_a_json_log_parses_from_start_through_errors_to_sigterm() {
         .send()
         .unwrap();
     assert!(answer.status().is_client_error(), "{:?}", answer.text());
-    let pid = server.child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    server.sigterm();
     assert!(server.child.wait().unwrap().success());
     server.wait_for_line("shut down cleanly");
     let log = server.log.lock().unwrap().clone();

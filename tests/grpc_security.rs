@@ -1,12 +1,9 @@
 //! TF Serving's gRPC API behind the server's security settings: Basic auth
 //! on every call but health, and TLS and mutual TLS from the REST settings.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
-use tfserve::settings::Settings;
 use tonic::transport::Channel;
 
 use common::grpc::{block_on, half_plus_three, prediction};
@@ -14,9 +11,7 @@ use common::{repo_path, spawn_with_grpc};
 
 #[test]
 fn auth_applies_to_grpc_calls_but_not_health() {
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.models_dir = repo_path("models");
     settings.security.enable_auth = true;
     settings.security.auth_username = Some("ann".into());
@@ -68,9 +63,7 @@ fn tls_and_mutual_tls_come_from_the_rest_settings() {
     let ca = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     std::fs::write(dir.join("cert.pem"), ca.cert.pem()).unwrap();
     std::fs::write(dir.join("key.pem"), ca.key_pair.serialize_pem()).unwrap();
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.models_dir = repo_path("models");
     settings.security.enable_ssl = true;
     settings.security.secret_pem = Some(dir.join("cert.pem"));

@@ -2,8 +2,6 @@
 //! leaks costs only its own worker process, and a server without Python
 //! serves plain models and says what handlers need.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use serde_json::json;
@@ -16,9 +14,7 @@ use common::{spawn_server, temp_dir};
 fn faulty_server(configure: impl FnOnce(&mut Settings)) -> String {
     let root = temp_dir("handlers-faulty");
     archive(&root, "faulty", "half_plus_three", Some("faulty"));
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.models_dir = root;
     settings.handlers.python_workers = 2;
     configure(&mut settings);
@@ -117,9 +113,7 @@ fn a_server_without_python_serves_plain_models_and_says_what_handlers_need() {
     let root = temp_dir("handlers-no-python");
     archive(&root, "pair", "half_plus_three", Some("pair"));
     archive(&root, "plain", "half_plus_three", None);
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.models_dir = root.clone();
     settings.models.model_roots = vec![root.clone()];
     settings.models.multi_model = true;

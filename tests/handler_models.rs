@@ -2,23 +2,18 @@
 //! own `code/inference.py` (or none), unloading drops it, and a model whose
 //! requirements cannot be installed fails to load, naming them.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use common::handlers::{archive, invoke};
 use common::{spawn_server, temp_dir};
 use serde_json::{json, Value};
-use tfserve::settings::Settings;
 
 #[test]
 fn multi_model_endpoints_load_each_models_handlers() {
     let root = temp_dir("handlers-mme");
     let pair = archive(&root, "pair", "half_plus_three", Some("pair"));
     let plain = archive(&root, "plain", "half_plus_three", None);
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.multi_model = true;
     settings.models.models_dir = root.clone();
     settings.models.model_roots = vec![root.clone()];

@@ -3,8 +3,6 @@
 //! model without handlers is untouched. Handlers that
 //! fail: `handler_faults.rs`; in multi-model mode: `handler_models.rs`.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -13,7 +11,6 @@ use std::sync::OnceLock;
 use common::handlers::{archive, archive_version, invoke, Answer};
 use common::{repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
-use tfserve::settings::Settings;
 
 /// Every case as its own model, plus `plain` without handlers.
 fn models_dir() -> &'static Path {
@@ -37,9 +34,7 @@ fn models_dir() -> &'static Path {
 fn base_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
+        let mut settings = common::local_settings();
         settings.models.models_dir = models_dir().to_path_buf();
         settings.handlers.python_workers = 2;
         settings.http.rest_api_timeout_in_ms = 2000;
@@ -51,6 +46,7 @@ fn invocation(model: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Answ
     invoke(base_url(), "/invocations", model, content_type, None, body.into())
 }
 
+#[cfg(feature = "tensorflow")]
 #[test]
 fn container_examples_answer_on_a_tf1_export() {
     for model in ["pair_tf1", "rest_tf1"] {
@@ -104,6 +100,7 @@ fn json_and_csv_input_output_pair() {
     );
 }
 
+#[cfg(feature = "tensorflow")]
 #[test]
 fn image_input_handler_base64_encodes_the_body() {
     let expected: Value =
@@ -175,9 +172,7 @@ fn rest_uri_works_under_tls_and_auth() {
     let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     std::fs::write(root.join("cert.pem"), generated.cert.pem()).unwrap();
     std::fs::write(root.join("key.pem"), generated.key_pair.serialize_pem()).unwrap();
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.models_dir = root.clone();
     settings.security.enable_ssl = true;
     settings.security.secret_pem = Some(root.join("cert.pem"));
@@ -218,9 +213,7 @@ fn config_reloads_load_and_drop_handlers() {
         std::fs::write(&config, text).unwrap();
     };
     write_config(&plain);
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.model_config_file = Some(config.clone());
     settings.handlers.python_workers = 1;
     let base = format!("http://{}", spawn_server(settings));
@@ -319,6 +312,7 @@ fn models_without_handlers_keep_the_default_conversions() {
     assert_eq!(handlers("plain"), Some(json!(false)));
 }
 
+#[cfg(feature = "tensorflow")]
 #[test]
 fn transform_runs_records_through_handlers() {
     let work = temp_dir("handlers-transform");

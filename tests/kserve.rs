@@ -1,8 +1,6 @@
 //! The Open Inference Protocol over REST with a plain HTTP client: JSON
 //! tensors of every kind, outputs chosen, binary outputs, metadata and errors.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use serde_json::{json, Value};

@@ -10,7 +10,6 @@ use std::path::Path;
 
 use common::{copy_dir, repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
-use tfserve::settings::Settings;
 
 fn call(base: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
     let client = common::client();
@@ -34,9 +33,7 @@ fn download(root: &Path, name: &str, version: &str) {
 fn the_agent_loads_and_unloads_models_from_an_empty_start() {
     let root = temp_dir("agent-root");
     let elsewhere = temp_dir("agent-cwd");
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.model_roots = vec![root.clone()];
     // No models folder where the server runs: nothing is loaded at start.
     settings.models.models_dir = elsewhere.join("models");

@@ -2,8 +2,6 @@
 //! (`/tfserve/models`) and SageMaker's multi-model routes (`/models`), confined
 //! to `--model_roots` and bounded by `--max_models`, with their errors.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use common::{call, copy_dir, repo_path, rest_server as server, temp_dir};

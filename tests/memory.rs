@@ -69,10 +69,7 @@ fn after_a_burst_of_large_image_requests_the_resident_set_comes_back_when_idle()
     let url = format!("{}/v1/models/img:predict", server.url);
     let encoded = base64::engine::general_purpose::STANDARD.encode(noise_png());
     let body = format!(r#"{{"instances": [{{"b64": "{encoded}"}}, {{"b64": "{encoded}"}}]}}"#);
-    let client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(300))
-        .build()
-        .unwrap();
+    let client = common::patient_client();
     let post = |body: String| {
         let answer = client.post(&url).body(body).send().unwrap();
         assert_eq!(answer.status().as_u16(), 200);

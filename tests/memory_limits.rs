@@ -8,9 +8,8 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use common::process::start;
+use common::process::serve_model;
 use common::repo_path;
 
 /// The budget the server runs with.
@@ -30,20 +29,16 @@ fn status_bytes(pid: u32, key: &str) -> u64 {
 #[test]
 fn large_bodies_at_once_stay_within_the_budget_at_their_peak() {
     let model = repo_path("models/first_token");
-    let server = start(&[
-        "--rest_api_port=0",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--model_name=ft",
-        &format!("--model_base_path={}", model.display()),
-        &format!("--max_in_flight_bytes={LIMIT}"),
-        "--max_request_bytes=33554432",
-    ]);
+    let server = serve_model(
+        "ft",
+        &model,
+        &[
+            &format!("--max_in_flight_bytes={LIMIT}"),
+            "--max_request_bytes=33554432",
+        ],
+    );
     let url = format!("{}/v1/models/ft:predict", server.url);
-    let client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(300))
-        .build()
-        .unwrap();
+    let client = common::patient_client();
     let post = |body: String| {
         let answer = client.post(&url).body(body).send().unwrap();
         (answer.status().as_u16(), answer.text().unwrap())

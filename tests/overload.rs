@@ -13,7 +13,6 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use common::{repo_path, spawn_server};
-use tfserve::settings::Settings;
 
 /// The refusals of half_plus_three's requests as late, as `/metrics` prints them.
 #[cfg(any(feature = "tensorflow", feature = "mock"))]
@@ -23,9 +22,7 @@ const LATE_REFUSALS: &str =
 #[test]
 fn requests_past_the_limit_get_503_and_probes_still_answer() {
     let addr = spawn_server({
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
+        let mut settings = common::local_settings();
         settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
         settings.models.model_name = "half_plus_three".into();
         settings.http.max_in_flight_requests = 1;
@@ -88,9 +85,7 @@ fn requests_past_the_limit_get_503_and_probes_still_answer() {
 #[test]
 fn bodies_past_the_byte_budget_get_503_before_being_read() {
     let addr = spawn_server({
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
+        let mut settings = common::local_settings();
         settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
         settings.models.model_name = "half_plus_three".into();
         settings.http.max_request_bytes = 10 << 20;
@@ -301,7 +296,6 @@ mod late {
     use super::common::repo_path;
     use tfserve::runtime::mock::{float_signature, MockModel};
     use tfserve::runtime::{Loader, Model, RuntimeError, SessionConfig};
-    use tfserve::settings::Settings;
 
     /// half_plus_three whose every run takes 30 ms, and once `armed`, waits
     /// for the test to release it (telling it when a run has begun).
@@ -342,9 +336,7 @@ mod late {
             entered: Mutex::new(entered),
             release: Mutex::new(release),
         });
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
+        let mut settings = common::local_settings();
         settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
         settings.models.model_name = "half_plus_three".into();
         settings.batching.enable_batching = true;

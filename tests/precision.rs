@@ -12,17 +12,6 @@ mod common;
 use common::{repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
 use tfserve::runtime::precision::PrecisionChoice;
-use tfserve::settings::Settings;
-
-fn settings_for(config: &Value, dir: &std::path::Path) -> Settings {
-    let path = dir.join("models.json");
-    std::fs::write(&path, config.to_string()).unwrap();
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
-    settings.models.model_config_file = Some(path);
-    settings
-}
 
 /// The model's status once its load ended: (state, error message).
 fn status(url: &str, model: &str) -> (String, String) {
@@ -50,7 +39,7 @@ fn a_mode_the_host_lacks_and_a_pool_size_of_its_own_fail_that_model_only() {
         {"name": "fp16", "base_path": half, "session_config": {"mixed_precision": "float16"}},
         {"name": "pinned", "base_path": half, "session_config": {"intra_op_parallelism_threads": 7}},
     ]});
-    let mut settings = settings_for(&config, &dir);
+    let mut settings = common::config_settings(&config, &dir);
     settings.tensorflow.tensorflow_intra_op_parallelism = Some(1);
     let url = format!("http://{}", spawn_server(settings));
 
@@ -88,7 +77,7 @@ fn mode_of(url: &str, model: &str) -> Value {
 
 /// A server choosing every model's mode, its decisions kept under `dir`.
 fn start_auto(config: &Value, dir: &std::path::Path) -> String {
-    let mut settings = settings_for(config, dir);
+    let mut settings = common::config_settings(config, dir);
     settings.tensorflow.mixed_precision = Some(PrecisionChoice::Auto);
     settings.models.model_cache_dir = Some(dir.join("cache"));
     format!("http://{}", spawn_server(settings))
@@ -181,7 +170,7 @@ fn bfloat16_answers_within_a_classifiers_tolerance_of_fp32_where_the_cpu_has_it(
         {"name": "fp32", "base_path": mnist},
         {"name": "bf16", "base_path": mnist, "session_config": {"mixed_precision": "bfloat16"}},
     ]});
-    let url = format!("http://{}", spawn_server(settings_for(&config, &dir)));
+    let url = format!("http://{}", spawn_server(common::config_settings(&config, &dir)));
     let lacks = tfserve::runtime::precision::host_lacks(tfserve::runtime::precision::MixedPrecision::Bfloat16, false);
     let (state, message) = status(&url, "bf16");
     if let Some(lacks) = lacks {

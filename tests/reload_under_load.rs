@@ -3,8 +3,6 @@
 //! TensorFlow Serving, KServe v2, TF Serving gRPC) loop on the model. Every
 //! request must be answered 200 with one of the versions' answers.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::net::SocketAddr;
@@ -17,7 +15,6 @@ use common::grpc::predict_x;
 use common::{copy_dir, repo_path, spawn_with_grpc, temp_dir};
 use serde_json::{json, Value};
 use tfserve::proto::tensorflow::serving::prediction_service_client::PredictionServiceClient;
-use tfserve::settings::Settings;
 
 const SWAPS: u32 = 20;
 const CLIENTS_PER_DIALECT: usize = 4;
@@ -170,9 +167,7 @@ fn swaps_and_reloads_under_load_lose_nothing() {
     publish(&repo_path("models/adder/1"), &base, 1);
     let config = dir.join("models.config");
     write_config(&config, &base, true);
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.models.model_config_file = Some(config.clone());
     settings.models.file_system_poll_wait_seconds = 1;
     let (rest, grpc) = spawn_with_grpc(settings);

@@ -3,8 +3,6 @@
 //! memory given back on unload. The management and SageMaker multi-model
 //! routes: `management.rs`.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::path::Path;

@@ -1,22 +1,17 @@
 //! The SageMaker container contract over HTTP: /ping, /invocations in every
 //! content type, custom attributes, Accept, and the errors.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::sync::OnceLock;
 
-use common::{assert_close, floats, repo_path, spawn_server};
+use common::{repo_path, spawn_server};
 use serde_json::{json, Value};
-use tfserve::settings::Settings;
 
 fn base_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
+        let mut settings = common::local_settings();
         settings.models.models_dir = repo_path("models");
         // SAGEMAKER_TFS_DEFAULT_MODEL_NAME's setting.
         settings.models.default_model_name = Some("half_plus_three".into());
@@ -174,6 +169,7 @@ fn tf_serving_tutorial_model_answers_json_csv_and_examples() {
     assert_eq!((status, answer), (200, json!({"results": [2.5, 4.5]})));
 }
 
+#[cfg(feature = "tensorflow")]
 #[test]
 fn images_go_to_string_and_float_inputs() {
     let png = std::fs::read(repo_path("tests/data/gradient.png")).unwrap();
@@ -188,15 +184,15 @@ fn images_go_to_string_and_float_inputs() {
     assert_eq!(status, 200, "{answer}");
     let want = &expected["image_classifier"]["png"];
     assert_eq!(answer["predictions"][0]["classes"], want["classes"][0]);
-    assert_close(
+    common::assert_close(
         &answer["predictions"][0]["probabilities"],
-        &floats(&want["probabilities"]),
+        &common::floats(&want["probabilities"]),
         1e-5,
     );
     // A float image input: decoded, resized to 28x28 grayscale, scaled to [0, 1].
     let (status, _, answer) = invoke(Some("image/png"), Some("tfs-model-name=mnist_cnn"), None, png);
     assert_eq!(status, 200, "{answer}");
-    let probabilities = floats(&answer["predictions"][0]);
+    let probabilities = common::floats(&answer["predictions"][0]);
     assert_eq!(probabilities.len(), 10);
     assert!((probabilities.iter().sum::<f64>() - 1.0).abs() < 1e-4);
     let (status, _, answer) = invoke(

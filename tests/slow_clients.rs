@@ -2,8 +2,6 @@
 //! off with 408 after its timeout, idle keep-alive connections are closed,
 //! and a normal client is answered at once throughout.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::io::{Read, Write};
@@ -11,14 +9,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::{repo_path, spawn_server};
-use tfserve::settings::Settings;
 
 fn server() -> SocketAddr {
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
-    settings.models.model_name = "half".into();
-    settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+    let mut settings = common::model_settings("half", repo_path("models/half_plus_three"));
     settings.http.client_request_timeout_ms = 1_000;
     settings.http.client_body_timeout_ms = 1_000;
     settings.http.keep_alive_seconds = 1;
@@ -120,6 +113,7 @@ fn idle_connections_are_closed_after_a_prediction_too() {
 }
 
 /// The 99th percentile of `count` sequential predict calls on one keep-alive connection.
+#[cfg(feature = "tensorflow")]
 fn p99_ms(url: &str, count: usize) -> f64 {
     let client = common::client();
     let mut times: Vec<f64> = (0..count)
@@ -135,6 +129,7 @@ fn p99_ms(url: &str, count: usize) -> f64 {
     times[count * 99 / 100]
 }
 
+#[cfg(feature = "tensorflow")]
 #[test]
 fn ten_thousand_idle_connections_leave_normal_clients_at_their_p99() {
     // A process of its own: 10,000 sockets on each side would not fit one

@@ -1,18 +1,18 @@
 //! Simple TensorFlow Serving's `POST /` contract and `gen_json`, on the
 //! committed models.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
-use base64::Engine;
 use common::*;
 use serde_json::{json, Value};
 
+#[cfg(feature = "tensorflow")]
 #[test]
 fn post_root_runs_every_model() {
-    let png =
-        base64::engine::general_purpose::STANDARD.encode(std::fs::read(repo_path("tests/data/gradient.png")).unwrap());
+    let png = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        std::fs::read(repo_path("tests/data/gradient.png")).unwrap(),
+    );
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
     let cases = [
@@ -67,8 +67,10 @@ fn post_root_runs_every_model() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["classes"][0], expected["image_classifier"]["png"]["classes"][0]);
     // STFS's own form for its image models: URL-safe base64 text, decoded in-graph.
-    let text =
-        base64::engine::general_purpose::URL_SAFE.encode(std::fs::read(repo_path("tests/data/gradient.jpg")).unwrap());
+    let text = base64::Engine::encode(
+        &base64::engine::general_purpose::URL_SAFE,
+        std::fs::read(repo_path("tests/data/gradient.jpg")).unwrap(),
+    );
     let (status, body) = post_json(
         "/",
         &json!({"model_name": "b64_image_classifier", "data": {"images": [text]}}),
@@ -119,6 +121,7 @@ fn post_root_errors() {
     assert_eq!(response.status().as_u16(), 400);
 }
 
+#[cfg(feature = "tensorflow")]
 #[test]
 fn gen_json_examples_post_back() {
     for model in ["half_plus_three", "multi_io", "mnist_cnn", "first_token"] {

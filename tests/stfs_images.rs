@@ -10,7 +10,6 @@ use std::sync::OnceLock;
 use common::*;
 use reqwest::blocking::multipart::{Form, Part};
 use serde_json::{json, Value};
-use tfserve::settings::Settings;
 
 fn expected() -> Value {
     serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap()
@@ -131,12 +130,7 @@ fn configured_server() -> &'static str {
             {"name": "strict_cnn", "base_path": models.join("mnist_cnn"), "image_resize": false},
             {"name": "forced_raw", "base_path": models.join("b64_image_classifier"), "image_string_encoding": "raw"},
         ]});
-        let path = dir.join("models.json");
-        std::fs::write(&path, config.to_string()).unwrap();
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
-        settings.models.model_config_file = Some(path);
+        let settings = common::config_settings(&config, &dir);
         format!("http://{}", spawn_server(settings))
     })
 }

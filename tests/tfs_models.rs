@@ -1,7 +1,5 @@
 //! TF Serving REST classify, regress, model status and metadata.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use common::*;

@@ -1,8 +1,6 @@
 //! HTTPS with `--enable_ssl --secret_pem --secret_key`, using a self-signed
 //! certificate made for the test.
 
-#![cfg(feature = "tensorflow")]
-
 mod common;
 
 use std::path::PathBuf;
@@ -24,11 +22,7 @@ fn certificate(tag: &str) -> (PathBuf, String) {
 
 fn tls_settings(dir: &std::path::Path) -> Settings {
     {
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
-        settings.models.model_name = "half".into();
-        settings.models.model_base_path = Some(repo_path("models/half_plus_three"));
+        let mut settings = common::model_settings("half", repo_path("models/half_plus_three"));
         settings.security.enable_ssl = true;
         settings.security.secret_pem = Some(dir.join("cert.pem"));
         settings.security.secret_key = Some(dir.join("key.pem"));
@@ -78,7 +72,7 @@ fn bad_certificates_stop_start_up_by_name() {
     let mut settings = tls_settings(&dir);
     settings.security.secret_key = Some(dir.join("broken.pem"));
     let error = actix_web::rt::System::new()
-        .block_on(async move { tfserve::start(&settings).err().expect("start-up fails") })
+        .block_on(async move { common::start_server_result(&settings).err().expect("start-up fails") })
         .to_string();
     assert!(
         error.starts_with("secret_key ") && error.contains("broken.pem"),
@@ -88,7 +82,7 @@ fn bad_certificates_stop_start_up_by_name() {
     let mut settings = tls_settings(&dir);
     settings.security.secret_pem = Some(dir.join("key.pem"));
     let error = actix_web::rt::System::new()
-        .block_on(async move { tfserve::start(&settings).err().expect("start-up fails") })
+        .block_on(async move { common::start_server_result(&settings).err().expect("start-up fails") })
         .to_string();
     assert!(error.contains("secret_pem") && error.contains("key.pem"), "{error}");
 }

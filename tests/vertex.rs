@@ -6,15 +6,12 @@ mod common;
 
 use common::{repo_path, spawn_server};
 use serde_json::{json, Value};
-use tfserve::settings::Settings;
 
 const HEALTH: &str = "/v1/endpoints/4242/deployedModels/77";
 const PREDICT: &str = "/v1/endpoints/4242/deployedModels/77:predict";
 
 fn server() -> String {
-    let mut settings = Settings::default();
-    settings.http.host = "127.0.0.1".into();
-    settings.http.rest_api_port = Some(0);
+    let mut settings = common::local_settings();
     settings.http.vertex_health_route = Some(HEALTH.into());
     settings.http.vertex_predict_route = Some(PREDICT.into());
     settings.models.model_base_path = Some(repo_path("models/half_plus_three"));

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use prost::Message;
 
+use crate::runtime::graph_view::{NodeDef, TensorShapeProto};
 use crate::tensor::DType;
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -41,22 +42,6 @@ struct GraphDef {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-struct NodeDef {
-    #[prost(string, tag = "1")]
-    name: String,
-    #[prost(string, tag = "2")]
-    op: String,
-    #[prost(btree_map = "string, message", tag = "5")]
-    attr: BTreeMap<String, AttrValue>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct AttrValue {
-    #[prost(message, optional, tag = "7")]
-    shape: Option<TensorShapeProto>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
 struct SignatureDef {
     #[prost(btree_map = "string, message", tag = "1")]
     inputs: BTreeMap<String, TensorInfo>,
@@ -74,20 +59,6 @@ struct TensorInfo {
     dtype: i32,
     #[prost(message, optional, tag = "3")]
     tensor_shape: Option<TensorShapeProto>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct TensorShapeProto {
-    #[prost(message, repeated, tag = "2")]
-    dim: Vec<Dim>,
-    #[prost(bool, tag = "3")]
-    unknown_rank: bool,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Dim {
-    #[prost(int64, tag = "1")]
-    size: i64,
 }
 
 /// A shape as a proto states it: `None` for unknown rank, `-1` for an unknown dimension.
@@ -214,6 +185,7 @@ pub fn format_dims(dims: &Dims) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::graph_view::{AttrValue, Dim};
 
     fn entry(declared: Dims, placeholder: Option<Dims>) -> TensorEntry {
         TensorEntry {
@@ -261,6 +233,7 @@ mod tests {
             "shape".to_string(),
             AttrValue {
                 shape: Some(shape(&[-1])),
+                ..AttrValue::default()
             },
         );
         let mut inputs = BTreeMap::new();
@@ -292,6 +265,7 @@ mod tests {
                         name: "x".into(),
                         op: "Placeholder".into(),
                         attr,
+                        ..NodeDef::default()
                     }],
                 }),
                 signature_def,

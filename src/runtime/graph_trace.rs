@@ -1,12 +1,15 @@
 //! Data-flow questions about a serialized GraphDef (its function library
 //! included), such as "does this input reach a `DecodeBase64` op?".
 //!
-//! Only the fields the trace needs are declared; prost skips the rest, so the
-//! weights a frozen graph carries in its constants cost a read and nothing else.
+//! Only the fields the trace needs are declared (nodes as `graph_view` reads
+//! them); prost skips the rest, so the weights a frozen graph carries in its
+//! constants cost a read and nothing else.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use prost::Message;
+
+use super::graph_view::NodeDef;
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct GraphDef {
@@ -14,39 +17,6 @@ struct GraphDef {
     node: Vec<NodeDef>,
     #[prost(message, optional, tag = "2")]
     library: Option<FunctionDefLibrary>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct NodeDef {
-    #[prost(string, tag = "1")]
-    name: String,
-    #[prost(string, tag = "2")]
-    op: String,
-    #[prost(string, repeated, tag = "3")]
-    input: Vec<String>,
-    #[prost(btree_map = "string, message", tag = "5")]
-    attr: std::collections::BTreeMap<String, AttrValue>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct AttrValue {
-    #[prost(message, optional, tag = "1")]
-    list: Option<ListValue>,
-    #[prost(message, optional, tag = "10")]
-    func: Option<NameAttrList>,
-}
-
-/// `Case` lists its branches.
-#[derive(Clone, PartialEq, prost::Message)]
-struct ListValue {
-    #[prost(message, repeated, tag = "9")]
-    func: Vec<NameAttrList>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct NameAttrList {
-    #[prost(string, tag = "1")]
-    name: String,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -194,6 +164,7 @@ fn producer(input: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::graph_view::{AttrValue, ListValue, NameAttrList};
 
     fn node(name: &str, op: &str, inputs: &[&str]) -> NodeDef {
         NodeDef {
@@ -210,8 +181,8 @@ mod tests {
         call.attr.insert(
             "f".into(),
             AttrValue {
-                list: None,
                 func: Some(NameAttrList { name: "body".into() }),
+                ..AttrValue::default()
             },
         );
         let graph = GraphDef {
@@ -250,7 +221,7 @@ mod tests {
                 list: Some(ListValue {
                     func: vec![NameAttrList { name: "branch".into() }],
                 }),
-                func: None,
+                ..AttrValue::default()
             },
         );
         let function = |name: &str, arg: &str, nodes: Vec<NodeDef>| FunctionDef {

@@ -8,6 +8,7 @@ pub mod build_info;
 mod bytes;
 #[cfg(feature = "tensorflow")]
 mod graph_trace;
+pub(crate) mod graph_view;
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
 mod placement;

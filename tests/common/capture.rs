@@ -5,7 +5,7 @@
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -59,13 +59,8 @@ pub fn sink(events: &Path, delay: f64) -> Sink {
 }
 
 pub fn sigterm_and_wait(server: &mut Server) {
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while server.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    server.sigterm();
+    server.exit_within(Duration::from_secs(60));
 }
 
 /// A POST as a client with a request id and a bearer token sends it; its answer's body.

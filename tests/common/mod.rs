@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod capture;
+pub mod drain;
 pub mod grpc;
 pub mod h2raw;
 pub mod handlers;
@@ -48,6 +49,32 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// A server's settings on the loopback with an ephemeral REST port: what
+/// every in-process test server starts from.
+pub fn local_settings() -> Settings {
+    let mut settings = Settings::default();
+    settings.http.host = "127.0.0.1".into();
+    settings.http.rest_api_port = Some(0);
+    settings
+}
+
+/// `local_settings` serving one model, `name` from `base_path`.
+pub fn model_settings(name: &str, base_path: PathBuf) -> Settings {
+    let mut settings = local_settings();
+    settings.models.model_name = name.into();
+    settings.models.model_base_path = Some(base_path);
+    settings
+}
+
+/// `local_settings` serving the models of a JSON model config, written into `dir`.
+pub fn config_settings(config: &Value, dir: &std::path::Path) -> Settings {
+    let path = dir.join("models.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let mut settings = local_settings();
+    settings.models.model_config_file = Some(path);
+    settings
+}
+
 /// Body limit of the shared server, small enough for tests to exceed cheaply.
 pub const MAX_REQUEST_BYTES: usize = 1 << 20;
 
@@ -55,9 +82,7 @@ pub const MAX_REQUEST_BYTES: usize = 1 << 20;
 pub fn base_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
-        let mut settings = Settings::default();
-        settings.http.host = "127.0.0.1".into();
-        settings.http.rest_api_port = Some(0);
+        let mut settings = local_settings();
         settings.models.models_dir = repo_path("models");
         settings.http.max_request_bytes = MAX_REQUEST_BYTES;
         format!("http://{}", spawn_server(settings))
@@ -65,14 +90,27 @@ pub fn base_url() -> &'static str {
 }
 
 /// Starts the server on TensorFlow; built without it (`--no-default-features
-/// --features mock`), on a mock runtime whose every model computes
-/// half_plus_three's y = x / 2 + 3, the one model the mock-backed tests use.
+/// --features mock`), on the mock runtime of `mock.rs`: the committed models'
+/// signatures, and their answers where their graphs are arithmetic.
 pub fn start_server(settings: &Settings) -> tfserve::Running {
+    start_server_result(settings).expect("server starts")
+}
+
+/// The runtime the tests' servers load models with: TensorFlow, or without
+/// it the mock of `mock.rs`.
+pub fn loader() -> std::sync::Arc<dyn tfserve::runtime::Loader> {
     #[cfg(feature = "tensorflow")]
-    let running = tfserve::start(settings);
+    return std::sync::Arc::new(tfserve::runtime::TensorFlowLoader { sees_gpu: false });
     #[cfg(not(feature = "tensorflow"))]
-    let running = tfserve::start_with(settings, std::sync::Arc::new(mock::HalfPlusThree));
-    running.expect("server starts")
+    return std::sync::Arc::new(mock::CommittedModels);
+}
+
+/// `start_server`, for tests of start-up errors.
+pub fn start_server_result(settings: &Settings) -> Result<tfserve::Running, tfserve::StartError> {
+    #[cfg(feature = "tensorflow")]
+    return tfserve::start(settings);
+    #[cfg(not(feature = "tensorflow"))]
+    return tfserve::start_with(settings, loader());
 }
 
 /// Starts a server on its own thread and runtime; returns its address.
@@ -214,6 +252,30 @@ pub fn metric(base: &str, series: &str) -> f64 {
         .find_map(|line| line.strip_prefix(&prefix))
         .map(|v| v.trim().parse().unwrap())
         .unwrap_or(0.0)
+}
+
+/// The sum of the `/metrics` series at `base` whose lines start with `prefix`
+/// and hold every one of `labels` (`reason="full"`, say).
+pub fn metric_sum(base: &str, prefix: &str, labels: &[&str]) -> f64 {
+    let text = client().get(format!("{base}/metrics")).send().unwrap().text().unwrap();
+    text.lines()
+        .filter(|line| line.starts_with(prefix) && labels.iter().all(|label| line.contains(label)))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The JSON answer of a GET to a full URL.
+pub fn get_json(url: &str) -> Value {
+    client().get(url).send().unwrap().json().unwrap()
+}
+
+/// A client that waits up to five minutes for an answer: large bodies
+/// through a debug build.
+pub fn patient_client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(std::time::Duration::from_secs(300))
+        .build()
+        .unwrap()
 }
 
 /// One request with an optional JSON body: its status and JSON answer (null if none).

@@ -1,4 +1,5 @@
-//! The `tfserve` binary as a child process, started and waited for.
+//! The `tfserve` binary as a child process: started and waited for until it
+//! reports its address, its log kept, stopped with SIGTERM or killed on drop.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -24,11 +25,51 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Sends SIGTERM, as an orchestrator stops a server.
+    pub fn sigterm(&self) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    }
+
+    /// The exit status, once the process has exited within `bound`.
+    pub fn exit_within(&mut self, bound: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not exit within {bound:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The binary on the loopback with ephemeral REST and gRPC ports, with `args`.
+pub fn start_local(args: &[&str]) -> Server {
+    let mut all = vec!["--rest_api_port=0", "--port=0", "--host=127.0.0.1"];
+    all.extend_from_slice(args);
+    start(&all)
+}
+
+/// The binary serving one model, `name` from `base_path`, as `start_local`
+/// does, with `args`.
+pub fn serve_model(name: &str, base_path: &std::path::Path, args: &[&str]) -> Server {
+    let name = format!("--model_name={name}");
+    let base_path = format!("--model_base_path={}", base_path.display());
+    let mut all = vec![name.as_str(), base_path.as_str()];
+    all.extend_from_slice(args);
+    start_local(&all)
 }
 
 /// Starts the binary and waits for the log line that reports its address.

@@ -97,12 +97,7 @@ pub fn predict(server: &Server) -> Value {
 }
 
 pub fn versions(server: &Server) -> Value {
-    let status: Value = super::client()
-        .get(format!("{}/v1/models/m", server.url))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let status = super::get_json(&format!("{}/v1/models/m", server.url));
     status["model_version_status"]
         .as_array()
         .unwrap()

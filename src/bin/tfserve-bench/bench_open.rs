@@ -23,20 +23,34 @@ use tokio::time::Instant;
 
 use crate::clock::Clock;
 
+#[derive(clap::Args)]
 pub struct OpenLoop {
+    /// host:port
+    #[arg(long, default_value = "127.0.0.1:8501")]
     pub address: String,
+    #[arg(long)]
     pub path: String,
-    pub body: Vec<u8>,
+    /// The file whose bytes every request carries.
+    #[arg(long)]
+    pub body: std::path::PathBuf,
+    #[arg(long, default_value = "application/json")]
     pub content_type: String,
+    /// Requests per second.
+    #[arg(long)]
     pub rate: f64,
+    #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
     /// Connections open at most; a request due when all are busy is counted
     /// as `unsent` (the generator, not the server, was the limit).
+    #[arg(long, default_value_t = 4000)]
     pub connections: usize,
-    /// Requests due at exponentially spread gaps (a Poisson process of the
-    /// same rate, seeded: the same schedule every run) instead of evenly.
+    /// Poisson arrivals at the rate instead of an even schedule (seeded: the
+    /// same schedule every run).
+    #[arg(long)]
     pub poisson: bool,
-    /// Latency objectives: the 200s answered within each are counted apart.
+    /// Latency objectives (repeatable): also count the 200s answered within
+    /// each (goodput).
+    #[arg(long)]
     pub within_ms: Vec<f64>,
 }
 
@@ -86,19 +100,20 @@ pub fn run(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// The request every connection sends, head and body.
-fn request_bytes(load: &OpenLoop) -> Vec<u8> {
+fn request_bytes(load: &OpenLoop) -> std::io::Result<Vec<u8>> {
+    let body = std::fs::read(&load.body)?;
     let head = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",
         load.path,
         load.address,
         load.content_type,
-        load.body.len()
+        body.len()
     );
-    [head.as_bytes(), &load.body].concat()
+    Ok([head.as_bytes(), &body].concat())
 }
 
 async fn drive(load: OpenLoop) -> Result<(), Box<dyn std::error::Error>> {
-    let request = Arc::new(request_bytes(&load));
+    let request = Arc::new(request_bytes(&load)?);
     let idle: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tally: Arc<Mutex<Tally>> = Arc::default();

@@ -85,30 +85,7 @@ enum Command {
     },
     /// POSTs one body at a fixed rate, whatever the answers take; prints a JSON
     /// line of counts and latencies (from when each request was due) by status.
-    Open {
-        /// host:port
-        #[arg(long, default_value = "127.0.0.1:8501")]
-        address: String,
-        #[arg(long)]
-        path: String,
-        #[arg(long)]
-        body: PathBuf,
-        #[arg(long, default_value = "application/json")]
-        content_type: String,
-        /// Requests per second.
-        #[arg(long)]
-        rate: f64,
-        #[arg(long, default_value_t = 10.0)]
-        seconds: f64,
-        #[arg(long, default_value_t = 4000)]
-        connections: usize,
-        /// Poisson arrivals at the rate instead of an even schedule.
-        #[arg(long)]
-        poisson: bool,
-        /// Latency objectives (repeatable): also count the 200s answered within each (goodput).
-        #[arg(long)]
-        within_ms: Vec<f64>,
-    },
+    Open(bench_open::OpenLoop),
     /// Answers every request with a fixed JSON body after reading it.
     Ceiling {
         #[arg(long, default_value_t = 8600)]
@@ -121,27 +98,7 @@ enum Command {
 // Kept whole: one arm per subcommand, each passing its flags on.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     match Cli::parse().command {
-        Command::Open {
-            address,
-            path,
-            body,
-            content_type,
-            rate,
-            seconds,
-            connections,
-            poisson,
-            within_ms,
-        } => bench_open::run(bench_open::OpenLoop {
-            address,
-            path,
-            body: std::fs::read(body)?,
-            content_type,
-            rate,
-            seconds,
-            connections,
-            poisson,
-            within_ms,
-        }),
+        Command::Open(load) => bench_open::run(load),
         Command::Raw {
             model_dir,
             batches,

@@ -80,7 +80,7 @@ impl Invocation {
             if method != "predict" {
                 return Err(SageMakerError::ImageMethod(method.to_string()).into());
             }
-            return predict_image(service, &model, &selector, body, trace).await;
+            return predict_image(service, &model, &selector, body.shared(), trace).await;
         }
         if method == "predict" {
             return predict_payload(service, &model, &selector, media, body, trace).await;
@@ -154,7 +154,7 @@ async fn predict_image(
     service: &Service,
     model: &str,
     selector: &VersionSelector,
-    body: &(impl RequestBody + ?Sized),
+    image: bytes::Bytes,
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
     let (servable, signature) = service.resolve(model, selector, None)?;
@@ -162,7 +162,7 @@ async fn predict_image(
     let feed = imaging::feed_for(&signature, input, servable.images)?;
     let file = ImageFile {
         name: "request body".into(),
-        bytes: body.shared(),
+        bytes: image,
     };
     let input = imaging::batch_tensor_off_thread(vec![file], feed).await?;
     trace.resolved(&servable, &signature);

@@ -1,0 +1,55 @@
+//! Clients calling a server while SIGTERM drains it: what their calls came
+//! to, and the check that none was lost.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+
+#[derive(Default)]
+pub struct Tally {
+    done: AtomicBool,
+    answered: AtomicUsize,
+    /// Refused before the server took them: the listener had closed.
+    refused: AtomicUsize,
+    lost: Mutex<Vec<String>>,
+}
+
+impl Tally {
+    /// Whether the clients should keep calling.
+    pub fn running(&self) -> bool {
+        !self.done.load(Ordering::SeqCst)
+    }
+
+    pub fn answered(&self) {
+        self.answered.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn lost(&self, what: String) {
+        self.lost.lock().unwrap().push(what);
+    }
+
+    /// Once the server has exited: stops the clients, then checks that no
+    /// call was lost, that more than 100 were answered and that the closed
+    /// listener refused some.
+    pub fn finish(&self, clients: Vec<JoinHandle<()>>) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        self.done.store(true, Ordering::SeqCst);
+        for client in clients {
+            client.join().unwrap();
+        }
+        let lost = self.lost.lock().unwrap();
+        assert!(
+            lost.is_empty(),
+            "{} calls lost: {:?}",
+            lost.len(),
+            &lost[..lost.len().min(5)]
+        );
+        let answered = self.answered.load(Ordering::SeqCst);
+        assert!(answered > 100, "{answered} answered");
+        assert!(self.refused.load(Ordering::SeqCst) > 0, "none refused");
+    }
+}
