@@ -16,6 +16,7 @@ mod inline;
 pub mod objective;
 pub mod params;
 pub mod queue;
+mod register;
 mod reply;
 mod sizes;
 mod worker;
@@ -32,14 +33,11 @@ use context::QueueContext;
 pub use handle::{any_steered, Drive, QueueHandle, Submitted};
 use inline::Shards;
 use objective::lanes::{Expired, Lanes, Taken};
-use objective::Controller;
 pub use params::{BatchParams, ParamsError, ParamsOverride};
-use queue::{Batch, EnqueueError, Queue, Task};
+use queue::{Batch, EnqueueError, Task};
 pub use reply::Pending;
 use reply::{Gather, GatherState, Reply};
-use sizes::RunSizes;
 
-use crate::metrics::QueueMetrics;
 use crate::runtime::RuntimeError;
 use crate::status::{Code, HasCode};
 use crate::tensor::Tensor;
@@ -284,93 +282,6 @@ impl Batcher {
             threads: Mutex::new(threads),
             inline_limit,
         }))
-    }
-
-    /// Adds a queue. `merge` false runs every request alone (batching off).
-    /// `name` describes the queue in error messages.
-    pub fn add_queue(
-        &self,
-        name: String,
-        params: BatchParams,
-        merge: bool,
-        runner: Arc<dyn Runner>,
-        metrics: QueueMetrics,
-    ) -> QueueHandle {
-        self.add_limited_queue(name, params, merge, runner, metrics, None)
-    }
-
-    /// `add_queue`, with at most `running_limit` of its batches running at
-    /// once (None: as many as there are batch threads). Such a queue's
-    /// batches always run on the batch threads.
-    // Kept whole: a queue's parts are derived one from another (inline limit, shards, sizes,
-    // controller) before it is registered.
-    pub fn add_limited_queue(
-        &self,
-        name: String,
-        params: BatchParams,
-        merge: bool,
-        runner: Arc<dyn Runner>,
-        mut metrics: QueueMetrics,
-        running_limit: Option<usize>,
-    ) -> QueueHandle {
-        // A batch that waits for its timeout needs a thread to watch the
-        // clock; a latency objective never waits to fill.
-        let objective = params.objective().filter(|_| merge);
-        let inline_limit = match (params.batch_timeout_micros, objective) {
-            (0, _) | (_, Some(_)) if running_limit.is_none() => self.inline_limit,
-            _ => Duration::ZERO,
-        };
-        // Without merging, every request is a batch of its own: callers may
-        // as well run whichever is first, so they share the queue.
-        let shards = match inline_limit.is_zero() || !merge {
-            true => Shards::none(),
-            false => Shards::new(&params, merge),
-        };
-        let sizes = (merge && !params.allowed_batch_sizes.is_empty())
-            .then(|| Arc::new(RunSizes::new(&params.allowed_batch_sizes)));
-        let parallel = running_limit.unwrap_or(self.thread_count).min(self.thread_count);
-        let controller =
-            objective.map(|objective| Controller::new(objective, params.late_action, params.max_batch_size, parallel));
-        handle::STEERED_QUEUES.fetch_add(usize::from(controller.is_some()), Ordering::Relaxed);
-        if let Some(controller) = &controller {
-            metrics.steered().cap.set(controller.cap() as i64);
-        }
-        let context = Arc::new(QueueContext::new(
-            name.as_str().into(),
-            runner,
-            metrics,
-            params,
-            sizes,
-            running_limit,
-            controller.map(Mutex::new),
-        ));
-        let mut queue = match &context.sizes {
-            Some(sizes) => Queue::new(context.params.clone(), merge).with_run_sizes(sizes.clone()),
-            None => Queue::new(context.params.clone(), merge),
-        };
-        if context.controller.is_some() {
-            queue.steer(context.cap(), Duration::ZERO);
-        }
-        let mut state = self.shared.lock();
-        state.next_id += 1;
-        let id = state.next_id;
-        state.queues.insert(
-            id,
-            Entry {
-                lanes: Lanes::new(queue),
-                context: context.clone(),
-                closing: false,
-            },
-        );
-        QueueHandle {
-            id,
-            name,
-            merge,
-            shared: self.shared.clone(),
-            context,
-            shards,
-            inline_limit,
-        }
     }
 
     /// Stops taking requests, lets queued batches run, and joins the threads.

@@ -83,8 +83,6 @@ pub(super) fn run_contained(work: Work) {
 }
 
 /// Runs one batch: drop abandoned requests, assemble, run, split, reply.
-// Kept whole: one batch's steps in order (drop the abandoned, assemble, run, split, reply) over its
-// locals.
 fn process(work: Work) {
     let Work {
         batch,
@@ -96,25 +94,66 @@ fn process(work: Work) {
     if !expired.is_empty() {
         answer_expired(&context, expired);
     }
-    let super::QueueContext {
-        name,
-        runner,
-        metrics,
-        params,
-        clock,
-        sizes,
-        ..
-    } = context.as_ref();
+    let Some(mut live) = still_awaited(&context, batch.tasks) else {
+        return;
+    };
+    let rows: usize = live.iter().map(|t| t.rows).sum();
+    let run_rows = if merge { context.params.padded_size(rows) } else { rows };
+    if run_rows > rows {
+        context.metrics.padding_rows.inc_by((run_rows - rows) as u64);
+    }
+    let inputs = match assemble_inputs(&mut live, &context.params, run_rows) {
+        Ok(inputs) => inputs,
+        Err(message) => return reply_all(live, Err(BatchError::Inputs(message))),
+    };
+    let run_started = Instant::now();
+    let result = run_guarded(context.runner.as_ref(), inputs);
+    let ran = Ran {
+        started: run_started,
+        time: run_started.elapsed(),
+        rows,
+        run_rows,
+    };
+    record_run(
+        &context,
+        &ran,
+        merge && result.is_ok(),
+        result.is_ok().then_some(run_id),
+    );
+    match result {
+        Ok(outputs) => {
+            log::debug!(
+                "{}: ran {run_rows} rows in {:.3} ms ({})",
+                context.name,
+                ran.time.as_secs_f64() * 1000.0,
+                request_ids(&live)
+            );
+            reply_rows(live, outputs, &ran);
+        }
+        Err(error) => {
+            log::warn!(
+                "{}: batch of {rows} rows failed ({}): {error}",
+                context.name,
+                request_ids(&live)
+            );
+            reply_all(live, Err(BatchError::Run(error)));
+        }
+    }
+}
+
+/// The tasks whose callers still wait, their rows and waits observed, and
+/// the others counted as dropped; `None` when no one waits.
+fn still_awaited(context: &super::QueueContext, tasks: Vec<Task<Reply>>) -> Option<Vec<Task<Reply>>> {
     let started = Instant::now();
-    let (mut live, gone): (Vec<Task<Reply>>, Vec<Task<Reply>>) =
-        batch.tasks.into_iter().partition(|t| !t.reply.is_closed());
+    let metrics = &context.metrics;
+    let (live, gone): (Vec<Task<Reply>>, Vec<Task<Reply>>) = tasks.into_iter().partition(|t| !t.reply.is_closed());
     // Metric updates are atomics every thread shares: one per batch where
     // one will do, none for a zero.
     if !gone.is_empty() {
         metrics.dropped.inc_by(gone.len() as u64);
     }
     if live.is_empty() {
-        return;
+        return None;
     }
     let rows: usize = live.iter().map(|t| t.rows).sum();
     metrics.batch_rows.observe(rows as f64);
@@ -127,44 +166,20 @@ fn process(work: Work) {
             queue_wait.flush();
         }
     }
-    let run_rows = if merge { params.padded_size(rows) } else { rows };
-    if run_rows > rows {
-        metrics.padding_rows.inc_by((run_rows - rows) as u64);
+    Some(live)
+}
+
+/// A run's time, where the queue's estimates learn from it: the clock
+/// always, the batch sizes' costs for a merged batch that ran (`sized`), the
+/// controller for a run that succeeded (`learned`, its run id).
+fn record_run(context: &super::QueueContext, ran: &Ran, sized: bool, learned: Option<Option<u64>>) {
+    context.metrics.run.observe(ran.time.as_secs_f64());
+    context.clock.record(ran.time);
+    if let Some(sizes) = context.sizes.as_ref().filter(|_| sized) {
+        sizes.record(ran.run_rows, ran.time);
     }
-    let inputs = match assemble_inputs(&mut live, params, run_rows) {
-        Ok(inputs) => inputs,
-        Err(message) => return reply_all(live, Err(BatchError::Inputs(message))),
-    };
-    let run_started = Instant::now();
-    let result = run_guarded(runner.as_ref(), inputs);
-    let run_time = run_started.elapsed();
-    metrics.run.observe(run_time.as_secs_f64());
-    clock.record(run_time);
-    if let Some(sizes) = sizes.as_ref().filter(|_| merge && result.is_ok()) {
-        sizes.record(run_rows, run_time);
-    }
-    if result.is_ok() {
-        context.ran(run_id, run_rows, run_time);
-    }
-    match result {
-        Ok(outputs) => {
-            log::debug!(
-                "{name}: ran {run_rows} rows in {:.3} ms ({})",
-                run_time.as_secs_f64() * 1000.0,
-                request_ids(&live)
-            );
-            let ran = Ran {
-                started: run_started,
-                time: run_time,
-                rows,
-                run_rows,
-            };
-            reply_rows(live, outputs, &ran);
-        }
-        Err(error) => {
-            log::warn!("{name}: batch of {rows} rows failed ({}): {error}", request_ids(&live));
-            reply_all(live, Err(BatchError::Run(error)));
-        }
+    if let Some(run_id) = learned {
+        context.ran(run_id, ran.run_rows, ran.time);
     }
 }
 

@@ -7,6 +7,7 @@ pub mod body;
 pub mod channel_args;
 mod connection;
 mod health;
+mod services;
 mod transport;
 
 use std::net::SocketAddr;
@@ -127,8 +128,8 @@ struct Sockets {
 
 struct Work {
     sockets: Sockets,
-    services: transport::Services,
-    options: Arc<transport::ConnectionOptions>,
+    services: services::Services,
+    options: Arc<connection::ConnectionOptions>,
     state: Arc<ServerState>,
     health: health::HealthService,
     stopping: tokio::sync::watch::Receiver<bool>,
@@ -136,34 +137,29 @@ struct Work {
 
 /// Accepts on the runtime until the drain closes the listeners and every
 /// connection has finished, keeping health in step with readiness meanwhile.
-// Kept whole: start-up, serving and the drain of the listeners on one runtime, in order.
 fn serve_listeners(
     runtime: tokio::runtime::Runtime,
     work: Work,
     started: std::sync::mpsc::Sender<std::io::Result<()>>,
 ) {
-    let Work {
-        sockets,
-        services,
-        options,
-        state,
-        health,
-        mut stopping,
-    } = work;
-    runtime.block_on(async move {
-        let closing = |state: &ServerState| {
-            let mut closing = state.drain.subscribe();
-            async move {
-                // Both the close and a dropped sender (the server is going away) end it.
-                let _ = closing.wait_for(|phase| *phase == crate::server::Phase::Closing).await;
-            }
-        };
-        let listeners = (|| {
-            let tcp = tokio::net::TcpListener::from_std(sockets.listener)?;
-            let unix = sockets.unix.map(tokio::net::UnixListener::from_std).transpose()?;
-            Ok::<_, std::io::Error>((tcp, unix))
-        })();
-        let (tcp, unix) = match listeners {
+    runtime.block_on(work.serve(started));
+    // Whatever is left (a connection past its drain, stopped unwaited) ends with the runtime.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+}
+
+impl Work {
+    /// Serves every listener until all have finished or the server stops;
+    /// `started` hears whether the listeners came up.
+    async fn serve(self, started: std::sync::mpsc::Sender<std::io::Result<()>>) {
+        let Work {
+            sockets,
+            services,
+            options,
+            state,
+            health,
+            mut stopping,
+        } = self;
+        let listeners = match sockets.listeners() {
             Ok(listeners) => listeners,
             Err(error) => {
                 let _ = started.send(Err(error));
@@ -171,24 +167,13 @@ fn serve_listeners(
             }
         };
         tokio::spawn(report_health(health, state.clone()));
-        let mut accepting = vec![tokio::spawn(transport::serve(
-            transport::Listener::Tcp {
-                listener: tcp,
-                tls: sockets.tls,
-            },
-            services.clone(),
-            options.clone(),
-            closing(&state),
-        ))];
-        if let Some(unix) = unix {
-            // Local callers only, as TF Serving's socket: no TLS on it.
-            accepting.push(tokio::spawn(transport::serve(
-                transport::Listener::Unix(unix),
-                services,
-                options,
-                closing(&state),
-            )));
-        }
+        let accepting: Vec<_> = listeners
+            .into_iter()
+            .map(|listener| {
+                let serving = transport::serve(listener, services.clone(), options.clone(), closing(&state));
+                tokio::spawn(serving)
+            })
+            .collect();
         let _ = started.send(Ok(()));
         let all = async {
             for task in accepting {
@@ -201,9 +186,31 @@ fn serve_listeners(
             () = all => {}
             _ = stopping.wait_for(|stop| *stop) => {}
         }
-    });
-    // Whatever is left (a connection past its drain, stopped unwaited) ends with the runtime.
-    runtime.shutdown_timeout(Duration::from_secs(1));
+    }
+}
+
+impl Sockets {
+    /// The sockets on the runtime: TCP with its TLS, and the Unix socket for
+    /// local callers only, as TF Serving's (no TLS on it).
+    fn listeners(self) -> std::io::Result<Vec<transport::Listener>> {
+        let mut listeners = vec![transport::Listener::Tcp {
+            listener: tokio::net::TcpListener::from_std(self.listener)?,
+            tls: self.tls,
+        }];
+        if let Some(unix) = self.unix {
+            listeners.push(transport::Listener::Unix(tokio::net::UnixListener::from_std(unix)?));
+        }
+        Ok(listeners)
+    }
+}
+
+/// Ends when the server's drain closes the listeners, or when the server
+/// goes away (its sender dropped).
+fn closing(state: &ServerState) -> impl std::future::Future<Output = ()> + use<> {
+    let mut closing = state.drain.subscribe();
+    async move {
+        let _ = closing.wait_for(|phase| *phase == crate::server::Phase::Closing).await;
+    }
 }
 
 /// The listener's TLS, when `--enable_ssl` gives the files.
@@ -246,7 +253,7 @@ fn unix_listener(path: &std::path::Path) -> Result<std::os::unix::net::UnixListe
 
 /// The connections' management: the flags, then `--grpc_channel_arguments`
 /// where it says otherwise.
-fn connection_options(settings: &Settings, args: &ChannelArguments) -> transport::ConnectionOptions {
+fn connection_options(settings: &Settings, args: &ChannelArguments) -> connection::ConnectionOptions {
     let grpc = &settings.grpc;
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
     let nonzero = |d: Option<Duration>| d.filter(|d| !d.is_zero());
@@ -256,7 +263,7 @@ fn connection_options(settings: &Settings, args: &ChannelArguments) -> transport
     let keepalive_timeout = args
         .keepalive_timeout
         .map_or(seconds(grpc.grpc_keepalive_timeout_seconds), |d| nonzero(Some(d)));
-    let mut options = transport::ConnectionOptions::new(keepalive, keepalive_timeout, args.max_concurrent_streams);
+    let mut options = connection::ConnectionOptions::new(keepalive, keepalive_timeout, args.max_concurrent_streams);
     options.max_age = args
         .max_connection_age
         .map_or(seconds(grpc.grpc_max_connection_age_seconds), |d| nonzero(Some(d)));
@@ -284,7 +291,7 @@ fn services(
     health: &health::HealthService,
     limit: usize,
     args: &ChannelArguments,
-) -> Result<transport::Services, StartError> {
+) -> Result<services::Services, StartError> {
     let receive = args.max_receive_message_length.unwrap_or(limit);
     let send = args.max_send_message_length.unwrap_or(limit);
     let prediction = PredictionServiceServer::new(PredictionApi { state: state.clone() })
@@ -308,7 +315,7 @@ fn services(
     };
     let v1 = reflection_builder().build_v1().map_err(reflection)?;
     let v1alpha = reflection_builder().build_v1alpha().map_err(reflection)?;
-    Ok(transport::Services {
+    Ok(services::Services {
         state: state.clone(),
         predict: Some(Arc::new(PredictionApi { state: state.clone() })),
         receive_limit: receive,
@@ -325,10 +332,10 @@ fn named<S: tonic::server::NamedService>(_: &S) -> &'static str {
     S::NAME
 }
 
-fn boxed<S>(service: S) -> transport::BoxedService
+fn boxed<S>(service: S) -> services::BoxedService
 where
     S: tower::Service<
-            tonic::codegen::http::Request<connection::RecvBody>,
+            tonic::codegen::http::Request<services::RecvBody>,
             Response = tonic::codegen::http::Response<tonic::body::Body>,
             Error = std::convert::Infallible,
         > + Clone

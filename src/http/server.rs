@@ -31,18 +31,12 @@ type Served = (
 /// before any request is taken). Under TLS that is a loopback-only plain
 /// HTTP listener of its own; auth, when on, still applies. Returns the
 /// server, its scheme and its public addresses.
-// Kept whole: the listeners (plain, TLS and the handlers' loopback one) are bound in order, each
-// with its error.
 pub fn serve(
     settings: &Settings,
     state: web::Data<ServerState>,
     rest_address: impl FnOnce(SocketAddr),
 ) -> Result<Served, StartError> {
     let addr = format!("{}:{}", settings.http.host, settings.http_port());
-    let bind_error = |addr: &str| {
-        let addr = addr.to_string();
-        move |source| StartError::Bind { addr, source }
-    };
     // Bound here rather than by actix, so the drain can close them (see [`stop`]).
     let listeners = crate::server::listen::tcp_every(&addr).map_err(bind_error(&addr))?;
     let handles = listeners
@@ -51,23 +45,46 @@ pub fn serve(
         .collect::<std::io::Result<Vec<_>>>()
         .map_err(bind_error(&addr))?;
     let tls = settings.tls_files().map(|files| files.rest()).transpose()?;
-    // The front answers inference calls past the middleware, so only where
-    // the middleware would let them through untouched, and reads no headers
-    // but its own, so not where a capture keeps some.
-    let front = tls.is_none()
-        && !settings.http.enable_cors
-        && state.auth.is_none()
-        && settings.http.keep_alive_seconds > 0
-        && settings.capture.capture_metadata_headers.is_empty();
-    if front {
-        let server = serve_front(settings, state, listeners).map_err(bind_error(&addr))?;
-        if let Some(rest) = server.1.last() {
+    if tls.is_none() && front_applies(settings, &state) {
+        let (server, public) = serve_front(settings, state, listeners).map_err(bind_error(&addr))?;
+        if let Some(rest) = public.last() {
             rest_address(*rest);
         }
-        return Ok((server.0, "http", server.1, handles));
+        return Ok((server, "http", public, handles));
     }
+    let (server, scheme, public) = serve_actix(settings, state, listeners, tls, rest_address)?;
+    Ok((server, scheme, public, handles))
+}
+
+fn bind_error(addr: &str) -> impl FnOnce(std::io::Error) -> StartError + use<> {
+    let addr = addr.to_string();
+    move |source| StartError::Bind { addr, source }
+}
+
+/// Whether plain HTTP goes through the front. It answers inference calls
+/// past the middleware, so only where the middleware would let them through
+/// untouched, and reads no headers but its own, so not where a capture
+/// keeps some.
+fn front_applies(settings: &Settings, state: &ServerState) -> bool {
+    !settings.http.enable_cors
+        && state.auth.is_none()
+        && settings.http.keep_alive_seconds > 0
+        && settings.capture.capture_metadata_headers.is_empty()
+}
+
+/// actix-web's `HttpServer` on the listeners, with TLS when given, plus the
+/// loopback plain listener the handlers call under TLS. Returns it
+/// running, its scheme and its public addresses.
+fn serve_actix(
+    settings: &Settings,
+    state: web::Data<ServerState>,
+    listeners: Vec<std::net::TcpListener>,
+    tls: Option<rustls::ServerConfig>,
+    rest_address: impl FnOnce(SocketAddr),
+) -> Result<(actix_web::dev::Server, &'static str, Vec<SocketAddr>), StartError> {
+    let addr = format!("{}:{}", settings.http.host, settings.http_port());
     let cors = settings.http.enable_cors;
-    let server = HttpServer::new(move || app(state.clone(), cors))
+    let mut server = HttpServer::new(move || app(state.clone(), cors))
         .on_connect(on_connect)
         .workers(settings.http.rest_api_num_threads)
         .client_request_timeout(Duration::from_millis(settings.http.client_request_timeout_ms))
@@ -79,8 +96,6 @@ pub fn serve(
         // Signals are the caller's: `crate::serve::run` drains first.
         .disable_signals()
         .shutdown_timeout(SHUTDOWN_SECONDS);
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut server = server;
     for listener in listeners {
         server = match &tls {
             Some(config) => server.listen_rustls_0_23(listener, config.clone()),
@@ -89,15 +104,14 @@ pub fn serve(
         .map_err(bind_error(&addr))?;
     }
     let public = server.addrs();
-    let server = if scheme == "https" {
-        server.bind("127.0.0.1:0").map_err(bind_error("127.0.0.1:0"))?
-    } else {
-        server
-    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    if tls.is_some() {
+        server = server.bind("127.0.0.1:0").map_err(bind_error("127.0.0.1:0"))?;
+    }
     if let Some(rest) = server.addrs().last() {
         rest_address(*rest);
     }
-    Ok((server.run(), scheme, public, handles))
+    Ok((server.run(), scheme, public))
 }
 
 /// How long a stop waits for connections still open.

@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use crate::runtime::precision;
 
-use super::discover::{holds_saved_model, DirectoryStamp};
+use super::discover::DirectoryStamp;
 use super::poll::release_freed_memory;
 use super::{
-    discover_versions, servable, ModelEntry, ModelSource, Registry, RegistryError, Servable, SwapPolicy, VersionSlot,
-    VersionState, VersionStatus, DRAIN_TIMEOUT,
+    servable, ModelEntry, ModelSource, Registry, RegistryError, Servable, VersionSlot, VersionState, VersionStatus,
+    DRAIN_TIMEOUT,
 };
 
 impl Registry {
@@ -152,88 +152,6 @@ impl Registry {
         release_freed_memory();
     }
 
-    /// Brings one model's versions in line with its base path and policy.
-    // Kept whole: what to load and unload, then doing it in the swap policy's order, over one
-    // snapshot of the versions.
-    fn reconcile(&self, name: &str) {
-        let Some(source) = self.read().get(name).map(|e| e.source.clone()) else {
-            return;
-        };
-        let base_path = self.options.storage.local_base(&source);
-        let on_disk: Vec<(i64, std::path::PathBuf)> = match discover_versions(&base_path) {
-            Ok(versions) => versions.into_iter().filter(|(_, p)| holds_saved_model(p)).collect(),
-            Err(err) => {
-                log::warn!("model {name}: {err}");
-                Vec::new()
-            }
-        };
-        let wanted: BTreeMap<i64, std::path::PathBuf> = source.policy.select(&on_disk).into_iter().collect();
-        let (serving, tried): (Vec<i64>, Vec<i64>) = {
-            let models = self.read();
-            let versions = models.get(name).map(|e| &e.versions);
-            let all = versions.into_iter().flat_map(|v| v.iter());
-            let serving = all
-                .clone()
-                .filter(|(_, s)| s.servable.is_some())
-                .map(|(v, _)| *v)
-                .collect();
-            // A failed version is tried again once its files have changed.
-            let retry = |v: &i64, slot: &VersionSlot| match (&slot.failed_files, wanted.get(v)) {
-                (Some(stamp), Some(path)) => *stamp != DirectoryStamp::of(path),
-                _ => false,
-            };
-            (
-                serving,
-                all.filter(|(v, slot)| !retry(v, slot)).map(|(v, _)| *v).collect(),
-            )
-        };
-        let to_load: Vec<(i64, std::path::PathBuf)> = wanted
-            .iter()
-            .filter(|(v, _)| !tried.contains(v))
-            .map(|(v, p)| (*v, p.clone()))
-            .collect();
-        let to_unload: Vec<i64> = serving.iter().filter(|v| !wanted.contains_key(v)).copied().collect();
-        if self.options.swap == SwapPolicy::ResourcePreserving {
-            to_unload.iter().for_each(|&v| self.unload(name, v));
-        }
-        for (version, path) in &to_load {
-            self.load(name, *version, path, &source);
-        }
-        if self.options.swap == SwapPolicy::AvailabilityPreserving {
-            // The old versions go only once a wanted one serves: a new version
-            // that fails to load leaves the model answering from the old.
-            if to_unload.is_empty() || self.serves_any(name, wanted.keys()) {
-                to_unload.iter().for_each(|&v| self.unload(name, v));
-            } else {
-                log::warn!(
-                    "model {name}: no wanted version loaded; versions {to_unload:?} keep serving until one does"
-                );
-            }
-        }
-        if !to_unload.is_empty() {
-            release_freed_memory();
-        }
-        // Forget ended versions whose directories are gone.
-        if let Some(entry) = self.write().get_mut(name) {
-            entry
-                .versions
-                .retain(|v, slot| slot.servable.is_some() || on_disk.iter().any(|(d, _)| d == v));
-        }
-        for (label, &version) in &source.labels {
-            if let Err(err) = self.set_label(name, label, version) {
-                log::warn!("{err}");
-            }
-        }
-    }
-
-    fn serves_any<'v>(&self, model: &str, mut versions: impl Iterator<Item = &'v i64>) -> bool {
-        let models = self.read();
-        let Some(entry) = models.get(model) else {
-            return false;
-        };
-        versions.any(|v| entry.versions.get(v).is_some_and(|slot| slot.servable.is_some()))
-    }
-
     fn set_slot(
         &self,
         model: &str,
@@ -254,7 +172,7 @@ impl Registry {
         }
     }
 
-    fn load(&self, model: &str, version: i64, path: &std::path::Path, source: &ModelSource) {
+    pub(super) fn load(&self, model: &str, version: i64, path: &std::path::Path, source: &ModelSource) {
         self.set_slot(model, version, VersionState::Loading, None, None);
         let started = Instant::now();
         match self.build_bounded(model, version, path, source) {
@@ -332,7 +250,7 @@ impl Registry {
 
     /// Stops routing to a version, waits for its in-flight requests, then drops
     /// it (its queues drain and its session closes).
-    fn unload(&self, model: &str, version: i64) {
+    pub(super) fn unload(&self, model: &str, version: i64) {
         let servable = {
             let mut models = self.write();
             let Some(slot) = models.get_mut(model).and_then(|e| e.versions.get_mut(&version)) else {

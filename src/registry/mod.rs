@@ -275,6 +275,7 @@ impl Registry {
 
 mod lifecycle;
 mod poll;
+mod reconcile;
 
 pub use poll::{release_freed_memory, spawn_poller};
 

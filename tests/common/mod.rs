@@ -270,10 +270,12 @@ pub fn get_json(url: &str) -> Value {
 }
 
 /// A client that waits up to five minutes for an answer: large bodies
-/// through a debug build.
+/// through a debug build. It drops a pooled connection idle for two seconds,
+/// before the server's 5 s keep-alive could close it under a request.
 pub fn patient_client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .timeout(std::time::Duration::from_secs(300))
+        .pool_idle_timeout(std::time::Duration::from_secs(2))
         .build()
         .unwrap()
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::handle::batch_rows;
 use super::*;
+use crate::metrics::QueueMetrics;
 use crate::status::Code;
 use crate::tensor::TensorData;
 

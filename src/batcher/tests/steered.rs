@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::batcher::objective::LateAction;
+use crate::metrics::QueueMetrics;
 
 /// Passes its inputs through once the test lets each run go, and says when
 /// one has started; unarmed, it runs at once.

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
+use crate::metrics::QueueMetrics;
 
 #[test]
 fn a_fast_queue_is_run_by_its_callers_once_measured() {

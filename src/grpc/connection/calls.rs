@@ -5,12 +5,8 @@
 //! leave as the client's windows take them; what waits for a window counts
 //! against the connection's pending-answer budget.
 
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::FutureExt;
@@ -19,13 +15,13 @@ use h2::RecvStream;
 use tonic::codegen::http::{self, HeaderMap, HeaderName, HeaderValue, Request, Response};
 use tonic::Status;
 
+use super::context::{watching, CallContext, Ended};
 use super::relay::relay;
 use super::writing::{over_budget, write, Reservation};
 
 use crate::call::grpc::{set_request_id, CallHead, Unread, GRPC_TIMEOUT, REQUEST_ID};
-use crate::dialects::tfs_grpc::{PredictAnswer, PredictionApi};
+use crate::dialects::tfs_grpc::PredictAnswer;
 use crate::grpc::body::{predict_request, whole, MessageBody};
-use crate::grpc::transport::Services;
 use crate::server::{lifecycle, RequestId};
 
 const PREDICT_PATH: &str = "/tensorflow.serving.PredictionService/Predict";
@@ -33,30 +29,6 @@ pub(super) const GRPC: HeaderValue = HeaderValue::from_static("application/grpc"
 // Names looked up or set on every call: as text each would be parsed each time.
 const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
-
-/// How a stream's call ended, for the connection's reset accounting.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Ended {
-    Answered,
-    /// The client reset the stream before its answer was written.
-    ResetByClient,
-    /// The stream was given up (a write that made no progress, a failed body).
-    Abandoned,
-}
-
-/// What a connection's calls share: the services, the peer and the budget
-/// of answer bytes waiting for the client's windows.
-pub struct CallContext {
-    pub services: Services,
-    /// Predict decoded here; `None` under `--enable_auth`, where every call
-    /// goes through the services' check.
-    pub predict: Option<Arc<PredictionApi>>,
-    pub peer: Option<tonic::transport::server::TcpConnectInfo>,
-    pub pending: AtomicUsize,
-    pub pending_limit: usize,
-    /// A write with no window granted for this long gives up its stream.
-    pub stall: Duration,
-}
 
 /// Runs one stream's call to its end.
 pub async fn run(context: Arc<CallContext>, request: Request<RecvStream>, respond: SendResponse<Bytes>) -> Ended {
@@ -103,23 +75,6 @@ pub(super) async fn contained(
     // Refused (and the stream reset as its handle drops) when the answer's
     // head had already left.
     trailers_only(&mut respond, &status)
-}
-
-/// Runs `work` until it ends or the client resets the stream, which stops
-/// it (its batch slot and its answer are dropped), as tonic's calls stop.
-pub(super) async fn watching<T>(respond: &mut SendResponse<Bytes>, work: impl Future<Output = T>) -> Result<T, Ended> {
-    let mut work = std::pin::pin!(work);
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(done) = work.as_mut().poll(cx) {
-            return Poll::Ready(Ok(done));
-        }
-        match respond.poll_reset(cx) {
-            Poll::Ready(Ok(_)) => Poll::Ready(Err(Ended::ResetByClient)),
-            Poll::Ready(Err(_)) => Poll::Ready(Err(Ended::Abandoned)),
-            Poll::Pending => Poll::Pending,
-        }
-    })
-    .await
 }
 
 /// What a Predict came to before its answer is written.

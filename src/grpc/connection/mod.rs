@@ -8,6 +8,8 @@
 //! multi-threaded runtime, free to move to an idle thread.
 
 mod calls;
+mod context;
+mod options;
 mod relay;
 mod writing;
 
@@ -25,12 +27,12 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::transport::server::TcpConnectInfo;
 
-use calls::{CallContext, Ended};
-pub use relay::RecvBody;
+use context::{CallContext, Ended};
+pub use options::ConnectionOptions;
 
 use crate::arrival::LastArrival;
 use crate::call::grpc::Unread;
-use crate::grpc::transport::{ConnectionOptions, Services};
+use crate::grpc::services::Services;
 
 /// How long the first GOAWAY of a graceful close may wait for its PING
 /// before the connection is closed anyway, when nothing is left to answer.
@@ -45,32 +47,18 @@ type Call = Pin<Box<dyn Future<Output = Ended> + Send>>;
 /// Serves one connection until it closes: GOAWAY when `shutdown` turns true,
 /// at the connection's age or after it idles, closed when the grace after
 /// that ends.
-// Kept whole: one `select!` loop whose arms share the connection's timers, its calls and its reset
-// count; each arm is a few lines.
 pub async fn serve<IO>(
     io: IO,
     services: Services,
     peer: Option<TcpConnectInfo>,
     options: Arc<ConnectionOptions>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
     arrivals: Option<Arc<LastArrival>>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let handshake = options.http2().handshake::<_, Bytes>(io);
-    let mut connection = match tokio::time::timeout(options.handshake_timeout, handshake).await {
-        Ok(Ok(connection)) => connection,
-        Ok(Err(error)) => {
-            log::debug!("gRPC connection: the HTTP/2 handshake failed: {error}");
-            return;
-        }
-        Err(_) => {
-            log::debug!(
-                "gRPC connection closed: no HTTP/2 preface within {:?}",
-                options.handshake_timeout
-            );
-            return;
-        }
+    let Some(connection) = handshake(io, &options).await else {
+        return;
     };
     let predict = services.predict.clone().filter(|_| services.state.auth.is_none());
     let context = Arc::new(CallContext {
@@ -81,95 +69,177 @@ pub async fn serve<IO>(
         pending_limit: options.max_pending_answer_bytes,
         stall: options.keepalive_timeout,
     });
-    let mut calls: FuturesUnordered<Call> = FuturesUnordered::new();
-    let mut timers = Timers::new(&options);
-    let mut pinger = connection.ping_pong();
-    let mut resets = ResetRate::default();
-    let mut opened: u64 = 0;
-    // One timer and one drain watch for the connection's life: made anew
-    // for every wake-up they would cost each call a timer registration.
-    let sleep = tokio::time::sleep_until(timers.next());
-    let mut sleep = std::pin::pin!(sleep);
-    let mut armed = timers.next();
-    let stop = shutdown.wait_for(|closing| *closing);
-    let mut stop = std::pin::pin!(stop);
-    let mut watching = true;
-    loop {
-        let next = timers.next();
-        if next != armed {
-            sleep.as_mut().reset(next);
-            armed = next;
+    Served::new(connection, context, options, arrivals).run(shutdown).await;
+}
+
+/// The HTTP/2 preface and settings exchange, within the handshake timeout.
+async fn handshake<IO>(io: IO, options: &ConnectionOptions) -> Option<Connection<IO>>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let handshake = options.http2().handshake::<_, Bytes>(io);
+    match tokio::time::timeout(options.handshake_timeout, handshake).await {
+        Ok(Ok(connection)) => Some(connection),
+        Ok(Err(error)) => {
+            log::debug!("gRPC connection: the HTTP/2 handshake failed: {error}");
+            None
         }
-        let wake = {
+        Err(_) => {
+            log::debug!(
+                "gRPC connection closed: no HTTP/2 preface within {:?}",
+                options.handshake_timeout
+            );
+            None
+        }
+    }
+}
+
+type Connection<IO> = h2::server::Connection<IO, Bytes>;
+
+/// Whether the connection goes on after a wake-up.
+#[derive(PartialEq)]
+enum Flow {
+    Serve,
+    Close,
+}
+
+/// A connection being served: its calls, its timers and its reset count.
+struct Served<IO> {
+    connection: Connection<IO>,
+    context: Arc<CallContext>,
+    options: Arc<ConnectionOptions>,
+    arrivals: Option<Arc<LastArrival>>,
+    calls: FuturesUnordered<Call>,
+    timers: Timers,
+    pinger: Option<h2::PingPong>,
+    resets: ResetRate,
+    opened: u64,
+    /// GOAWAY sent for the server's drain: its watch is done.
+    draining: bool,
+}
+
+impl<IO> Served<IO>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    fn new(
+        mut connection: Connection<IO>,
+        context: Arc<CallContext>,
+        options: Arc<ConnectionOptions>,
+        arrivals: Option<Arc<LastArrival>>,
+    ) -> Self {
+        Served {
+            pinger: connection.ping_pong(),
+            connection,
+            context,
+            timers: Timers::new(&options),
+            options,
+            arrivals,
+            calls: FuturesUnordered::new(),
+            resets: ResetRate::default(),
+            opened: 0,
+            draining: false,
+        }
+    }
+
+    /// Waits for the next thing to happen, and handles it, until the connection closes.
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        // One timer and one drain watch for the connection's life: made anew
+        // for every wake-up they would cost each call a timer registration.
+        let mut armed = self.timers.next();
+        let mut sleep = std::pin::pin!(tokio::time::sleep_until(armed));
+        let mut stop = std::pin::pin!(shutdown.wait_for(|closing| *closing));
+        loop {
+            let next = self.timers.next();
+            if next != armed {
+                sleep.as_mut().reset(next);
+                armed = next;
+            }
             let pong = async {
-                match (pinger.as_mut(), timers.ping_deadline) {
+                match (self.pinger.as_mut(), self.timers.ping_deadline) {
                     (Some(pinger), Some(_)) => std::future::poll_fn(|cx| pinger.poll_pong(cx)).await.is_ok(),
                     _ => std::future::pending().await,
                 }
             };
-            tokio::select! {
+            let wake = tokio::select! {
                 biased;
-                Some(ended) = calls.next(), if !calls.is_empty() => Wake::Ended(ended),
-                accepted = std::future::poll_fn(|cx| connection.poll_accept(cx)) => Wake::Accepted(accepted),
+                Some(ended) = self.calls.next(), if !self.calls.is_empty() => Wake::Ended(ended),
+                accepted = std::future::poll_fn(|cx| self.connection.poll_accept(cx)) => Wake::Accepted(accepted),
                 answered = pong => Wake::Pong(answered),
                 () = &mut sleep => Wake::Timer,
-                stopping = &mut stop, if watching => Wake::Shutdown(stopping.is_ok()),
-            }
-        };
-        match wake {
-            Wake::Ended(ended) => {
-                if ended == Ended::ResetByClient && resets.reset() {
-                    log::debug!("gRPC connection sent away: it reset most of the calls it opened");
-                    connection.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
-                }
-            }
-            Wake::Accepted(Some(Ok((mut request, respond)))) => {
-                // Under a latency objective, how long the bytes last read
-                // waited unread in the socket counts against the call.
-                if let Some(waited) = arrivals.as_ref().map(|last| last.waited()).filter(|w| !w.is_zero()) {
-                    request.extensions_mut().insert(Unread(waited));
-                }
-                resets.opened();
-                opened += 1;
-                // A panic in the call is contained there: the connection serves on.
-                calls.push(Box::pin(calls::run(context.clone(), request, respond)));
-            }
-            Wake::Accepted(Some(Err(error))) => {
-                log::debug!("gRPC connection: {error}");
+                stopping = &mut stop, if !self.draining => Wake::Shutdown(stopping.is_ok()),
+            };
+            if self.handle(wake) == Flow::Close {
                 return;
             }
-            Wake::Accepted(None) => return,
-            Wake::Pong(true) => timers.ping_deadline = None,
-            Wake::Pong(false) => return,
-            Wake::Shutdown(true) => {
-                watching = false;
-                connection.graceful_shutdown();
-                // A connection already past its age keeps the earlier end.
-                timers.going_away(Some(options.drain_grace));
+        }
+    }
+
+    fn handle(&mut self, wake: Wake) -> Flow {
+        match wake {
+            Wake::Ended(ended) => {
+                if ended == Ended::ResetByClient && self.resets.reset() {
+                    log::debug!("gRPC connection sent away: it reset most of the calls it opened");
+                    self.connection.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+                }
             }
-            Wake::Shutdown(false) => return,
-            Wake::Timer => {
-                let busy = !calls.is_empty() || connection.has_streams();
-                match timers.fire(&options, busy, opened) {
-                    Fired::Nothing => {}
-                    Fired::Ping => {
-                        if let Some(pinger) = pinger.as_mut() {
-                            if pinger.send_ping(h2::Ping::opaque()).is_err() {
-                                timers.ping_deadline = None;
-                            }
-                        }
-                    }
-                    Fired::GoAway(grace) => {
-                        connection.graceful_shutdown();
-                        timers.going_away(grace);
-                    }
-                    Fired::Close(why) => {
-                        log::debug!("gRPC connection closed: {why}");
-                        return;
+            Wake::Accepted(Some(Ok((request, respond)))) => self.start_call(request, respond),
+            Wake::Accepted(Some(Err(error))) => {
+                log::debug!("gRPC connection: {error}");
+                return Flow::Close;
+            }
+            Wake::Accepted(None) | Wake::Pong(false) | Wake::Shutdown(false) => return Flow::Close,
+            Wake::Pong(true) => self.timers.ping_deadline = None,
+            Wake::Shutdown(true) => {
+                self.draining = true;
+                self.connection.graceful_shutdown();
+                // A connection already past its age keeps the earlier end.
+                self.timers.going_away(Some(self.options.drain_grace));
+            }
+            Wake::Timer => return self.on_timer(),
+        }
+        Flow::Serve
+    }
+
+    fn start_call(&mut self, mut request: http::Request<h2::RecvStream>, respond: h2::server::SendResponse<Bytes>) {
+        // Under a latency objective, how long the bytes last read
+        // waited unread in the socket counts against the call.
+        if let Some(waited) = self
+            .arrivals
+            .as_ref()
+            .map(|last| last.waited())
+            .filter(|w| !w.is_zero())
+        {
+            request.extensions_mut().insert(Unread(waited));
+        }
+        self.resets.opened();
+        self.opened += 1;
+        // A panic in the call is contained there: the connection serves on.
+        self.calls
+            .push(Box::pin(calls::run(self.context.clone(), request, respond)));
+    }
+
+    fn on_timer(&mut self) -> Flow {
+        let busy = !self.calls.is_empty() || self.connection.has_streams();
+        match self.timers.fire(&self.options, busy, self.opened) {
+            Fired::Nothing => {}
+            Fired::Ping => {
+                if let Some(pinger) = self.pinger.as_mut() {
+                    if pinger.send_ping(h2::Ping::opaque()).is_err() {
+                        self.timers.ping_deadline = None;
                     }
                 }
             }
+            Fired::GoAway(grace) => {
+                self.connection.graceful_shutdown();
+                self.timers.going_away(grace);
+            }
+            Fired::Close(why) => {
+                log::debug!("gRPC connection closed: {why}");
+                return Flow::Close;
+            }
         }
+        Flow::Serve
     }
 }
 

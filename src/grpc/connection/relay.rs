@@ -3,18 +3,17 @@
 //! what was already read of it first), its answer streamed back as the
 //! client's windows take it.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Poll;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
-use http_body::{Body, Frame};
+use http_body::Body;
 use tonic::codegen::http::{Request, Response};
-use tonic::Status;
 
-use super::calls::{watching, CallContext, Ended};
+use super::context::{watching, CallContext, Ended};
 use super::writing::{write, Reservation};
+use crate::grpc::services::RecvBody;
 
 /// Any call through the tonic services: `read` is what was already taken
 /// from the body, handed over as its start.
@@ -76,56 +75,5 @@ pub(super) async fn relay(
                 return Ok(Ended::Answered);
             }
         }
-    }
-}
-
-/// A relayed request's body: what was read before the relay, then the stream.
-pub struct RecvBody {
-    read: Bytes,
-    stream: Option<RecvStream>,
-}
-
-impl RecvBody {
-    pub fn new(read: Bytes, stream: RecvStream) -> RecvBody {
-        RecvBody {
-            read,
-            stream: Some(stream),
-        }
-    }
-}
-
-impl Body for RecvBody {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        if !self.read.is_empty() {
-            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut self.read)))));
-        }
-        let Some(stream) = self.stream.as_mut() else {
-            return Poll::Ready(None);
-        };
-        let failed = |error: h2::Error| Status::cancelled(format!("the request body failed: {error}"));
-        match stream.poll_data(cx) {
-            Poll::Ready(Some(Ok(chunk))) => {
-                let _ = stream.flow_control().release_capacity(chunk.len());
-                return Poll::Ready(Some(Ok(Frame::data(chunk))));
-            }
-            Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(failed(error)))),
-            Poll::Ready(None) => {}
-            Poll::Pending => return Poll::Pending,
-        }
-        match stream.poll_trailers(cx) {
-            Poll::Ready(Ok(trailers)) => {
-                self.stream = None;
-                Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))))
-            }
-            Poll::Ready(Err(error)) => Poll::Ready(Some(Err(failed(error)))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.read.is_empty() && self.stream.as_ref().is_none_or(RecvStream::is_end_stream)
     }
 }

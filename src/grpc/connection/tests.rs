@@ -10,9 +10,10 @@ use bytes::Bytes;
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
+use super::ConnectionOptions;
 use crate::codec::tensor_proto::{to_proto, to_tensor};
 use crate::grpc::channel_args::ChannelArguments;
-use crate::grpc::transport::{ConnectionOptions, Services};
+use crate::grpc::services::Services;
 use crate::proto::tensorflow::serving::{ModelSpec, PredictRequest, PredictResponse};
 use crate::server::testing::mock_state;
 use crate::tensor::{Tensor, TensorData};
@@ -310,7 +311,7 @@ async fn a_panicking_call_answers_internal_naming_its_request_id_and_is_counted(
             if request.method() == http::Method::POST {
                 panic!("a bug in a call");
             }
-            super::calls::Ended::Answered
+            super::context::Ended::Answered
         })
         .await;
         // The answer leaves once the connection is polled again.
@@ -328,6 +329,6 @@ async fn a_panicking_call_answers_internal_naming_its_request_id_and_is_counted(
     assert_eq!(head.headers()["x-request-id"], "call-1");
     let message = head.headers()["grpc-message"].to_str().unwrap();
     assert!(message.contains("call-1") && message.contains("a%20bug"), "{message}");
-    assert_eq!(server.await.unwrap(), super::calls::Ended::Answered);
+    assert_eq!(server.await.unwrap(), super::context::Ended::Answered);
     assert!(crate::metrics::METRICS.panics.with_label_values(&["request"]).get() > before);
 }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use h2::{Reason, SendStream};
 use tonic::Status;
 
-use super::calls::{CallContext, Ended};
+use super::context::{CallContext, Ended};
 
 pub(super) fn over_budget(context: &CallContext, len: usize) -> Status {
     Status::resource_exhausted(format!(

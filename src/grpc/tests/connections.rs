@@ -18,7 +18,7 @@ use crate::server::ServerState;
 /// options given, the client's channel and the task serving the connection.
 async fn serve_one(
     state: Arc<ServerState>,
-    options: crate::grpc::transport::ConnectionOptions,
+    options: crate::grpc::connection::ConnectionOptions,
 ) -> (Channel, tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>) {
     let health = crate::grpc::health::HealthService::new();
     let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
@@ -63,7 +63,7 @@ async fn an_unknown_service_or_method_is_unimplemented() {
 #[tokio::test]
 async fn a_connection_past_its_age_is_sent_away_and_closes() {
     let (state, root) = mock_state("grpc-age");
-    let mut options = crate::grpc::transport::ConnectionOptions::new(None, None, None);
+    let mut options = crate::grpc::connection::ConnectionOptions::new(None, None, None);
     options.max_age = Some(std::time::Duration::from_millis(300));
     options.grace = Some(std::time::Duration::from_secs(60));
     let (channel, _shutdown, served) = serve_one(state, options).await;
@@ -81,7 +81,7 @@ async fn a_connection_past_its_age_is_sent_away_and_closes() {
 #[tokio::test]
 async fn the_drain_sends_connections_away_and_they_close() {
     let (state, root) = mock_state("grpc-drain");
-    let options = crate::grpc::transport::ConnectionOptions::new(None, None, None);
+    let options = crate::grpc::connection::ConnectionOptions::new(None, None, None);
     let (channel, shutdown, served) = serve_one(state, options).await;
     let mut prediction = PredictionServiceClient::new(channel);
     prediction.predict(predict("m", None, vec![1.0])).await.unwrap();

@@ -30,7 +30,7 @@ use crate::tensor::{Tensor, TensorData};
 async fn connect(state: Arc<ServerState>) -> Channel {
     let health = super::health::HealthService::new();
     let services = super::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
-    let options = Arc::new(super::transport::ConnectionOptions::new(None, None, None));
+    let options = Arc::new(super::connection::ConnectionOptions::new(None, None, None));
     let (client, server) = tokio::io::duplex(1 << 20);
     let (_open, shutdown) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
