@@ -390,7 +390,7 @@ mod budget;
 mod manage;
 mod offload;
 
-pub use budget::{decoded_bound, tensor_bytes, ByteBudget, BytesBorrowed, BytesHeld, Reserved};
+pub use budget::{decoded_bound, tensor_bytes, ByteBudget, BytesBorrowed, BytesHeld, DecodedPredict, Reserved};
 pub use manage::{has_versions, ManageError, ModelLimits};
 pub(crate) use offload::off_worker;
 use offload::OFFLOAD_ELEMENTS;

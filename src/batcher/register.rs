@@ -18,22 +18,10 @@ use crate::metrics::QueueMetrics;
 
 impl Batcher {
     /// Adds a queue. `merge` false runs every request alone (batching off).
-    /// `name` describes the queue in error messages.
+    /// `name` describes the queue in error messages. At most `running_limit`
+    /// of its batches run at once (None: as many as there are batch threads);
+    /// such a queue's batches always run on the batch threads.
     pub fn add_queue(
-        &self,
-        name: String,
-        params: BatchParams,
-        merge: bool,
-        runner: Arc<dyn Runner>,
-        metrics: QueueMetrics,
-    ) -> QueueHandle {
-        self.add_limited_queue(name, params, merge, runner, metrics, None)
-    }
-
-    /// `add_queue`, with at most `running_limit` of its batches running at
-    /// once (None: as many as there are batch threads). Such a queue's
-    /// batches always run on the batch threads.
-    pub fn add_limited_queue(
         &self,
         name: String,
         params: BatchParams,

@@ -127,9 +127,9 @@ impl Accepted {
             permit,
         } = self;
         match tls {
-            None => serve_connection(io, services, peer, options, shutdown, arrivals).await,
+            None => connection::serve(io, services, peer, options, shutdown, arrivals).await,
             Some(tls) => match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(io)).await {
-                Ok(Ok(io)) => serve_connection(io, services, peer, options, shutdown, arrivals).await,
+                Ok(Ok(io)) => connection::serve(io, services, peer, options, shutdown, arrivals).await,
                 Ok(Err(error)) => log::debug!("gRPC TLS handshake failed: {error}"),
                 Err(_) => log::debug!("gRPC TLS handshake took over {TLS_HANDSHAKE:?}"),
             },
@@ -171,19 +171,4 @@ async fn pause_after(error: &std::io::Error) {
     }
     log::warn!("gRPC listener: accepting a connection failed: {error}");
     tokio::time::sleep(Duration::from_millis(50)).await;
-}
-
-/// Serves one connection until it closes, GOAWAY when the server drains or
-/// the connection reaches its age, closing it when the grace after that ends.
-pub async fn serve_connection<IO>(
-    io: IO,
-    services: Services,
-    peer: Option<TcpConnectInfo>,
-    options: Arc<ConnectionOptions>,
-    shutdown: watch::Receiver<bool>,
-    arrivals: Option<Arc<LastArrival>>,
-) where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    connection::serve(io, services, peer, options, shutdown, arrivals).await;
 }

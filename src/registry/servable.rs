@@ -272,7 +272,7 @@ pub fn build(
             let metrics = QueueMetrics::new(model, version, &name);
             let queue = options
                 .batcher
-                .add_limited_queue(label, params.clone(), merge, runner, metrics, running_limit);
+                .add_queue(label, params.clone(), merge, runner, metrics, running_limit);
             (name, queue)
         })
         .collect();

@@ -68,11 +68,10 @@ impl Served {
     }
 }
 
-/// One request's line, as the transport saw it.
-pub struct Line<'a> {
+/// What a request came to, as the transport that answered it tells.
+pub struct Ending<'a> {
     /// `rest` or `grpc`.
     pub protocol: &'static str,
-    pub request_id: &'a str,
     /// The HTTP method, or `gRPC`.
     pub method: &'a str,
     /// The HTTP path, or the gRPC method's route name.
@@ -83,42 +82,49 @@ pub struct Line<'a> {
     pub grpc_code: Option<&'a str>,
     /// The model the request named, for a request refused before it resolved one.
     pub named_model: Option<&'a str>,
-    pub bytes_in: Option<u64>,
     pub bytes_out: Option<u64>,
-    pub client: Option<SocketAddr>,
-    pub total: Duration,
     pub served: Option<&'a Served>,
 }
 
+/// One request's line: its ending, with what its arrival recorded.
+pub struct Line<'a> {
+    pub ending: Ending<'a>,
+    pub request_id: &'a str,
+    pub bytes_in: Option<u64>,
+    pub client: Option<SocketAddr>,
+    pub total: Duration,
+}
+
 pub fn write(line: &Line<'_>) {
-    let served = line.served;
+    let ending = &line.ending;
+    let served = ending.served;
     let millis = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
     let client = line.client.map(|c| c.to_string());
     log::info!(
         target: "access",
         request_id = line.request_id,
-        protocol = line.protocol,
-        method = line.method,
-        path = line.path,
+        protocol = ending.protocol,
+        method = ending.method,
+        path = ending.path,
         route = served.map(|s| s.route.as_str()),
-        model = served.and_then(|s| s.model.as_deref()).or(line.named_model),
+        model = served.and_then(|s| s.model.as_deref()).or(ending.named_model),
         version = served.and_then(|s| s.version),
         signature = served.and_then(|s| s.signature.as_deref()),
-        status = line.status,
-        grpc_code = line.grpc_code,
+        status = ending.status,
+        grpc_code = ending.grpc_code,
         bytes_in = line.bytes_in,
-        bytes_out = line.bytes_out,
+        bytes_out = ending.bytes_out,
         queue_ms = millis(served.and_then(|s| s.queue)),
         run_ms = millis(served.and_then(|s| s.run)),
         answer_wait_ms = millis(served.and_then(|s| s.answer_wait)),
         total_ms = line.total.as_secs_f64() * 1000.0,
         client = client.as_deref();
-        "{} {} {}", line.method, line.path, Status(line)
+        "{} {} {}", ending.method, ending.path, Status(ending)
     );
 }
 
 /// A line's status as its message shows it: the gRPC code's name, or the HTTP status.
-struct Status<'a>(&'a Line<'a>);
+struct Status<'a>(&'a Ending<'a>);
 
 impl std::fmt::Display for Status<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use futures_util::FutureExt;
 
-use super::access_log::{self, AccessLog, Served};
+pub use super::access_log::Ending;
+use super::access_log::{self, AccessLog};
 use super::{Admitted, RequestId, ServerState};
 use crate::error::ApiError;
 use crate::metrics::METRICS;
@@ -30,22 +31,6 @@ struct Arrived {
     at: Instant,
     bytes_in: Option<u64>,
     client: Option<SocketAddr>,
-}
-
-/// What a request came to, for its access line.
-pub struct Ending<'a> {
-    /// `rest` or `grpc`.
-    pub protocol: &'static str,
-    /// The HTTP method, or `gRPC`.
-    pub method: &'a str,
-    /// The HTTP path, or the gRPC method's route name.
-    pub path: &'a str,
-    /// The HTTP status, or the gRPC status code.
-    pub status: u16,
-    pub grpc_code: Option<&'a str>,
-    pub named_model: Option<&'a str>,
-    pub bytes_out: Option<u64>,
-    pub served: Option<&'a Served>,
 }
 
 /// A request whose handling panicked: what its answer says.
@@ -103,18 +88,11 @@ impl Lifecycle {
     pub fn end(&self, ending: Ending<'_>) {
         let Some(arrived) = &self.access else { return };
         access_log::write(&access_log::Line {
-            protocol: ending.protocol,
+            ending,
             request_id: &self.id.0,
-            method: ending.method,
-            path: ending.path,
-            status: ending.status,
-            grpc_code: ending.grpc_code,
-            named_model: ending.named_model,
             bytes_in: arrived.bytes_in,
-            bytes_out: ending.bytes_out,
             client: arrived.client,
             total: arrived.at.elapsed(),
-            served: ending.served,
         });
     }
 }

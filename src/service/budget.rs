@@ -18,8 +18,13 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{offload, RequestBody, Service};
+use std::sync::Arc;
+
+use super::{offload, RequestBody, Service, Trace};
+use crate::codec::RequestFormat;
 use crate::error::ApiError;
+use crate::registry::Servable;
+use crate::signature::SignatureSpec;
 use crate::tensor::{Tensor, TensorData};
 
 /// What one decoded string costs beyond its bytes: its vector's header and
@@ -210,7 +215,37 @@ impl Service {
         reserved.settle(measure(&decoded));
         Ok((decoded, reserved))
     }
+
+    /// Decodes a body for `servable` under the budget and runs the predict it
+    /// holds, the decoded tensors held against the budget until answered.
+    /// `decode` gives the run's signature, answer layout and inputs, or
+    /// `Err(other)` for a body another path answers (then returned as is).
+    pub async fn decode_and_predict<T: Send + 'static>(
+        &self,
+        servable: &Arc<Servable>,
+        body: &(impl RequestBody + ?Sized),
+        decode: impl FnOnce(&Servable, &[u8]) -> Result<Result<DecodedPredict, T>, ApiError> + Send + 'static,
+        trace: &mut Trace,
+    ) -> Result<Result<Vec<u8>, T>, ApiError> {
+        let decode = {
+            let servable = servable.clone();
+            move |body: &[u8]| decode(&servable, body)
+        };
+        let measure =
+            |decoded: &Result<DecodedPredict, T>| decoded.as_ref().map_or(0, |(_, _, inputs)| tensor_bytes(inputs));
+        let (decoded, _held) = self.decode_within_budget(body, 0, decode, measure).await?;
+        let (signature, format, inputs) = match decoded {
+            Ok(decoded) => decoded,
+            Err(other) => return Ok(Err(other)),
+        };
+        trace.resolved(servable, &signature);
+        let answer = self.predict_inputs(servable, &signature, inputs, format, trace).await?;
+        Ok(Ok(answer))
+    }
 }
+
+/// A predict's decoded request: its signature, the answer's layout and its inputs.
+pub type DecodedPredict = (Arc<SignatureSpec>, RequestFormat, Vec<Tensor>);
 
 #[cfg(test)]
 mod tests {

@@ -3,18 +3,18 @@
 //! answers. SageMaker's invocations and `tfserve inspect` come through here
 //! too, as the container forwards to TF Serving's REST API.
 
-use std::sync::Arc;
+use std::convert::Infallible;
 
 use serde_json::{json, Map, Value};
 
 use crate::capture::LogKind;
 use crate::codec::example::{classify_response, regress_response, ExamplesRequest};
-use crate::codec::{PredictEnvelope, RequestFormat};
+use crate::codec::PredictEnvelope;
 use crate::error::ApiError;
 use crate::service::VersionSelector;
-use crate::service::{tensor_bytes, RequestBody, Service, Trace};
+use crate::service::{DecodedPredict, RequestBody, Servable, Service, Trace};
 use crate::signature::{SignatureSpec, TensorSpec, CLASSIFY_METHOD, REGRESS_METHOD};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::DType;
 use crate::tfs::TfsError;
 
 /// TF Serving's `:predict`, with the response in the request's layout.
@@ -26,25 +26,16 @@ pub async fn predict(
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
     let servable = service.servable(model, selector)?;
-    let decode = {
-        let servable = servable.clone();
-        move |body: &[u8]| -> Result<(Arc<SignatureSpec>, RequestFormat, Vec<Tensor>), ApiError> {
-            let body = crate::codec::nonfinite::quote_bare_tokens(body);
-            let envelope = PredictEnvelope::parse(&body)?;
-            let signature = Service::signature(&servable, envelope.signature_name.as_deref())?;
-            let format = envelope.format()?;
-            let inputs = envelope.decode(&signature)?;
-            Ok((signature, format, inputs))
-        }
+    let decode = |servable: &Servable, body: &[u8]| -> Result<Result<DecodedPredict, Infallible>, ApiError> {
+        let body = crate::codec::nonfinite::quote_bare_tokens(body);
+        let envelope = PredictEnvelope::parse(&body)?;
+        let signature = Service::signature(servable, envelope.signature_name.as_deref())?;
+        let format = envelope.format()?;
+        let inputs = envelope.decode(&signature)?;
+        Ok(Ok((signature, format, inputs)))
     };
-    // Held until the run is answered: the decoded tensors count against the budget.
-    let ((signature, format, inputs), _decoded) = service
-        .decode_within_budget(body, 0, decode, |decoded| tensor_bytes(&decoded.2))
-        .await?;
-    trace.resolved(&servable, &signature);
-    service
-        .predict_inputs(&servable, &signature, inputs, format, trace)
-        .await
+    let Ok(answer) = service.decode_and_predict(&servable, body, decode, trace).await?;
+    Ok(answer)
 }
 
 /// TF Serving's `:classify` and `:regress`: examples in, `results` out.

@@ -75,7 +75,7 @@ fn params(max: usize, timeout: Duration) -> BatchParams {
 
 fn queue(batcher: &Batcher, params: BatchParams, merge: bool, runner: Arc<Recorder>) -> QueueHandle {
     let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
-    batcher.add_queue("test queue".into(), params, merge, runner, metrics)
+    batcher.add_queue("test queue".into(), params, merge, runner, metrics, None)
 }
 
 fn answer(pending: Pending) -> ReplyResult {
@@ -269,6 +269,7 @@ fn outputs_without_a_batch_dimension_cannot_be_split() {
         true,
         Arc::new(Scalar),
         metrics,
+        None,
     );
     let a = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
     let b = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
@@ -349,7 +350,14 @@ fn a_panicking_run_fails_its_batch_and_the_thread_lives() {
     let batcher = Batcher::new(1).unwrap();
     let metrics = QueueMetrics::new("batcher-test", 1, "panicky");
     let runner = Arc::new(Panicky(Mutex::new(true)));
-    let handle = batcher.add_queue("q".into(), params(2, Duration::from_secs(5)), true, runner, metrics);
+    let handle = batcher.add_queue(
+        "q".into(),
+        params(2, Duration::from_secs(5)),
+        true,
+        runner,
+        metrics,
+        None,
+    );
     let a = handle.submit(vec![rows(&[1.0])], &["x"], None, None).unwrap();
     let b = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     for pending in [a, b] {

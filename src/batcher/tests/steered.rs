@@ -61,7 +61,7 @@ fn steered_queue(batcher: &Batcher, gate: Arc<Gate>, objective: Duration, late_a
         ..params(8, Duration::ZERO)
     };
     let metrics = QueueMetrics::new("batcher-test", 1, "steered");
-    let handle = batcher.add_queue("q".into(), params, true, gate, metrics);
+    let handle = batcher.add_queue("q".into(), params, true, gate, metrics, None);
     for _ in 0..4 {
         answer(handle.submit(vec![rows(&[0.0])], &["x"], None, None).unwrap()).unwrap();
     }
@@ -180,7 +180,7 @@ fn a_queue_timeout_answers_what_waited_past_it_unrun() {
     let batcher = Batcher::new(1).unwrap();
     let (gate, runs, go) = Gate::new();
     let metrics = QueueMetrics::new("batcher-test", 1, "holding");
-    let holding = batcher.add_queue("h".into(), params(1, Duration::ZERO), true, gate.clone(), metrics);
+    let holding = batcher.add_queue("h".into(), params(1, Duration::ZERO), true, gate.clone(), metrics, None);
     let held = hold_a_run(&holding, &gate, &runs);
     let params = BatchParams {
         queue_timeout_micros: 1_000,
@@ -188,7 +188,7 @@ fn a_queue_timeout_answers_what_waited_past_it_unrun() {
     };
     let metrics = QueueMetrics::new("batcher-test", 1, "queue-timeout");
     let (unheld, _, _) = Gate::new();
-    let handle = batcher.add_queue("q".into(), params, true, unheld, metrics);
+    let handle = batcher.add_queue("q".into(), params, true, unheld, metrics, None);
     let expired = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     // Waits at least this long behind the held run: past its 1 ms.
     std::thread::sleep(Duration::from_millis(5));

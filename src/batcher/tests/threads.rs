@@ -12,7 +12,14 @@ fn a_fast_queue_is_run_by_its_callers_once_measured() {
     let batcher = Batcher::with_inline_limit(1, Duration::from_secs(1)).unwrap();
     let runner = Arc::new(ThreadRecorder::default());
     let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
-    let handle = batcher.add_queue("q".into(), params(8, Duration::ZERO), true, runner.clone(), metrics);
+    let handle = batcher.add_queue(
+        "q".into(),
+        params(8, Duration::ZERO),
+        true,
+        runner.clone(),
+        metrics,
+        None,
+    );
     // Unmeasured: the batch threads run it, and measure it.
     for value in 0..4 {
         let submitted = handle
@@ -54,7 +61,7 @@ fn queues_with_a_batch_timeout_or_no_limit_keep_to_the_batch_threads() {
         let batcher = Batcher::with_inline_limit(1, limit).unwrap();
         let runner = Arc::new(ThreadRecorder::default());
         let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
-        let handle = batcher.add_queue("q".into(), params(8, timeout), true, runner, metrics);
+        let handle = batcher.add_queue("q".into(), params(8, timeout), true, runner, metrics, None);
         for _ in 0..8 {
             let submitted = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None, None).unwrap();
             assert!(submitted.drive.is_none(), "limit {limit:?}, timeout {timeout:?}");
@@ -67,7 +74,7 @@ fn queues_with_a_batch_timeout_or_no_limit_keep_to_the_batch_threads() {
 fn measured_inline_queue(runner: Arc<ThreadRecorder>) -> (Arc<Batcher>, QueueHandle) {
     let batcher = Batcher::with_inline_limit(1, Duration::from_secs(1)).unwrap();
     let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
-    let handle = batcher.add_queue("q".into(), params(8, Duration::ZERO), true, runner, metrics);
+    let handle = batcher.add_queue("q".into(), params(8, Duration::ZERO), true, runner, metrics, None);
     for _ in 0..4 {
         let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None, None).unwrap();
         answer(submitted.pending).unwrap();
@@ -141,7 +148,7 @@ fn shards_hold_at_most_max_enqueued_batches_and_the_rest_take_the_shared_queue()
         max_enqueued_batches: 1,
         ..BatchParams::default()
     };
-    let handle = batcher.add_queue("q".into(), params, true, runner, metrics);
+    let handle = batcher.add_queue("q".into(), params, true, runner, metrics, None);
     for _ in 0..4 {
         let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None, None).unwrap();
         answer(submitted.pending).unwrap();
@@ -193,7 +200,7 @@ fn a_queue_with_a_running_limit_never_runs_more_batches_at_once() {
         let batcher = Batcher::new(4).unwrap();
         let runner = Arc::new(Overlap::default());
         let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
-        let handle = batcher.add_limited_queue(
+        let handle = batcher.add_queue(
             "limited".into(),
             params(2, timeout),
             true,

@@ -9,7 +9,7 @@ pub mod routes;
 pub use routes::configure;
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use regex::Regex;
 
@@ -23,9 +23,8 @@ use crate::error::ApiError;
 use crate::imaging::{self, ImageFile};
 use crate::python_handlers::{Answer, CallContext};
 use crate::service::VersionSelector;
-use crate::service::{tensor_bytes, RequestBody, Service, Trace};
-use crate::signature::{SignatureSpec, CLASSIFY_METHOD, REGRESS_METHOD};
-use crate::tensor::Tensor;
+use crate::service::{DecodedPredict, RequestBody, Servable, Service, Trace};
+use crate::signature::{CLASSIFY_METHOD, REGRESS_METHOD};
 use crate::tfs::json as tfs;
 
 pub const CUSTOM_ATTRIBUTES: &str = "x-amzn-sagemaker-custom-attributes";
@@ -171,9 +170,6 @@ async fn predict_image(
         .await
 }
 
-/// The default signature and its input tensors.
-type DecodedInstances = (Arc<SignatureSpec>, Vec<Tensor>);
-
 /// A JSON, JSON Lines or CSV body for `predict`: a TF Serving request goes
 /// through TF Serving's predict; instances decode straight into the default
 /// signature's tensors (off the HTTP workers when the body is large).
@@ -186,37 +182,31 @@ async fn predict_payload(
     trace: &mut Trace,
 ) -> Result<Vec<u8>, ApiError> {
     let servable = service.servable(model, selector)?;
-    let decode = {
-        let servable = servable.clone();
-        move |body: &[u8]| -> Result<Option<DecodedInstances>, ApiError> {
-            let body = if media == "text/csv" {
-                Cow::Borrowed(body)
-            } else {
-                quote_bare_tokens(body)
-            };
-            let Payload::Instances(instances) = read_payload(&media, &body)? else {
-                return Ok(None);
-            };
-            let signature = Service::signature(&servable, None)?;
-            let inputs = match instances {
-                Instances::List(list) => decode_instance_list(list, &signature)?,
-                Instances::Values(values) => decode_instance_values(values, &signature)?,
-                Instances::Csv(csv) => vec![decode_csv(csv, &signature, takes_scalar_instances(&signature))?],
-            };
-            Ok(Some((signature, inputs)))
-        }
+    // `Err(NotInstances)`: a TF Serving request, answered by its own predict.
+    let decode = move |servable: &Servable, body: &[u8]| -> Result<Result<DecodedPredict, NotInstances>, ApiError> {
+        let body = if media == "text/csv" {
+            Cow::Borrowed(body)
+        } else {
+            quote_bare_tokens(body)
+        };
+        let Payload::Instances(instances) = read_payload(&media, &body)? else {
+            return Ok(Err(NotInstances));
+        };
+        let signature = Service::signature(servable, None)?;
+        let inputs = match instances {
+            Instances::List(list) => decode_instance_list(list, &signature)?,
+            Instances::Values(values) => decode_instance_values(values, &signature)?,
+            Instances::Csv(csv) => vec![decode_csv(csv, &signature, takes_scalar_instances(&signature))?],
+        };
+        Ok(Ok((signature, RequestFormat::Row, inputs)))
     };
-    let measure = |decoded: &Option<DecodedInstances>| decoded.as_ref().map_or(0, |(_, inputs)| tensor_bytes(inputs));
-    // Held until the run is answered: the decoded tensors count against the budget.
-    let (decoded, _decoded) = service.decode_within_budget(body, 0, decode, measure).await?;
-    let Some((signature, inputs)) = decoded else {
-        return tfs::predict(service, model, selector, body, trace).await;
-    };
-    trace.resolved(&servable, &signature);
-    service
-        .predict_inputs(&servable, &signature, inputs, RequestFormat::Row, trace)
-        .await
+    match service.decode_and_predict(&servable, body, decode, trace).await? {
+        Ok(answer) => Ok(answer),
+        Err(NotInstances) => tfs::predict(service, model, selector, body, trace).await,
+    }
 }
+
+struct NotInstances;
 
 /// `tfs-model-version`, when given.
 fn version_selector(attributes: &CustomAttributes) -> Result<VersionSelector, ApiError> {

@@ -24,7 +24,7 @@ async fn serve_one(
     let services = crate::grpc::services(&state, &health, 4 << 20, &ChannelArguments::default()).unwrap();
     let (client, server) = tokio::io::duplex(1 << 20);
     let (shutdown, watching) = tokio::sync::watch::channel(false);
-    let served = tokio::spawn(crate::grpc::transport::serve_connection(
+    let served = tokio::spawn(crate::grpc::connection::serve(
         server,
         services,
         None,

@@ -35,7 +35,7 @@ async fn connect(state: Arc<ServerState>) -> Channel {
     let (_open, shutdown) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         let _open = _open;
-        super::transport::serve_connection(server, services, None, options, shutdown, None).await
+        super::connection::serve(server, services, None, options, shutdown, None).await
     });
     channel_over(client).await
 }
