@@ -52,7 +52,7 @@ pub fn serve(
         }
         return Ok((server, "http", public, handles));
     }
-    let (server, scheme, public) = serve_actix(settings, state, listeners, tls, rest_address)?;
+    let (server, scheme, public) = serve_actix(settings, state, listeners, tls, &addr, rest_address)?;
     Ok((server, scheme, public, handles))
 }
 
@@ -80,9 +80,9 @@ fn serve_actix(
     state: web::Data<ServerState>,
     listeners: Vec<std::net::TcpListener>,
     tls: Option<rustls::ServerConfig>,
+    addr: &str,
     rest_address: impl FnOnce(SocketAddr),
 ) -> Result<(actix_web::dev::Server, &'static str, Vec<SocketAddr>), StartError> {
-    let addr = format!("{}:{}", settings.http.host, settings.http_port());
     let cors = settings.http.enable_cors;
     let mut server = HttpServer::new(move || app(state.clone(), cors))
         .on_connect(on_connect)
@@ -101,7 +101,7 @@ fn serve_actix(
             Some(config) => server.listen_rustls_0_23(listener, config.clone()),
             None => server.listen(listener),
         }
-        .map_err(bind_error(&addr))?;
+        .map_err(bind_error(addr))?;
     }
     let public = server.addrs();
     let scheme = if tls.is_some() { "https" } else { "http" };
