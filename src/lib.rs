@@ -26,7 +26,7 @@
 //! [`transform`] (batch transform), at the top.
 
 /// The module graph's layers, top first: a module imports only from layers
-/// after its own, and from [`SHARED`]. `tests/layers.rs` checks the sources
+/// after its own, and from [`SHARED`]. `tests/it/mock/layers.rs` checks the sources
 /// against this list, and that every module is in it or in [`SHARED`].
 #[doc(hidden)]
 pub const LAYERS: &[&[&str]] = &[

@@ -312,28 +312,6 @@ impl Service {
         Ok(self.registry.resolve(model, selector)?)
     }
 
-    /// A request refused before its body is read because the queue ahead
-    /// would make it miss the deadline its arrival (`arrived`, else now)
-    /// sets ([`Servable::late_at_head`]).
-    /// Free while no queue has an objective; a request that resolves no
-    /// version is left for its route to refuse in its dialect's words.
-    pub fn late_before_reading(
-        &self,
-        model: &str,
-        selector: &VersionSelector,
-        arrived: Option<Instant>,
-    ) -> Result<(), ApiError> {
-        if !crate::batcher::any_steered() {
-            return Ok(());
-        }
-        match self.registry.resolve(model, selector) {
-            Ok(servable) => servable
-                .late_at_head(arrived.unwrap_or_else(Instant::now))
-                .map_or(Ok(()), |late| Err(late.into())),
-            Err(_) => Ok(()),
-        }
-    }
-
     /// The states of a model's versions (TF Serving's GetModelStatus).
     pub fn versions(&self, model: &str, selector: &VersionSelector) -> Result<Vec<VersionStatus>, ApiError> {
         Ok(self.registry.status(model, selector)?)
@@ -387,6 +365,7 @@ impl Service {
 const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
 mod budget;
+mod late;
 mod manage;
 mod offload;
 

@@ -358,21 +358,12 @@ pub(super) fn batch_rows(inputs: &[Tensor]) -> Option<usize> {
     dims.all(|d| d == Some(first)).then_some(first)
 }
 
-/// How many queues in the process have a latency objective: while none
-/// does, requests skip the check before their bodies are read.
-pub(super) static STEERED_QUEUES: AtomicUsize = AtomicUsize::new(0);
-
-/// Whether any queue has a latency objective.
-pub fn any_steered() -> bool {
-    STEERED_QUEUES.load(Ordering::Relaxed) > 0
-}
-
 impl Drop for QueueHandle {
     /// An empty queue goes at once (its runner, and so the model, with it);
     /// one still holding requests drains first and is removed by a batch thread.
     fn drop(&mut self) {
         if self.context.controller.is_some() {
-            STEERED_QUEUES.fetch_sub(1, Ordering::Relaxed);
+            self.shared.steered_queues.fetch_sub(1, Ordering::Relaxed);
         }
         let removed = {
             let mut state = self.shared.lock();

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use context::QueueContext;
-pub use handle::{any_steered, Drive, QueueHandle, Submitted};
+pub use handle::{Drive, QueueHandle, Submitted};
 use inline::Shards;
 use objective::lanes::{Expired, Lanes, Taken};
 pub use params::{BatchParams, ParamsError, ParamsOverride};
@@ -224,6 +224,9 @@ struct Shared {
     /// `State::shutdown`, readable without the lock by requests that queue
     /// on their own thread's shard.
     shutting_down: AtomicBool,
+    /// How many of this pool's queues have a latency objective: while none
+    /// does, the server's requests skip the check before their bodies are read.
+    steered_queues: AtomicUsize,
 }
 
 impl Shared {
@@ -267,6 +270,7 @@ impl Batcher {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             shutting_down: AtomicBool::new(false),
+            steered_queues: AtomicUsize::new(0),
         });
         let threads = (0..num_batch_threads.max(1))
             .map(|i| {
@@ -282,6 +286,13 @@ impl Batcher {
             threads: Mutex::new(threads),
             inline_limit,
         }))
+    }
+
+    /// Whether any of this pool's queues has a latency objective (each
+    /// server has its own pool, so one server's objective costs no other
+    /// server's requests the check).
+    pub fn any_steered(&self) -> bool {
+        self.shared.steered_queues.load(Ordering::Relaxed) > 0
     }
 
     /// Stops taking requests, lets queued batches run, and joins the threads.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::context::QueueContext;
-use super::handle::{self, QueueHandle};
+use super::handle::QueueHandle;
 use super::inline::Shards;
 use super::objective::lanes::Lanes;
 use super::objective::Controller;
@@ -79,7 +79,9 @@ impl Batcher {
         let parallel = running_limit.unwrap_or(self.thread_count).min(self.thread_count);
         let controller =
             objective.map(|objective| Controller::new(objective, params.late_action, params.max_batch_size, parallel));
-        handle::STEERED_QUEUES.fetch_add(usize::from(controller.is_some()), Ordering::Relaxed);
+        self.shared
+            .steered_queues
+            .fetch_add(usize::from(controller.is_some()), Ordering::Relaxed);
         if let Some(controller) = &controller {
             metrics.steered().cap.set(controller.cap() as i64);
         }

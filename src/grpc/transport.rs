@@ -87,7 +87,7 @@ pub async fn serve(
             match stream {
                 // Under a latency objective a connection reads through the
                 // stamping stream; any other keeps Tokio's as it is.
-                Stream::Tcp(stream, tls) if crate::batcher::any_steered() => match Stamped::new(stream) {
+                Stream::Tcp(stream, tls) if services.state.service.any_steered() => match Stamped::new(stream) {
                     Ok((stamped, arrivals)) => tokio::spawn(accepted.serve(stamped, tls, Some(arrivals))),
                     Err(stream) => tokio::spawn(accepted.serve(stream, tls, None)),
                 },

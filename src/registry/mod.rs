@@ -154,6 +154,11 @@ impl Registry {
         self.models.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a queue of this registry's batcher has a latency objective.
+    pub fn any_steered(&self) -> bool {
+        self.options.batcher.any_steered()
+    }
+
     /// The servable a request addresses.
     pub fn resolve(&self, model: &str, selector: &VersionSelector) -> Result<Arc<Servable>, RegistryError> {
         let models = self.read();

@@ -6,7 +6,8 @@
 pub mod build_info;
 #[cfg(feature = "tensorflow")]
 mod bytes;
-#[cfg(feature = "tensorflow")]
+// Pure prost, used by the TensorFlow loader: its tests run without TensorFlow.
+#[cfg(any(test, feature = "tensorflow"))]
 mod graph_trace;
 pub(crate) mod graph_view;
 #[cfg(any(test, feature = "mock"))]

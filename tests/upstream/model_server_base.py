@@ -236,7 +236,7 @@ class TensorflowModelServerTestBase(tf.test.TestCase):
 
 def run_main(case, upstream):
     """Runs a TestCase's tests (or those named on the command line); the last
-    stdout line is the JSON summary tests/upstream.rs reads."""
+    stdout line is the JSON summary tests/it/tensorflow/upstream.rs reads."""
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(case)
     if len(sys.argv) > 1:
         wanted = set(sys.argv[1:])

@@ -141,7 +141,7 @@ impl Front {
         let mut last_head = LastHead::default();
         // Under a latency objective, how long the bytes last read waited
         // unread in the socket: it counts against the requests among them.
-        let stamped = crate::batcher::any_steered() && stamped::enable(&stream).is_ok();
+        let stamped = self.state.service.any_steered() && stamped::enable(&stream).is_ok();
         let mut unread_wait = Duration::ZERO;
         let end = loop {
             if out.len() >= FLUSH_AT {

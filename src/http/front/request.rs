@@ -60,7 +60,8 @@ impl Front {
     /// before its body is read or decoded.
     pub(super) fn gate(&self, head: &Head, waited: Duration) -> Gate<'_> {
         let service = &self.state.service;
-        let arrived = crate::batcher::any_steered()
+        let arrived = service
+            .any_steered()
             .then(|| std::time::Instant::now().checked_sub(waited))
             .flatten();
         let admitted = lifecycle::admit(&self.state).and_then(|admitted| {

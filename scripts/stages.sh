@@ -1,0 +1,84 @@
+# Sourced by scripts/test.sh and .ci/run: `stage NAME COMMAND...` runs one
+# stage and records its wall time, how it ended and the build folder's size
+# after it; the table of every stage run so far is printed when the script
+# that owns the record exits, passed or failed. A background watcher samples
+# the disk every few seconds for the peak the run reached, which a reading
+# between stages misses (a link's objects removed before the next stage).
+#
+# TFSERVE_STAGES names the record file; a script started by another that
+# already keeps one (.ci/run calling scripts/test.sh) adds its rows there and
+# leaves the printing to its caller.
+
+stages_root="$(pwd)"
+
+stages_disk_used() {
+  df --output=used -B1 "$stages_root" | tail -1 | tr -d ' '
+}
+
+stages_build_size() {
+  du -sb "$stages_root/target" "$stages_root/fuzz/target" 2>/dev/null | awk '{s += $1} END {print s + 0}'
+}
+
+stages_gb() {
+  awk -v b="$1" 'BEGIN {printf "%.2f", b / 1e9}'
+}
+
+stages_print() {
+  local status=$?
+  kill "$stages_watcher" 2>/dev/null || true
+  local now total peak base
+  now=$(date +%s)
+  total=$((now - stages_started))
+  base=$(cat "$TFSERVE_STAGES.base")
+  peak=$(sort -n "$TFSERVE_STAGES.disk" | tail -1)
+  {
+    echo
+    echo "| stage | seconds | ended | build folders after (GB) |"
+    echo "|---|---:|---|---:|"
+    awk -F'\t' '{printf "| %s | %d | %s | %.2f |\n", $1, $2, $3, $4 / 1e9}' "$TFSERVE_STAGES"
+    echo "| **total** | **$total** | $([ "$status" = 0 ] && echo passed || echo "failed ($status)") | |"
+    echo
+    echo "peak disk written by this run: $(stages_gb $((peak - base))) GB (the filesystem's use above its start, sampled every 5 s)"
+    echo "peak build folders (target/, fuzz/target/): $(stages_gb "$(sort -n "$TFSERVE_STAGES.build" | tail -1)") GB"
+  } >&2
+  rm -f "$TFSERVE_STAGES" "$TFSERVE_STAGES".*
+  exit "$status"
+}
+
+if [ -z "${TFSERVE_STAGES:-}" ]; then
+  TFSERVE_STAGES="$(mktemp)"
+  export TFSERVE_STAGES
+  stages_started=$(date +%s)
+  stages_disk_used > "$TFSERVE_STAGES.base"
+  stages_disk_used > "$TFSERVE_STAGES.disk"
+  echo 0 > "$TFSERVE_STAGES.build"
+  # The disk's peak, and the build folders' size every minute (du walks
+  # hundreds of thousands of files: too slow to run as often as df).
+  (
+    tick=0
+    while sleep 5; do
+      stages_disk_used >> "$TFSERVE_STAGES.disk"
+      tick=$((tick + 1))
+      if [ $((tick % 12)) = 0 ]; then stages_build_size >> "$TFSERVE_STAGES.build"; fi
+    done
+  ) &
+  stages_watcher=$!
+  trap stages_print EXIT
+fi
+
+stage() {
+  local name="$1" started status size
+  shift
+  echo "=== stage: $name" >&2
+  started=$(date +%s)
+  status=0
+  # In the background and waited for: a command list run as `cmd || ...`
+  # would ignore `set -e` in every function it calls.
+  "$@" &
+  wait $! || status=$?
+  size=$(stages_build_size)
+  echo "$size" >> "$TFSERVE_STAGES.build"
+  printf '%s\t%d\t%s\t%s\n' "$name" $(($(date +%s) - started)) \
+    "$([ $status = 0 ] && echo passed || echo "failed ($status)")" "$size" >> "$TFSERVE_STAGES"
+  return $status
+}
