@@ -16,7 +16,7 @@ stages_disk_used() {
 }
 
 stages_build_size() {
-  du -sb "$stages_root/target" "$stages_root/fuzz/target" 2>/dev/null | awk '{s += $1} END {print s + 0}'
+  { du -sb "$stages_root/target" "$stages_root/fuzz/target" 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}'
 }
 
 stages_gb() {

@@ -276,7 +276,10 @@ fn a_refusal_before_the_body_is_read_reaches_its_client() {
             body.len()
         );
         probe.get_mut().write_all(request.as_bytes()).unwrap();
-        read_answer(&mut probe).status.starts_with("HTTP/1.1 503")
+        let answer = read_answer(&mut probe);
+        // Shown if the wait fails: what the probes got instead.
+        eprintln!("probe: {} {}", answer.status, answer.body);
+        answer.status.starts_with("HTTP/1.1 503")
     });
     // Another is refused as soon as its head arrives, and closed; the rest of
     // its body, sent after, is read and dropped rather than reset the connection.
