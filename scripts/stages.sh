@@ -5,6 +5,12 @@
 # the disk every few seconds for the peak the run reached, which a reading
 # between stages misses (a link's objects removed before the next stage).
 #
+# `beside NAME COMMAND...` starts work a later stage needs at the lowest CPU
+# priority, so it takes only the cores the stages in front leave idle (their
+# links, single-threaded front-ends, test runs, one-threaded measurements)
+# and the network's time; `awaited NAME` (as a stage's command) waits for it,
+# prints its output and ends as it ended.
+#
 # TFSERVE_STAGES names the record file; a script started by another that
 # already keeps one (.ci/run calling scripts/test.sh) adds its rows there and
 # leaves the printing to its caller.
@@ -16,7 +22,7 @@ stages_disk_used() {
 }
 
 stages_build_size() {
-  { du -sb "$stages_root/target" "$stages_root/fuzz/target" 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}'
+  { du -sb "$stages_root/target" "$stages_root/fuzz/target" 2>/dev/null || true; } | awk '{s += $1} END {printf "%d\n", s}'
 }
 
 stages_gb() {
@@ -33,9 +39,9 @@ stages_print() {
   peak=$(sort -n "$TFSERVE_STAGES.disk" | tail -1)
   {
     echo
-    echo "| stage | seconds | ended | build folders after (GB) |"
-    echo "|---|---:|---|---:|"
-    awk -F'\t' '{printf "| %s | %d | %s | %.2f |\n", $1, $2, $3, $4 / 1e9}' "$TFSERVE_STAGES"
+    echo "| stage | seconds | ended | build folders after (GB) | peak disk written (GB) |"
+    echo "|---|---:|---|---:|---:|"
+    awk -F'\t' -v base="$base" '{printf "| %s | %d | %s | %.2f | %.2f |\n", $1, $2, $3, $4 / 1e9, ($5 - base) / 1e9}' "$TFSERVE_STAGES"
     echo "| **total** | **$total** | $([ "$status" = 0 ] && echo passed || echo "failed ($status)") | |"
     echo
     echo "peak disk written by this run: $(stages_gb $((peak - base))) GB (the filesystem's use above its start, sampled every 5 s)"
@@ -67,8 +73,9 @@ if [ -z "${TFSERVE_STAGES:-}" ]; then
 fi
 
 stage() {
-  local name="$1" started status size
+  local name="$1" started status size samples peak
   shift
+  samples=$(wc -l < "$TFSERVE_STAGES.disk")
   echo "=== stage: $name" >&2
   started=$(date +%s)
   status=0
@@ -78,7 +85,30 @@ stage() {
   wait $! || status=$?
   size=$(stages_build_size)
   echo "$size" >> "$TFSERVE_STAGES.build"
-  printf '%s\t%d\t%s\t%s\n' "$name" $(($(date +%s) - started)) \
-    "$([ $status = 0 ] && echo passed || echo "failed ($status)")" "$size" >> "$TFSERVE_STAGES"
+  stages_disk_used >> "$TFSERVE_STAGES.disk"
+  # The disk's peak while this stage ran: the samples taken since it started.
+  peak=$(tail -n +"$((samples + 1))" "$TFSERVE_STAGES.disk" | sort -n | tail -1)
+  printf '%s\t%d\t%s\t%s\t%s\n' "$name" $(($(date +%s) - started)) \
+    "$([ $status = 0 ] && echo passed || echo "failed ($status)")" "$size" "$peak" >> "$TFSERVE_STAGES"
   return $status
+}
+
+beside() {
+  local name="$1"
+  shift
+  rm -f "$TFSERVE_STAGES.beside.$name".*
+  (
+    status=0
+    nice -n 19 "$@" > "$TFSERVE_STAGES.beside.$name.log" 2>&1 || status=$?
+    echo "$status" > "$TFSERVE_STAGES.beside.$name.status"
+  ) &
+}
+
+# Polls for the status file: a stage runs in a subshell, which cannot wait
+# for its parent's job.
+awaited() {
+  local name="$1"
+  while [ ! -f "$TFSERVE_STAGES.beside.$name.status" ]; do sleep 2; done
+  cat "$TFSERVE_STAGES.beside.$name.log"
+  return "$(cat "$TFSERVE_STAGES.beside.$name.status")"
 }

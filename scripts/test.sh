@@ -18,6 +18,37 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy
 fi
 
+# What the TensorFlow stages need and the TF-free ones do not: libtensorflow,
+# cargo-deny and cargo-fuzz built into the cache, the clients' environments
+# and the object stores' npm packages, prepared beside the TF-free stages.
+prepare() {
+  python3 scripts/setup_libtensorflow.py
+  # cargo-deny and cargo-fuzz at pinned versions, built once into the cache,
+  # and the nightly toolchain cargo-fuzz builds with.
+  python3 scripts/dev_tools.py >/dev/null
+  if [ "${TFSERVE_SKIP_FUZZ:-}" != 1 ] && ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    rustup toolchain install nightly --profile minimal
+  fi
+  # The dashboard's browser test drives Chromium through playwright-core.
+  if command -v npm >/dev/null 2>&1 && [ ! -d tests/browser/node_modules/playwright-core ]; then
+    npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
+  fi
+  # The real clients the client and ported-suite tests run (tensorflow-serving-api,
+  # tritonclient, KServe's SDK, grpcio's health and reflection; the SageMaker SDK
+  # apart, as its protobuf pin cannot share TensorFlow's), in their own environments.
+  # The object store APIs the storage tests serve models from (moto, fake-gcs-server,
+  # and Azurite from npm) with each cloud's Python client (scripts/object_stores.py).
+  for environment in client sagemaker stores; do
+    python3 scripts/client_venv.py "$environment" >/dev/null
+  done
+  if [ ! -d tests/stores/node_modules/azurite ]; then
+    npm ci --prefix tests/stores --no-audit --no-fund --loglevel=error
+  fi
+}
+if ! $quick; then
+  beside prepare bash -c "$(declare -f prepare); set -euo pipefail; prepare"
+fi
+
 tf_free_lints() {
   cargo clippy --lib --no-default-features -- -D warnings
   cargo clippy --no-default-features --features mock --tests -- -D warnings
@@ -36,12 +67,8 @@ if [ "${TFSERVE_FREE_TEST_BUILD:-}" = 1 ]; then
   find target/debug/deps -maxdepth 1 -type f -executable ! -name '*.*' -delete
 fi
 
-setup() {
-  python3 scripts/setup_libtensorflow.py
-  # cargo-deny and cargo-fuzz at pinned versions, built once into the cache.
-  python3 scripts/dev_tools.py >/dev/null
-}
-stage "libtensorflow and cargo tools" setup
+stage "libtensorflow, cargo tools and clients: the rest of their preparation" awaited prepare
+# Made above: each call now only prints where.
 PATH="$(python3 scripts/dev_tools.py):$PATH"
 export PATH
 
@@ -53,29 +80,16 @@ stage "clippy with TensorFlow" cargo clippy --all-targets --features mock -- -D 
 # metadata of crates for other platforms it has not downloaded yet.
 stage "cargo-deny" cargo deny --log-level error check licenses bans sources
 
-clients() {
-  # The dashboard's browser test drives Chromium through playwright-core.
-  if command -v npm >/dev/null 2>&1 && [ ! -d tests/browser/node_modules/playwright-core ]; then
-    npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
-  fi
-  # The real clients the client and ported-suite tests run (tensorflow-serving-api,
-  # tritonclient, KServe's SDK, grpcio's health and reflection; the SageMaker SDK
-  # apart, as its protobuf pin cannot share TensorFlow's), in their own environments.
-  # The object store APIs the storage tests serve models from (moto, fake-gcs-server,
-  # and Azurite from npm) with each cloud's Python client (scripts/object_stores.py).
-  for environment in client sagemaker stores; do
-    python3 scripts/client_venv.py "$environment" >/dev/null
-  done
-  if [ ! -d tests/stores/node_modules/azurite ]; then
-    npm ci --prefix tests/stores --no-audit --no-fund --loglevel=error
-  fi
-}
-stage "client environments" clients
-# Made above: each call now only prints its environment's Python.
 TFSERVE_CLIENT_PYTHON="$(python3 scripts/client_venv.py client)"
 TFSERVE_SAGEMAKER_PYTHON="$(python3 scripts/client_venv.py sagemaker)"
 TFSERVE_STORES_PYTHON="$(python3 scripts/client_venv.py stores)"
 export TFSERVE_CLIENT_PYTHON TFSERVE_SAGEMAKER_PYTHON TFSERVE_STORES_PYTHON
+
+# The fuzz targets' build (minutes of optimising every dependency with
+# AddressSanitizer's instrumentation) beside the TensorFlow stages.
+if [ "${TFSERVE_SKIP_FUZZ:-}" != 1 ]; then
+  beside fuzz-build cargo +nightly fuzz build --fuzz-dir fuzz -O
+fi
 
 # The binaries' own unit tests (the bench's clock and open loop) and every
 # integration test that needs TensorFlow.
@@ -86,12 +100,10 @@ if [ "${TFSERVE_FREE_TEST_BUILD:-}" = 1 ]; then
   rm -rf target/debug
 fi
 # A short fuzz run of every target on its committed corpus (cargo-fuzz needs
-# the nightly toolchain, installed here if missing); TFSERVE_FUZZ_SECONDS sets
+# the nightly toolchain, installed by `prepare` if missing); TFSERVE_FUZZ_SECONDS sets
 # the time per target (default 20), TFSERVE_SKIP_FUZZ=1 skips it.
 fuzz() {
-  if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-    rustup toolchain install nightly --profile minimal
-  fi
+  awaited fuzz-build
   cargo +nightly fuzz --version
   scripts/fuzz.sh "${TFSERVE_FUZZ_SECONDS:-20}"
 }
