@@ -22,7 +22,7 @@ stages_disk_used() {
 }
 
 stages_build_size() {
-  { du -sb "$stages_root/target" "$stages_root/fuzz/target" 2>/dev/null || true; } | awk '{s += $1} END {printf "%d\n", s}'
+  { du -sb "$stages_root/target" "$stages_root/fuzz/target" 2>/dev/null || true; } | awk '{s += $1} END {printf "%.0f\n", s}'
 }
 
 stages_gb() {
