@@ -9,9 +9,11 @@ pub mod h2raw;
 pub mod handlers;
 #[cfg(feature = "mock")]
 pub mod mock;
+pub mod precision;
 pub mod process;
 pub mod raw_http;
 pub mod rest_and_grpc;
+pub mod sagemaker;
 pub mod stores;
 
 use std::path::PathBuf;

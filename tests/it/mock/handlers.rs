@@ -5,46 +5,11 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 
-use common::handlers::{archive, archive_version, invoke, Answer};
+use common::handlers::{archive, base_url, invocation, invoke};
 use common::{repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
-
-/// Every case as its own model, plus `plain` without handlers.
-fn models_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = temp_dir("handlers-models");
-        for case in ["pair", "rest", "raising", "withlib", "withreqs", "grpc"] {
-            archive(&root, case, "half_plus_three", Some(case));
-        }
-        archive(&root, "image", "image_classifier", Some("image"));
-        archive(&root, "plain", "half_plus_three", None);
-        // The container's own test model: a TF 1.x export whose signature declares no dims.
-        for case in ["pair", "rest"] {
-            let tf1 = "tests/compat/models/half_plus_three_tf1/123";
-            archive_version(&root, &format!("{case}_tf1"), tf1, "123", Some(case));
-        }
-        root
-    })
-}
-
-fn base_url() -> &'static str {
-    static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| {
-        let mut settings = common::local_settings();
-        settings.models.models_dir = models_dir().to_path_buf();
-        settings.handlers.python_workers = 2;
-        settings.http.rest_api_timeout_in_ms = 2000;
-        format!("http://{}", spawn_server(settings))
-    })
-}
-
-fn invocation(model: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Answer {
-    invoke(base_url(), "/invocations", model, content_type, None, body.into())
-}
 
 #[test]
 fn json_and_csv_input_output_pair() {

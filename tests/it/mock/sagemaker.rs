@@ -3,51 +3,8 @@
 
 use crate::common;
 
-use std::sync::OnceLock;
-
-use common::{repo_path, spawn_server};
-use serde_json::{json, Value};
-
-fn base_url() -> &'static str {
-    static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| {
-        let mut settings = common::local_settings();
-        settings.models.models_dir = repo_path("models");
-        // SAGEMAKER_TFS_DEFAULT_MODEL_NAME's setting.
-        settings.models.default_model_name = Some("half_plus_three".into());
-        // What `tfserve serve` sets: the container serves every version it finds.
-        settings.models.model_version_policy = tfserve::model_config::DefaultVersionPolicy::All;
-        format!("http://{}", spawn_server(settings))
-    })
-}
-
-fn invoke(
-    content_type: Option<&str>,
-    attributes: Option<&str>,
-    accept: Option<&str>,
-    body: impl Into<reqwest::blocking::Body>,
-) -> (u16, String, Value) {
-    let mut request = reqwest::blocking::Client::new()
-        .post(format!("{}/invocations", base_url()))
-        .body(body);
-    if let Some(content_type) = content_type {
-        request = request.header("Content-Type", content_type);
-    }
-    if let Some(attributes) = attributes {
-        request = request.header("X-Amzn-SageMaker-Custom-Attributes", attributes);
-    }
-    if let Some(accept) = accept {
-        request = request.header("Accept", accept);
-    }
-    let response = request.send().expect("request is answered");
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    (status, content_type, response.json().unwrap_or(Value::Null))
-}
+use common::sagemaker::{base_url, invoke};
+use serde_json::json;
 
 #[test]
 fn ping_answers_when_the_default_model_is_available() {
