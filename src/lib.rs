@@ -4,7 +4,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | the process | [`serve`]: start-up and the drained shutdown, over both transports |
+//! | the process | [`serve`]: start-up and the drained shutdown, over both transports; [`confine`]: the Landlock rules the process runs under |
 //! | transports | [`http`] (actix-web: listener, middleware, route table), [`grpc`] (tonic on its own runtime: services, health, reflection) |
 //! | dialects | [`dialects`]: one folder per API (`tfs`, `sagemaker`, `stfs`, `tfs_grpc`, `kserve`) |
 //! | request glue | [`call`]: what a dialect's handler needs per transport (body limits, trace, answers, metrics) |
@@ -15,6 +15,7 @@
 //! | errors | [`error`]: the request error every layer's error converts into |
 //! | capture | [`capture`]: request/response capture (SageMaker's JSON Lines, TF Serving's PredictionLog records, KServe's CloudEvents) on a bounded writer thread |
 //! | models | [`registry`] (versions and states), [`storage`] (base paths in S3, GCS and Azure Blob, mirrored into a local cache), [`modes`] (precision and XLA chosen by a trial at load), [`warmup`], [`python_handlers`] (SageMaker's `inference.py`), [`model_config`] (TF Serving's model config), [`batcher`] (queues and batch threads) |
+//! | audit | [`audit`]: what a SavedModel's signatures reach outside the request, and the policy that refuses it at load |
 //! | runtime | [`runtime`]: TensorFlow behind the `Loader`/`Model` traits (the mock in tests) |
 //!
 //! Beside them ([`SHARED`], importing from no layer): [`codec`] (JSON, CSV,
@@ -31,6 +32,7 @@
 #[doc(hidden)]
 pub const LAYERS: &[&[&str]] = &[
     &["serve", "inspect", "transform", "main", "bin"],
+    &["confine"],
     &["http", "grpc"],
     &["dialects"],
     &["call"],
@@ -45,6 +47,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["modes"],
     &["warmup", "python_handlers"],
     &["model_config"],
+    &["audit"],
     &["batcher"],
     &["runtime"],
 ];
@@ -69,10 +72,12 @@ pub const SHARED: &[&str] = &[
 ];
 
 pub mod arrival;
+pub mod audit;
 pub mod batcher;
 pub mod call;
 pub mod capture;
 pub mod codec;
+pub mod confine;
 pub mod dialects;
 pub mod error;
 pub mod flags;

@@ -91,6 +91,8 @@ pub fn start_with(settings: &Settings, loader: Arc<dyn Loader>) -> Result<Runnin
 /// before the batch threads end. Returns once all of that is done.
 #[cfg(feature = "tensorflow")]
 pub fn run(settings: &Settings) -> Result<(), StartError> {
+    // Before any thread of the server starts: each inherits the rules.
+    crate::confine::confine(settings).map_err(StartError::Confine)?;
     let mut grpc = None;
     let mut batcher = None;
     let mut capture = None;

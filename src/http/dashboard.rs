@@ -76,7 +76,13 @@ pub fn state(state: &ServerState) -> HttpResponse {
                                 .signatures()
                                 .iter()
                                 .map(|s| {
-                                    json!({"name": s.name, "method": s.method_name,
+                                    // What the load audit found this signature reaching, when it read the model.
+                                    let reaches = servable
+                                        .audit
+                                        .as_ref()
+                                        .and_then(|a| a.signatures.iter().find(|a| a.signature == s.name))
+                                        .map(|a| crate::audit::reach_list(&a.reaches));
+                                    json!({"name": s.name, "method": s.method_name, "reaches": reaches,
                                            "inputs": tensors(&s.inputs), "outputs": tensors(&s.outputs)})
                                 })
                                 .collect()

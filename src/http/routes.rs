@@ -85,6 +85,13 @@ pub async fn tfserve_api(
     }
     if path == "/tfserve/models" && method == Method::POST {
         let body = body_json(&read_body(req, payload, state).await?)?;
+        if body.get("allow_access").is_some() {
+            // What a model may touch is the operator's decision, not the caller's.
+            return Err(ApiError::BadRequest(
+                "allow_access cannot be set over the network: --allow_model_access or the model config file allows access"
+                    .into(),
+            ));
+        }
         let mut source = model_config::json_source(&body).map_err(ApiError::BadRequest)?;
         if body.get("model_version_policy").is_none() {
             source.policy = VersionPolicy::All;

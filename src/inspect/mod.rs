@@ -1,6 +1,7 @@
 //! `tfserve inspect`: what `saved_model_cli show --all` prints, without
-//! Python, plus a warning for every declared input shape the graph does not
-//! enforce, and `--run` to send one request through the server's own path.
+//! Python, plus what each signature reaches outside the request (the load
+//! audit's classes), a warning for every declared input shape the graph does
+//! not enforce, and `--run` to send one request through the server's own path.
 
 pub mod saved_model;
 
@@ -47,6 +48,7 @@ pub fn report(dir: &Path) -> Result<String, String> {
     let metas = saved_model::read(dir)?;
     let mut out = String::new();
     for meta in &metas {
+        let audit = crate::audit::audit(dir, &meta.tags, &[])?;
         let _ = writeln!(
             out,
             "MetaGraphDef with tag-set: '{}' contains the following SignatureDefs:{}\n",
@@ -74,6 +76,13 @@ pub fn report(dir: &Path) -> Result<String, String> {
                 write_tensor(&mut out, "outputs", output);
             }
             let _ = writeln!(out, "  Method name is: {}", signature.method_name);
+            let audited = audit
+                .iter()
+                .flat_map(|a| &a.signatures)
+                .find(|a| a.signature == signature.name);
+            if let Some(audited) = audited {
+                let _ = writeln!(out, "  Reaches: {}", reaches_text(&audited.reaches));
+            }
             for warning in signature.inputs.iter().filter_map(saved_model::inexact) {
                 let _ = writeln!(out, "  warning: {warning}");
             }
@@ -107,6 +116,19 @@ pub fn modes_report(dir: &Path, cache_root: &Path) -> Result<String, String> {
         let _ = writeln!(out, "  probes: {}", decision.probes.join(", "));
     }
     Ok(out)
+}
+
+/// `files_read: ReadFile (node 'call/ReadFile'), files_write: ...`; the
+/// classes `--allow_model_access` and a model's `allow_access` name.
+fn reaches_text(reaches: &[crate::audit::Reach]) -> String {
+    if reaches.is_empty() {
+        return "nothing outside the request".into();
+    }
+    reaches
+        .iter()
+        .map(|r| format!("{}: {} (node '{}')", r.class, r.op, r.node))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn write_tensor(out: &mut String, map: &str, tensor: &saved_model::TensorEntry) {

@@ -69,6 +69,9 @@ pub struct ModelSource {
     pub images: ImagePolicy,
     /// TF Serving's `logging_config`: requests sampled into `PredictionLog` files.
     pub logging: Option<std::sync::Arc<LoggingConfig>>,
+    /// What this model's signatures may reach outside the request, beyond
+    /// `--allow_model_access` (tfserve's own `allow_access` key).
+    pub allow_access: std::collections::BTreeSet<crate::audit::Access>,
 }
 
 impl ModelSource {
@@ -85,6 +88,7 @@ impl ModelSource {
             session: SessionOverrides::default(),
             images: ImagePolicy::default(),
             logging: None,
+            allow_access: Default::default(),
         }
     }
 }
@@ -173,6 +177,7 @@ fn check_platform(name: &str, platform: Option<&str>) -> Result<(), String> {
     }
 }
 
+// Kept whole: one `ModelConfig` field after another, as the proto lists them.
 fn from_textproto(root: &Message) -> Result<Vec<ModelSource>, String> {
     if root.message("custom_model_config").is_some() {
         return Err("custom_model_config is not supported; use model_config_list".into());
@@ -222,6 +227,7 @@ fn from_textproto(root: &Message) -> Result<Vec<ModelSource>, String> {
             }
             let logging = LoggingConfig::from_textproto(&name, config)?.map(std::sync::Arc::new);
             Ok(ModelSource {
+                allow_access: allowed_access(&name, config.scalars("allow_access"))?,
                 name,
                 base_path: base_path.into(),
                 policy,
@@ -299,6 +305,7 @@ pub fn json_source(config: &Json) -> Result<ModelSource, String> {
     };
     let images = image_policy(&name, config)?;
     let logging = LoggingConfig::from_json(&name, config)?.map(std::sync::Arc::new);
+    let allow_access = json_allow_access(&name, config)?;
     Ok(ModelSource {
         name,
         base_path: base_path.into(),
@@ -307,7 +314,37 @@ pub fn json_source(config: &Json) -> Result<ModelSource, String> {
         session,
         images,
         logging,
+        allow_access,
     })
+}
+
+/// A JSON config's `allow_access`: a string or a list of strings.
+fn json_allow_access(name: &str, config: &Json) -> Result<std::collections::BTreeSet<crate::audit::Access>, String> {
+    let wrong = |got: &Json| format!("model '{name}': allow_access must be a string or a list of strings, got {got}");
+    match config.get("allow_access") {
+        None | Some(Json::Null) => Ok(Default::default()),
+        Some(Json::String(list)) => allowed_access(name, std::iter::once(list.as_str())),
+        Some(Json::Array(items)) => {
+            let texts: Option<Vec<&str>> = items.iter().map(Json::as_str).collect();
+            allowed_access(
+                name,
+                texts.ok_or_else(|| wrong(&Json::Array(items.clone())))?.into_iter(),
+            )
+        }
+        Some(other) => Err(wrong(other)),
+    }
+}
+
+/// A model's `allow_access` entries, each a class or a comma-separated list.
+fn allowed_access<'a>(
+    model: &str,
+    entries: impl Iterator<Item = &'a str>,
+) -> Result<std::collections::BTreeSet<crate::audit::Access>, String> {
+    let mut classes = std::collections::BTreeSet::new();
+    for entry in entries {
+        classes.extend(crate::audit::parse_classes(entry).map_err(|e| format!("model '{model}': allow_access: {e}"))?);
+    }
+    Ok(classes)
 }
 
 /// `image_string_encoding` ("raw" or "base64"; absent: read off the graph)

@@ -160,11 +160,17 @@ impl Registry {
         error: Option<String>,
         servable: Option<Arc<Servable>>,
     ) {
+        let access = servable.as_ref().and_then(|s| s.audit.as_ref()).map(|a| a.summary());
         if let Some(entry) = self.write().get_mut(model) {
             entry.versions.insert(
                 version,
                 VersionSlot {
-                    status: VersionStatus { version, state, error },
+                    status: VersionStatus {
+                        version,
+                        state,
+                        error,
+                        access,
+                    },
                     servable,
                     failed_files: None,
                 },
@@ -178,11 +184,15 @@ impl Registry {
         match self.build_bounded(model, version, path, source) {
             Ok(servable) => {
                 let signatures: Vec<String> = servable.runtime.signatures().iter().map(|s| s.name.clone()).collect();
+                let access = servable.audit.as_ref().map(|a| a.summary());
                 log::info!(
-                    "model {model} version {version} available after {:.0} ms, from {} (signatures: {})",
+                    "model {model} version {version} available after {:.0} ms, from {} (signatures: {}; reaching {})",
                     started.elapsed().as_secs_f64() * 1000.0,
                     path.display(),
-                    signatures.join(", ")
+                    signatures.join(", "),
+                    access
+                        .as_deref()
+                        .unwrap_or("not audited: no saved_model.pb for its tags")
                 );
                 self.set_slot(model, version, VersionState::Available, None, Some(Arc::new(servable)));
             }
@@ -219,15 +229,21 @@ impl Registry {
         }
         let (name, dir, images) = (model.to_string(), path.to_path_buf(), source.images);
         let logging = source.logging.clone();
+        let allowed: std::collections::BTreeSet<_> =
+            options.allow_access.union(&source.allow_access).copied().collect();
         let spawned = std::thread::Builder::new()
             .name(format!("tfserve-load-{model}"))
             .spawn(move || {
-                let built = servable::build(&name, version, &dir, &session, images, &options).map(|mut servable| {
-                    servable.logging = logging;
-                    servable
+                let built = servable::audited(&dir, &allowed, &options).and_then(|audit| {
+                    let built = servable::build(&name, version, &dir, &session, images, &options);
+                    built.map_err(|e| e.to_string()).map(|mut servable| {
+                        servable.logging = logging;
+                        servable.audit = audit;
+                        servable
+                    })
                 });
                 // After a timeout nobody listens: the late servable is dropped here.
-                let _ = sender.send(built.map_err(|e| e.to_string()));
+                let _ = sender.send(built);
             });
         if let Err(e) = spawned {
             return Err(format!("cannot start a thread to load it: {e}"));

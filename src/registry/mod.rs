@@ -52,6 +52,8 @@ pub struct VersionStatus {
     pub state: VersionState,
     /// Why loading failed, for END versions that never became available.
     pub error: Option<String>,
+    /// What its signatures reach outside the request, once loaded (the audit's summary).
+    pub access: Option<String>,
 }
 
 struct VersionSlot {
@@ -229,6 +231,7 @@ impl Registry {
                 version,
                 state: VersionState::End,
                 error: None,
+                access: None,
             })
             .collect();
         retired.insert(model.to_string(), statuses);

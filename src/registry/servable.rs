@@ -28,6 +28,9 @@ pub struct Servable {
     pub logging: Option<Arc<crate::model_config::LoggingConfig>>,
     /// The mode its trial chose (`mixed_precision: auto`), and why.
     pub mode: Option<Arc<Decision>>,
+    /// What its signatures reach outside the request (`None`: nothing the
+    /// audit could read, as for a mock runtime's model).
+    pub audit: Option<Arc<crate::audit::ModelAudit>>,
     queues: BTreeMap<String, QueueHandle>,
     /// Released when the last request lets go of this version.
     _hold: Hold,
@@ -190,6 +193,22 @@ pub struct LoadOptions {
     pub load_timeout: Option<std::time::Duration>,
     /// Where remote base paths are mirrored before their versions are read.
     pub storage: Arc<crate::storage::Storage>,
+    /// What every model's signatures may reach outside the request
+    /// (`--allow_model_access`); a model's own `allow_access` adds to it.
+    pub allow_access: std::collections::BTreeSet<crate::audit::Access>,
+}
+
+/// The audit of the version in `dir`, or why it may not load under `allowed`.
+pub fn audited(
+    dir: &Path,
+    allowed: &std::collections::BTreeSet<crate::audit::Access>,
+    options: &LoadOptions,
+) -> Result<Option<Arc<crate::audit::ModelAudit>>, String> {
+    let audit = crate::audit::audit(dir, &options.tags, &options.loader.custom_ops())?;
+    if let Some(refusal) = audit.as_ref().and_then(|a| a.refusal(allowed)) {
+        return Err(refusal);
+    }
+    Ok(audit.map(Arc::new))
 }
 
 /// The trial of `mixed_precision: auto` (`None` without it): every mode this
@@ -287,6 +306,7 @@ pub fn build(
         images,
         logging: None,
         mode,
+        audit: None,
         queues,
         _hold: holds.hold(),
         holds,

@@ -44,6 +44,7 @@ impl Fixture {
             swap,
             load_timeout: Some(std::time::Duration::from_millis(500)),
             storage: Default::default(),
+            allow_access: Default::default(),
         };
         Fixture {
             root,

@@ -1,5 +1,6 @@
-//! Data-flow questions about a serialized GraphDef (its function library
-//! included), such as "does this input reach a `DecodeBase64` op?".
+//! Data-flow questions about a GraphDef (its function library included), such
+//! as "does this input reach a `DecodeBase64` op?" (the loader) and "which
+//! nodes can running these outputs execute?" (the load-time audit).
 //!
 //! Only the fields the trace needs are declared (nodes as `graph_view` reads
 //! them); prost skips the rest, so the weights a frozen graph carries in its
@@ -12,9 +13,9 @@ use prost::Message;
 use super::graph_view::NodeDef;
 
 #[derive(Clone, PartialEq, prost::Message)]
-struct GraphDef {
+pub(crate) struct GraphDef {
     #[prost(message, repeated, tag = "1")]
-    node: Vec<NodeDef>,
+    pub node: Vec<NodeDef>,
     #[prost(message, optional, tag = "2")]
     library: Option<FunctionDefLibrary>,
 }
@@ -47,6 +48,7 @@ struct ArgDef {
     name: String,
 }
 
+#[cfg(any(test, feature = "tensorflow"))]
 /// A value in the trace: a node (its outputs taken together) or a function
 /// argument, within the top-level graph (`scope` None) or a named function.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -55,23 +57,20 @@ struct Value {
     name: String,
 }
 
+#[cfg(any(test, feature = "tensorflow"))]
 /// A node reading a value: the node, the input position, and its scope.
 type Use<'a> = (&'a NodeDef, usize, Option<&'a str>);
 
 /// Visits at most this many values, so a pathological graph cannot stall a load.
 const MAX_VISITS: usize = 200_000;
 
+#[cfg(any(test, feature = "tensorflow"))]
 /// Whether data from `start_node` (a top-level node name, the placeholder of a
 /// signature input) flows into an op of type `target`, following function
 /// calls (`f`), loops and conditionals into their bodies.
 pub fn reaches_op(graph_def: &[u8], start_node: &str, target: &str) -> Result<bool, String> {
     let graph = GraphDef::decode(graph_def).map_err(|e| format!("cannot parse the GraphDef: {e}"))?;
-    let functions: HashMap<&str, &FunctionDef> = graph
-        .library
-        .iter()
-        .flat_map(|l| &l.function)
-        .filter_map(|f| f.signature.as_ref().map(|s| (s.name.as_str(), f)))
-        .collect();
+    let functions = library(&graph);
     let consumers = consumers(&graph, &functions);
     let mut seen = HashSet::new();
     let mut queue = VecDeque::from([Value {
@@ -96,6 +95,83 @@ pub fn reaches_op(graph_def: &[u8], start_node: &str, target: &str) -> Result<bo
     Ok(false)
 }
 
+/// Every node that running the top-level nodes `outputs` can execute, with
+/// where it is: a top-level node by its name, a node inside a function by
+/// the path of calls that reach it (`call/inner_call/ReadFile`).
+///
+/// The top-level graph is walked backwards along data and control inputs, as
+/// a session prunes it; a function that is called runs whole (TensorFlow 2
+/// keeps a function's stateful ops whether or not its outputs use them), and
+/// so does every function it names, transitively: calls, loop and branch
+/// bodies, dataset functions. Each function is listed once, under the first
+/// path found. More than `MAX_VISITS` nodes is an error, not a partial answer.
+pub(crate) fn nodes_run<'g>(graph: &'g GraphDef, outputs: &[&str]) -> Result<Vec<(String, &'g NodeDef)>, String> {
+    let functions = library(graph);
+    let by_name: HashMap<&str, &NodeDef> = graph.node.iter().map(|n| (n.name.as_str(), n)).collect();
+    let too_many = || format!("the graph runs more than {MAX_VISITS} nodes");
+    let mut run = Vec::new();
+    let mut seen_nodes = HashSet::new();
+    let mut pending: VecDeque<&str> = outputs.iter().copied().collect();
+    while let Some(name) = pending.pop_front() {
+        // A name with no node fails TensorFlow's own load; nothing runs.
+        let Some(node) = by_name.get(name) else { continue };
+        if !seen_nodes.insert(name) {
+            continue;
+        }
+        if run.len() >= MAX_VISITS {
+            return Err(too_many());
+        }
+        run.push((node.name.clone(), *node));
+        pending.extend(node.input.iter().map(|i| producer(i.trim_start_matches('^'))));
+    }
+    let mut seen_functions = HashSet::new();
+    let mut calls: VecDeque<(String, &FunctionDef)> = VecDeque::new();
+    for (path, node) in &run {
+        calls.extend(called(node, &functions).map(|f| (path.clone(), f)));
+    }
+    while let Some((caller, function)) = calls.pop_front() {
+        let Some(name) = function.signature.as_ref().map(|s| s.name.as_str()) else {
+            continue;
+        };
+        if !seen_functions.insert(name) {
+            continue;
+        }
+        for node in &function.node_def {
+            if run.len() >= MAX_VISITS {
+                return Err(too_many());
+            }
+            let path = format!("{caller}/{}", node.name);
+            calls.extend(called(node, &functions).map(|f| (path.clone(), f)));
+            run.push((path, node));
+        }
+    }
+    Ok(run)
+}
+
+/// The graph's functions by name.
+fn library(graph: &GraphDef) -> HashMap<&str, &FunctionDef> {
+    graph
+        .library
+        .iter()
+        .flat_map(|l| &l.function)
+        .filter_map(|f| f.signature.as_ref().map(|s| (s.name.as_str(), f)))
+        .collect()
+}
+
+/// The library functions a node runs: its op when the op is one (a TF1
+/// Defun), and every function its attributes name.
+fn called<'g>(node: &'g NodeDef, functions: &HashMap<&str, &'g FunctionDef>) -> impl Iterator<Item = &'g FunctionDef> {
+    let by_op = functions.get(node.op.as_str()).copied();
+    let named: Vec<&FunctionDef> = node
+        .attr
+        .values()
+        .flat_map(|v| v.func.iter().chain(v.list.iter().flat_map(|l| &l.func)))
+        .filter_map(|f| functions.get(f.name.as_str()).copied())
+        .collect();
+    by_op.into_iter().chain(named)
+}
+
+#[cfg(any(test, feature = "tensorflow"))]
 /// Consumers of each value, per scope (the graph, each function):
 /// (consumer node, data input position).
 fn consumers<'g>(graph: &'g GraphDef, functions: &HashMap<&'g str, &'g FunctionDef>) -> HashMap<Value, Vec<Use<'g>>> {
@@ -117,6 +193,7 @@ fn consumers<'g>(graph: &'g GraphDef, functions: &HashMap<&'g str, &'g FunctionD
     consumers
 }
 
+#[cfg(any(test, feature = "tensorflow"))]
 /// The function arguments that a value fed to `node` at `position` becomes:
 /// in an op that is itself a library function (TF1 Defun), then in those its
 /// attributes name (`f`, branches, bodies).
@@ -220,6 +297,7 @@ mod tests {
             AttrValue {
                 list: Some(ListValue {
                     func: vec![NameAttrList { name: "branch".into() }],
+                    ..ListValue::default()
                 }),
                 ..AttrValue::default()
             },
@@ -250,5 +328,65 @@ mod tests {
         assert!(reaches_op(&graph, "images", "DecodeBase64").unwrap());
         assert!(reaches_op(&graph, "texts", "DecodeBase64").unwrap());
         assert!(!reaches_op(&graph, "index", "DecodeBase64").unwrap());
+    }
+
+    #[test]
+    fn lists_what_outputs_run_through_functions_and_control_edges() {
+        let calling = |name: &str, op: &str, inputs: &[&str], attr: &str, function: &str| {
+            let mut n = node(name, op, inputs);
+            n.attr.insert(
+                attr.into(),
+                AttrValue {
+                    func: Some(NameAttrList { name: function.into() }),
+                    ..AttrValue::default()
+                },
+            );
+            n
+        };
+        let function = |name: &str, nodes: Vec<NodeDef>| FunctionDef {
+            signature: Some(OpDef {
+                name: name.into(),
+                input_arg: vec![],
+            }),
+            node_def: nodes,
+        };
+        let graph = GraphDef {
+            node: vec![
+                node("x", "Placeholder", &[]),
+                calling("call", "StatefulPartitionedCall", &["x", "^side"], "f", "outer"),
+                node("side", "WriteFile", &[]),
+                node("y", "Identity", &["call:0"]),
+                node("unused", "ReadFile", &[]),
+                calling("restore", "StatefulPartitionedCall", &[], "f", "restore_fn"),
+            ],
+            library: Some(FunctionDefLibrary {
+                function: vec![
+                    function(
+                        "outer",
+                        vec![
+                            calling("loop", "While", &[], "body", "body_fn"),
+                            node("defun", "defun_fn", &[]),
+                        ],
+                    ),
+                    function("body_fn", vec![node("read", "ReadFile", &[])]),
+                    function("defun_fn", vec![node("list", "MatchingFiles", &[])]),
+                    function("restore_fn", vec![node("restore", "RestoreV2", &[])]),
+                ],
+            }),
+        };
+        let run: Vec<(String, String)> = nodes_run(&graph, &["y"])
+            .unwrap()
+            .into_iter()
+            .map(|(path, n)| (path, n.op.clone()))
+            .collect();
+        let has = |path: &str, op: &str| run.iter().any(|(p, o)| p == path && o == op);
+        assert!(has("side", "WriteFile"), "a control input runs: {run:?}");
+        assert!(has("call/loop/read", "ReadFile"), "a loop body inside a call: {run:?}");
+        assert!(has("call/defun/list", "MatchingFiles"), "a Defun-style call: {run:?}");
+        assert!(
+            !run.iter().any(|(p, _)| p == "unused" || p.contains("restore")),
+            "{run:?}"
+        );
+        assert!(nodes_run(&graph, &["missing"]).unwrap().is_empty());
     }
 }

@@ -1,6 +1,7 @@
 //! A partial view of TensorFlow's `NodeDef`, read without TensorFlow by
-//! `inspect` (placeholder shapes) and by the runtime's graph trace (data flow
-//! into functions).
+//! `inspect` (placeholder shapes), the runtime's graph trace (data flow into
+//! functions) and the load-time audit (the attributes that say where an op
+//! writes).
 //!
 //! Only the fields those two read are declared; prost skips the rest, so the
 //! weights a frozen graph carries in its constants cost a read and nothing else.
@@ -21,9 +22,12 @@ pub(crate) struct NodeDef {
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct AttrValue {
-    /// `Case` lists its branches.
+    /// `Case` lists its branches; the debug ops their URLs.
     #[prost(message, optional, tag = "1")]
     pub list: Option<ListValue>,
+    /// A string attribute (`PrintV2`'s `output_stream`).
+    #[prost(bytes = "vec", tag = "2")]
+    pub s: Vec<u8>,
     /// A placeholder's shape.
     #[prost(message, optional, tag = "7")]
     pub shape: Option<TensorShapeProto>,
@@ -34,6 +38,8 @@ pub(crate) struct AttrValue {
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct ListValue {
+    #[prost(bytes = "vec", repeated, tag = "2")]
+    pub s: Vec<Vec<u8>>,
     #[prost(message, repeated, tag = "9")]
     pub func: Vec<NameAttrList>,
 }

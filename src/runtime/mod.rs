@@ -6,9 +6,8 @@
 pub mod build_info;
 #[cfg(feature = "tensorflow")]
 mod bytes;
-// Pure prost, used by the TensorFlow loader: its tests run without TensorFlow.
-#[cfg(any(test, feature = "tensorflow"))]
-mod graph_trace;
+// Pure prost: the TensorFlow loader's trace and the audit, without TensorFlow.
+pub(crate) mod graph_trace;
 pub(crate) mod graph_view;
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
@@ -62,6 +61,12 @@ pub trait Loader: Send + Sync {
     /// session defaults apply.
     fn sees_gpu(&self) -> bool {
         false
+    }
+
+    /// The ops that `--custom_op_paths` libraries registered: native code
+    /// the load-time audit classes on its own.
+    fn custom_ops(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// The runtime's build (TensorFlow's version), which a measurement holds for.

@@ -26,6 +26,8 @@ pub enum StartError {
     Bind { addr: String, source: std::io::Error },
     #[error("cannot start batch threads: {0}")]
     Threads(std::io::Error),
+    #[error("{0}")]
+    Confine(String),
     #[error(transparent)]
     Settings(#[from] SettingsError),
     #[error(transparent)]
@@ -103,11 +105,12 @@ pub fn model_sources(settings: &Settings) -> Result<Vec<ModelSource>, StartError
 /// Loads every custom op library a `--custom_op_paths` list names (files, or
 /// directories whose `*.so` files load in name order), before any model.
 #[cfg(feature = "tensorflow")]
-pub fn load_custom_ops(paths: &str) -> Result<(), StartError> {
+pub fn load_custom_ops(paths: &str) -> Result<Vec<String>, StartError> {
     let failure = |path: &std::path::Path, message: String| StartError::CustomOp {
         path: path.display().to_string(),
         message,
     };
+    let mut ops = Vec::new();
     for entry in paths.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         // Canonical, so the loader never searches LD_LIBRARY_PATH for a bare name.
         let entry = std::path::Path::new(entry);
@@ -126,11 +129,16 @@ pub fn load_custom_ops(paths: &str) -> Result<(), StartError> {
             vec![entry.to_path_buf()]
         };
         for library in libraries {
-            runtime::load_op_library(&library).map_err(|e| failure(&library, e.to_string()))?;
-            log::info!("loaded custom op library {}", library.display());
+            let registered = runtime::load_op_library(&library).map_err(|e| failure(&library, e.to_string()))?;
+            log::info!(
+                "loaded custom op library {} (ops: {}; a model reaching them needs allow_access custom_ops)",
+                library.display(),
+                registered.join(", ")
+            );
+            ops.extend(registered);
         }
     }
-    Ok(())
+    Ok(ops)
 }
 
 /// Loads the models and starts the batch threads: everything but the
@@ -221,6 +229,7 @@ fn load_options(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(LoadOpt
                 .clone()
                 .unwrap_or_else(Storage::default_cache_root),
         )),
+        allow_access: settings.security.allowed_access(),
     };
     Ok((options, batcher))
 }
@@ -250,8 +259,9 @@ pub fn tensorflow_loader(settings: &Settings) -> Result<Arc<dyn Loader>, StartEr
             Err(reason) => log::info!("serving on the CPU: {reason}"),
         }
     }
-    if let Some(paths) = &settings.tensorflow.custom_op_paths {
-        load_custom_ops(paths)?;
-    }
-    Ok(Arc::new(runtime::TensorFlowLoader { sees_gpu }))
+    let custom_ops = match &settings.tensorflow.custom_op_paths {
+        Some(paths) => load_custom_ops(paths)?,
+        None => Vec::new(),
+    };
+    Ok(Arc::new(runtime::TensorFlowLoader { sees_gpu, custom_ops }))
 }

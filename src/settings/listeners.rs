@@ -258,6 +258,19 @@ pub struct SecuritySettings {
     /// clients must then present a certificate these signed.
     #[arg(long = "ssl_client_ca", alias = "ssl-client-ca", global = true)]
     pub ssl_client_ca: Option<PathBuf>,
+
+    /// Comma-separated classes of access outside the request that every
+    /// model's signatures may reach: files_read, files_write, network,
+    /// custom_ops, or all. A model's config entry may allow more for itself
+    /// (allow_access). Default: none; a model that reaches one does not load.
+    #[arg(long = "allow_model_access", alias = "allow-model-access", global = true, default_value_t = String::new())]
+    pub allow_model_access: String,
+
+    /// Confine the process with Landlock (Linux 5.13 and later): once
+    /// started it reads only its models, libraries and configuration, and
+    /// writes only its caches, captures and logs. false: not confined.
+    #[arg(long = "confine", num_args = 0..=1, default_missing_value = "true", default_value_t = true, action = ArgAction::Set, value_parser = boolean(), global = true)]
+    pub confine: bool,
 }
 
 impl Default for HttpSettings {
@@ -269,6 +282,13 @@ impl Default for HttpSettings {
 impl Default for GrpcSettings {
     fn default() -> Self {
         clap_defaults()
+    }
+}
+
+impl SecuritySettings {
+    /// The classes of access every model may reach (`--allow_model_access`, checked at load).
+    pub fn allowed_access(&self) -> std::collections::BTreeSet<crate::audit::Access> {
+        crate::audit::parse_classes(&self.allow_model_access).unwrap_or_default()
     }
 }
 

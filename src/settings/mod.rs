@@ -337,10 +337,18 @@ impl Settings {
 }
 
 impl SecuritySettings {
-    /// Auth needs both credentials; TLS needs a certificate and a key that exist.
+    /// Auth needs both credentials; TLS needs a certificate and a key that
+    /// exist; the allowed access names known classes.
     fn validate(&self) -> Result<(), SettingsError> {
         let invalid =
             |name: &'static str, value: String, reason: &'static str| SettingsError::Invalid { name, value, reason };
+        if crate::audit::parse_classes(&self.allow_model_access).is_err() {
+            return Err(invalid(
+                "allow_model_access",
+                self.allow_model_access.clone(),
+                "must list files_read, files_write, network, custom_ops or all, separated by commas",
+            ));
+        }
         if self.enable_auth {
             if self.auth_username.as_deref().is_none_or(str::is_empty) {
                 return Err(invalid("auth_username", String::new(), "is required with enable_auth"));

@@ -298,3 +298,19 @@ fn a_latency_objective_is_a_batching_setting() {
     );
     assert!(load(&[]).unwrap().batch_plan().unwrap().1.objective().is_none());
 }
+
+#[test]
+fn model_access_names_known_classes_and_confinement_is_on_by_default() {
+    let settings = load(&["--allow_model_access=files_read, network"]).unwrap();
+    let allowed = settings.security.allowed_access();
+    assert_eq!(allowed.len(), 2, "{allowed:?}");
+    assert!(load(&[]).unwrap().security.allowed_access().is_empty());
+    let error = load(&["--allow_model_access=files"]).unwrap_err().to_string();
+    assert!(
+        error.contains("allow_model_access=files")
+            && error.contains("files_read, files_write, network, custom_ops or all"),
+        "{error}"
+    );
+    assert!(Settings::default().security.confine);
+    assert!(!load(&["--confine=false"]).unwrap().security.confine);
+}

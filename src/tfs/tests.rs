@@ -53,6 +53,7 @@ fn service_with(name: &str, batching: bool, timeout: Duration, files: &[(&str, &
         swap: SwapPolicy::AvailabilityPreserving,
         load_timeout: None,
         storage: Default::default(),
+        allow_access: Default::default(),
     };
     let registry = Arc::new(Registry::new(options));
     registry.sync(&[ModelSource::with_policy(

@@ -223,7 +223,13 @@ pub fn body_json(body: &[u8]) -> Result<Value, ApiError> {
 pub fn versions_json(info: &ModelInfo) -> Value {
     info.versions
         .iter()
-        .map(|v| json!({"version": v.version.to_string(), "state": v.state.as_str(), "error": v.error.clone().unwrap_or_default()}))
+        .map(|v| {
+            let mut entry = json!({"version": v.version.to_string(), "state": v.state.as_str(), "error": v.error.clone().unwrap_or_default()});
+            if let Some(access) = &v.access {
+                entry["access"] = json!(access);
+            }
+            entry
+        })
         .collect()
 }
 

@@ -37,6 +37,8 @@ pub struct LoadedModel {
 pub struct TensorFlowLoader {
     /// TensorFlow listed a GPU when the server started.
     pub sees_gpu: bool,
+    /// The ops `--custom_op_paths` libraries registered.
+    pub custom_ops: Vec<String>,
 }
 
 impl Loader for TensorFlowLoader {
@@ -46,6 +48,10 @@ impl Loader for TensorFlowLoader {
 
     fn sees_gpu(&self) -> bool {
         self.sees_gpu
+    }
+
+    fn custom_ops(&self) -> Vec<String> {
+        self.custom_ops.clone()
     }
 
     fn build(&self) -> String {
@@ -208,13 +214,16 @@ impl Model for LoadedModel {
 }
 
 /// Registers the ops and kernels of a custom op library with TensorFlow
-/// (`TF_LoadLibrary`). The library stays loaded for the life of the process,
-/// as TensorFlow cannot unregister ops.
-pub fn load_op_library(path: &Path) -> Result<(), String> {
+/// (`TF_LoadLibrary`) and returns the names of the ops it registered. The
+/// library stays loaded for the life of the process, as TensorFlow cannot
+/// unregister ops.
+pub fn load_op_library(path: &Path) -> Result<Vec<String>, String> {
     let name = path.to_str().ok_or("the path is not UTF-8")?;
     let library = tfr::Library::load(name).map_err(|s| status_message(&s))?;
+    let ops: Vec<tfr::OpDef> = library.op_list().clone().into();
+    let ops = ops.iter().map(|op| op.name().to_string()).collect();
     std::mem::forget(library);
-    Ok(())
+    Ok(ops)
 }
 
 /// The string inputs that feed a `DecodeBase64` op. A graph that cannot be

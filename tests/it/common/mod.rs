@@ -113,7 +113,10 @@ pub fn start_server(settings: &Settings) -> tfserve::Running {
 /// it the mock of `mock.rs`.
 pub fn loader() -> std::sync::Arc<dyn tfserve::runtime::Loader> {
     #[cfg(feature = "tensorflow")]
-    return std::sync::Arc::new(tfserve::runtime::TensorFlowLoader { sees_gpu: false });
+    return std::sync::Arc::new(tfserve::runtime::TensorFlowLoader {
+        sees_gpu: false,
+        custom_ops: Vec::new(),
+    });
     #[cfg(not(feature = "tensorflow"))]
     return std::sync::Arc::new(mock::CommittedModels);
 }

@@ -2,6 +2,7 @@
 //! runtime of `common/mock.rs` (the committed models' signatures and, for the
 //! arithmetic ones, their answers) or reads the sources and docs.
 
+mod access;
 mod auth;
 mod batching;
 mod cors;

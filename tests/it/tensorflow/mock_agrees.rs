@@ -186,7 +186,10 @@ fn same(a: &Value, b: &Value) -> bool {
 
 #[test]
 fn the_mock_answers_every_request_as_tensorflow_does() {
-    let on_tensorflow = serve(Arc::new(tfserve::runtime::TensorFlowLoader { sees_gpu: false }));
+    let on_tensorflow = serve(Arc::new(tfserve::runtime::TensorFlowLoader {
+        sees_gpu: false,
+        custom_ops: Vec::new(),
+    }));
     let on_mock = serve(Arc::new(common::mock::CommittedModels));
     let client = common::client();
     let requests = requests();

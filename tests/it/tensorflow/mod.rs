@@ -1,6 +1,7 @@
 //! The tests that need TensorFlow: its answers, the binary as a process, the
 //! real Python clients, custom ops, GPU placement and the object stores.
 
+mod access;
 mod binary;
 mod capture;
 mod capture_limits;

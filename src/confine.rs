@@ -1,0 +1,340 @@
+//! Confines the server process with Landlock (through the `landlock` crate),
+//! so that a model, whatever its ops, touches only what the server needs.
+//!
+//! Policy: once settings are read and before any thread starts (a Landlock
+//! domain binds the calling thread and every thread and child it creates
+//! later), the process keeps: read access to its models (`--models_dir`,
+//! `--model_base_path`, `--model_roots`, the config file and the base paths
+//! it names), its own executable and libraries (the bundle's folder, the
+//! system's library folders, `LD_LIBRARY_PATH`, `--custom_op_paths`), the
+//! configuration TensorFlow and the network stack read (`/etc`'s name
+//! service, certificate and time zone files, `/proc`, `/sys`), and the
+//! Python interpreter that runs handlers; write access to its caches (model
+//! mirror, `auto` decisions, handler dependencies, GPU compile caches), its
+//! capture folders and log prefixes, a private temporary folder (`TMPDIR`
+//! points at it), a gRPC Unix socket's folder and the character devices a
+//! process writes (`/dev/null`, a GPU's). Anything else, `/etc/hostname`, a
+//! home folder, another tenant's models, a service-account token, is
+//! refused by the kernel with EACCES. `no_new_privs` is set. The rules are
+//! fixed at start: a model added later (`POST /tfserve/models`, SageMaker's
+//! `POST /models`, a reloaded config) must lie under a folder known then,
+//! which `--model_roots` names. Guarantees: with `--confine` (the default)
+//! on a kernel with Landlock, the start line says the process is confined;
+//! on a kernel without it, one line says it is not; `--confine=false` skips
+//! it. Network access, CPU and memory are not confined here (the request
+//! limits bound what a request may use).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use landlock::{Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI};
+
+use crate::settings::Settings;
+
+/// The Landlock ABI the rules are written for; a newer kernel enforces
+/// them as written, an older one as much of them as it knows.
+const ABI_VERSION: ABI = ABI::V3;
+
+/// What the process may reach once confined.
+#[derive(Debug, Default, PartialEq)]
+pub struct Rules {
+    /// Read files and list folders beneath these (and execute programs there).
+    pub read: BTreeSet<PathBuf>,
+    /// Read, write, create and remove beneath these.
+    pub write: BTreeSet<PathBuf>,
+}
+
+/// How the process ended up.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Confined,
+    /// The kernel enforces only part of the rules (an older Landlock ABI).
+    PartlyConfined,
+    /// The kernel has no Landlock: the reason, for the one line logged.
+    NotConfined(String),
+    Disabled,
+}
+
+/// Confines this process per the settings; logs one line saying how.
+/// Call it before any thread is started.
+pub fn confine(settings: &Settings) -> Result<Outcome, String> {
+    if !settings.security.confine {
+        log::info!("not confined (--confine=false): models can reach whatever this user can");
+        return Ok(Outcome::Disabled);
+    }
+    let temp = private_temp_dir()?;
+    // Children (Python handler workers, pip) and every later temporary file
+    // of this process go to the private folder, the only temporary one allowed.
+    std::env::set_var("TMPDIR", &temp);
+    let mut rules = rules_for(settings);
+    rules.write.insert(temp.clone());
+    let outcome = apply(&rules)?;
+    match &outcome {
+        Outcome::Confined | Outcome::PartlyConfined => log::info!(
+            "confined by Landlock{}: reads beneath {} folder(s), writes beneath {} (temporary files in {}); \
+             --confine=false turns it off",
+            if outcome == Outcome::PartlyConfined {
+                " (partly: this kernel's Landlock is older)"
+            } else {
+                ""
+            },
+            rules.read.len(),
+            rules.write.len(),
+            temp.display()
+        ),
+        Outcome::NotConfined(reason) => log::warn!("not confined: {reason}"),
+        Outcome::Disabled => {}
+    }
+    Ok(outcome)
+}
+
+/// Restricts the calling thread (and what it starts later) to `rules`.
+pub fn apply(rules: &Rules) -> Result<Outcome, String> {
+    let failed = |e: landlock::RulesetError| format!("cannot confine the process with Landlock: {e}");
+    let read = AccessFs::from_read(ABI_VERSION);
+    let all = AccessFs::from_all(ABI_VERSION);
+    let mut created = Ruleset::default()
+        .handle_access(all)
+        .map_err(failed)?
+        .create()
+        .map_err(failed)?
+        .no_new_privs(true);
+    for (paths, access) in [(&rules.read, read), (&rules.write, all)] {
+        for path in paths {
+            // A folder that does not exist (yet) cannot be opened: nothing
+            // beneath it is reachable, which is what a missing folder means.
+            let Ok(fd) = PathFd::new(path) else { continue };
+            let access = if path.is_dir() { access } else { access & file_access() };
+            created = created.add_rule(PathBeneath::new(fd, access)).map_err(failed)?;
+        }
+    }
+    let status = created.restrict_self().map_err(failed)?;
+    Ok(match status.ruleset {
+        RulesetStatus::FullyEnforced => Outcome::Confined,
+        RulesetStatus::PartiallyEnforced => Outcome::PartlyConfined,
+        RulesetStatus::NotEnforced => {
+            Outcome::NotConfined("this kernel has no Landlock (Linux 5.13 or later with the landlock LSM)".into())
+        }
+    })
+}
+
+/// The rights that apply to a file (not a folder) in a rule.
+fn file_access() -> landlock::BitFlags<AccessFs> {
+    AccessFs::Execute | AccessFs::WriteFile | AccessFs::ReadFile | AccessFs::Truncate
+}
+
+/// A folder only this user can enter, for temporary files:
+/// `$TMPDIR/tfserve-<uid>`, created 0700, refused if another user owns it
+/// or others may write it.
+fn private_temp_dir() -> Result<PathBuf, String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir().join(format!("tfserve-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(format!(
+                "cannot create the private temporary folder {}: {e}",
+                dir.display()
+            ))
+        }
+    }
+    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
+        return Err(format!(
+            "the private temporary folder {} is not a folder owned by this user (uid {uid}) that only it may \
+             write; remove it or set TMPDIR",
+            dir.display()
+        ));
+    }
+    Ok(dir)
+}
+
+/// Every folder and file the settings say the server reads or writes.
+pub fn rules_for(settings: &Settings) -> Rules {
+    let mut rules = Rules::default();
+    add_inputs(&mut rules, settings);
+    add_outputs(&mut rules, settings);
+    add_system(&mut rules, &settings.handler_settings().workers.python);
+    rules
+}
+
+/// What the server reads: models, their configuration, TLS files, custom
+/// op libraries, handler code.
+fn add_inputs(rules: &mut Rules, settings: &Settings) {
+    let models = &settings.models;
+    rules.read.insert(models.models_dir.clone());
+    rules.read.extend(models.model_base_path.clone());
+    rules.read.extend(models.model_roots.iter().cloned());
+    if let Some(file) = &models.model_config_file {
+        rules.read.insert(file.clone());
+        if let Ok(sources) = crate::model_config::load(file) {
+            rules.read.extend(sources.iter().map(|s| s.base_path.clone()));
+            for logging in sources.iter().filter_map(|s| s.logging.as_deref()) {
+                rules.write.extend(prefix_folder(&logging.filename_prefix));
+            }
+        }
+    }
+    rules.read.extend(settings.batching.batching_parameters_file.clone());
+    let security = &settings.security;
+    let tls = [&security.secret_pem, &security.secret_key, &security.ssl_client_ca];
+    rules.read.extend(tls.into_iter().flatten().cloned());
+    rules.read.extend(settings.http.monitoring_config_file.clone());
+    if let Some(paths) = &settings.tensorflow.custom_op_paths {
+        let libraries = paths.split(',').map(str::trim).filter(|p| !p.is_empty());
+        rules.read.extend(libraries.map(PathBuf::from));
+    }
+    let handlers = settings.handler_settings();
+    rules.read.extend(handlers.handler_path.clone());
+    rules.read.extend(handlers.shared_code_dir.clone());
+}
+
+/// What the server writes: caches, captures, a gRPC socket.
+fn add_outputs(rules: &mut Rules, settings: &Settings) {
+    let cache = settings.models.model_cache_dir.clone();
+    rules
+        .write
+        .insert(cache.unwrap_or_else(crate::storage::Storage::default_cache_root));
+    rules.write.insert(settings.handler_settings().deps_dir);
+    rules.write.extend(settings.tensorflow.gpu_compile_cache_dir.clone());
+    for variable in ["CUDA_CACHE_PATH", "TF_XLA_CACHE_DIR"] {
+        rules.write.extend(std::env::var_os(variable).map(PathBuf::from));
+    }
+    let capture = &settings.capture;
+    rules.write.extend(capture.capture_jsonl_dir.clone());
+    rules
+        .write
+        .extend(capture.capture_tfrecord_prefix.as_deref().and_then(prefix_folder));
+    for model in capture.model_capture.values() {
+        rules.write.extend(model.jsonl_dir.clone());
+        rules
+            .write
+            .extend(model.tfrecord_prefix.as_deref().and_then(prefix_folder));
+    }
+    if let Some(socket) = &settings.grpc.grpc_socket_path {
+        rules.write.extend(socket.parent().map(Path::to_path_buf));
+    }
+}
+
+/// The folder a file-name prefix (`/logs/requests`) writes into.
+fn prefix_folder(prefix: &str) -> Option<PathBuf> {
+    let path = Path::new(prefix);
+    match path.parent() {
+        Some(parent) if parent.as_os_str().is_empty() => Some(PathBuf::from(".")),
+        Some(parent) => Some(parent.to_path_buf()),
+        None => None,
+    }
+}
+
+/// The system's files any process of this server reads.
+#[rustfmt::skip]
+const SYSTEM_READS: &[&str] = &[
+    "/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/opt/conda",
+    // The dynamic loader's cache, name service, TLS roots and time zones.
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/resolv.conf",
+    "/etc/hosts", "/etc/host.conf", "/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/passwd",
+    "/etc/group", "/etc/localtime", "/etc/timezone", "/etc/ssl", "/etc/pki", "/etc/ca-certificates",
+    "/etc/alternatives", "/etc/os-release", "/etc/mime.types", "/etc/nvidia", "/etc/OpenCL",
+    // CPU topology, cgroup limits, memory: TensorFlow and the server read them.
+    "/proc", "/sys",
+    // The CUDA toolkit and driver where they are installed outside /usr.
+    "/usr/local/cuda", "/usr/local/nvidia",
+];
+
+/// The devices any process writes (and a GPU's render nodes).
+#[rustfmt::skip]
+const DEVICE_WRITES: &[&str] = &[
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/shm", "/dev/dri",
+];
+
+/// What any process of this server needs from the system: its libraries,
+/// the name service and TLS configuration, the kernel's views, the devices
+/// it writes and a GPU's, and the Python interpreter for handlers.
+fn add_system(rules: &mut Rules, python: &str) {
+    rules.read.extend(SYSTEM_READS.iter().map(PathBuf::from));
+    rules.write.extend(DEVICE_WRITES.iter().map(PathBuf::from));
+    // A GPU's character devices (`/dev/nvidia0`, `/dev/nvidiactl`, `/dev/nvidia-uvm`, ...).
+    if let Ok(entries) = std::fs::read_dir("/dev") {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with("nvidia") {
+                rules.write.insert(entry.path());
+            }
+        }
+    }
+    // The bundle: the executable's folder and the libraries beside it.
+    if let Some(folder) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+    {
+        rules.read.insert(folder.join("..").join("lib"));
+        rules.read.insert(folder);
+    }
+    if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
+        rules
+            .read
+            .extend(std::env::split_paths(&paths).filter(|p| p.is_absolute()));
+    }
+    rules.read.extend(python_prefixes(python));
+}
+
+/// The folders a Python interpreter runs from: the environment's prefix and
+/// the base installation a virtual environment points to.
+fn python_prefixes(python: &str) -> Vec<PathBuf> {
+    let found = if python.contains('/') {
+        Some(PathBuf::from(python))
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(python))
+                .find(|candidate| candidate.is_file())
+        })
+    };
+    let Some(executable) = found else {
+        return Vec::new();
+    };
+    let mut prefixes = Vec::new();
+    // `<prefix>/bin/python3`: a virtual environment (its symlink unresolved),
+    // then the installation the symlink leads to.
+    let unresolved = executable.parent().and_then(Path::parent).map(Path::to_path_buf);
+    let resolved = std::fs::canonicalize(&executable)
+        .ok()
+        .and_then(|real| real.parent().and_then(Path::parent).map(Path::to_path_buf));
+    prefixes.extend(unresolved);
+    prefixes.extend(resolved);
+    prefixes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_name_the_models_caches_and_captures_the_settings_give() {
+        let mut settings = Settings::default();
+        settings.models.model_base_path = Some("/srv/models/m".into());
+        settings.models.model_roots = vec!["/srv/roots".into()];
+        settings.capture.capture_jsonl_dir = Some("/var/capture".into());
+        settings.capture.capture_tfrecord_prefix = Some("/var/logs/requests".into());
+        let rules = rules_for(&settings);
+        for read in ["/srv/models/m", "/srv/roots", "/usr", "/proc", "/etc/ssl"] {
+            assert!(rules.read.contains(Path::new(read)), "{read}: {rules:?}");
+        }
+        for write in ["/var/capture", "/var/logs", "/dev/null"] {
+            assert!(rules.write.contains(Path::new(write)), "{write}: {rules:?}");
+        }
+        for never in ["/etc", "/etc/hostname", "/root", "/home", "/tmp", "/var/run/secrets"] {
+            assert!(
+                !rules.read.contains(Path::new(never)) && !rules.write.contains(Path::new(never)),
+                "{never}: {rules:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_prefix_writes_into_its_folder() {
+        assert_eq!(prefix_folder("/logs/requests"), Some(PathBuf::from("/logs")));
+        assert_eq!(prefix_folder("requests"), Some(PathBuf::from(".")));
+    }
+}
