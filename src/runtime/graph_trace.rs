@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+#[cfg(any(test, feature = "tensorflow"))]
 use prost::Message;
 
 use super::graph_view::NodeDef;
