@@ -42,6 +42,10 @@ pub struct Rules {
     pub read: BTreeSet<PathBuf>,
     /// Read, write, create and remove beneath these.
     pub write: BTreeSet<PathBuf>,
+    /// Folders of `write` the server makes when it first writes there
+    /// (captures, caches): made before the rules are applied, since a rule
+    /// holds only a folder that exists.
+    pub made: BTreeSet<PathBuf>,
 }
 
 /// How the process ended up.
@@ -93,6 +97,10 @@ pub fn apply(rules: &Rules) -> Result<Outcome, String> {
     let failed = |e: landlock::RulesetError| format!("cannot confine the process with Landlock: {e}");
     let read = AccessFs::from_read(ABI_VERSION);
     let all = AccessFs::from_all(ABI_VERSION);
+    for folder in &rules.made {
+        // One that cannot be made stays unwritable, and its first write says why.
+        let _ = std::fs::create_dir_all(folder);
+    }
     let mut created = Ruleset::default()
         .handle_access(all)
         .map_err(failed)?
@@ -174,6 +182,7 @@ fn add_inputs(rules: &mut Rules, settings: &Settings) {
             rules.read.extend(sources.iter().map(|s| s.base_path.clone()));
             for logging in sources.iter().filter_map(|s| s.logging.as_deref()) {
                 rules.write.extend(prefix_folder(&logging.filename_prefix));
+                rules.made.extend(prefix_folder(&logging.filename_prefix));
             }
         }
     }
@@ -193,29 +202,26 @@ fn add_inputs(rules: &mut Rules, settings: &Settings) {
 
 /// What the server writes: caches, captures, a gRPC socket.
 fn add_outputs(rules: &mut Rules, settings: &Settings) {
+    let mut made = Vec::new();
     let cache = settings.models.model_cache_dir.clone();
-    rules
-        .write
-        .insert(cache.unwrap_or_else(crate::storage::Storage::default_cache_root));
-    rules.write.insert(settings.handler_settings().deps_dir);
-    rules.write.extend(settings.tensorflow.gpu_compile_cache_dir.clone());
+    made.push(cache.unwrap_or_else(crate::storage::Storage::default_cache_root));
+    made.push(settings.handler_settings().deps_dir);
+    made.extend(settings.tensorflow.gpu_compile_cache_dir.clone());
     for variable in ["CUDA_CACHE_PATH", "TF_XLA_CACHE_DIR"] {
-        rules.write.extend(std::env::var_os(variable).map(PathBuf::from));
+        made.extend(std::env::var_os(variable).map(PathBuf::from));
     }
     let capture = &settings.capture;
-    rules.write.extend(capture.capture_jsonl_dir.clone());
-    rules
-        .write
-        .extend(capture.capture_tfrecord_prefix.as_deref().and_then(prefix_folder));
+    made.extend(capture.capture_jsonl_dir.clone());
+    made.extend(capture.capture_tfrecord_prefix.as_deref().and_then(prefix_folder));
     for model in capture.model_capture.values() {
-        rules.write.extend(model.jsonl_dir.clone());
-        rules
-            .write
-            .extend(model.tfrecord_prefix.as_deref().and_then(prefix_folder));
+        made.extend(model.jsonl_dir.clone());
+        made.extend(model.tfrecord_prefix.as_deref().and_then(prefix_folder));
     }
     if let Some(socket) = &settings.grpc.grpc_socket_path {
         rules.write.extend(socket.parent().map(Path::to_path_buf));
     }
+    rules.write.extend(made.iter().cloned());
+    rules.made.extend(made);
 }
 
 /// The folder a file-name prefix (`/logs/requests`) writes into.

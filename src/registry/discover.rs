@@ -9,7 +9,14 @@ use crate::model_config::{ModelSource, VersionPolicy};
 pub fn discover_versions(base_path: &Path) -> Result<Vec<(i64, PathBuf)>, RegistryError> {
     let entries = std::fs::read_dir(base_path).map_err(|e| RegistryError::BadBasePath {
         path: base_path.display().to_string(),
-        message: e.to_string(),
+        message: match e.kind() {
+            // Most often the confinement: its reads were fixed at start.
+            std::io::ErrorKind::PermissionDenied => format!(
+                "{e}; a confined server reads only beneath the folders it knew at start: name this one's in \
+                 --model_roots (or start with --confine=false)"
+            ),
+            _ => e.to_string(),
+        },
     })?;
     let mut versions: Vec<(i64, PathBuf)> = entries
         .filter_map(Result::ok)

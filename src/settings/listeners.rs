@@ -290,6 +290,17 @@ impl SecuritySettings {
     pub fn allowed_access(&self) -> std::collections::BTreeSet<crate::audit::Access> {
         crate::audit::parse_classes(&self.allow_model_access).unwrap_or_default()
     }
+
+    pub(super) fn check_access(&self) -> Result<(), SettingsError> {
+        match crate::audit::parse_classes(&self.allow_model_access) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(SettingsError::Invalid {
+                name: "allow_model_access",
+                value: self.allow_model_access.clone(),
+                reason: "must list files_read, files_write, network, custom_ops or all, separated by commas",
+            }),
+        }
+    }
 }
 
 impl Default for SecuritySettings {

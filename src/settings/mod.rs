@@ -158,7 +158,11 @@ impl Settings {
                 config::Environment::with_prefix("TFSERVE")
                     .prefix_separator("_")
                     .source(Some(tfserve_vars(vars)?))
-                    .try_parsing(true),
+                    .try_parsing(true)
+                    // The list settings take a comma-separated value, as their flags do.
+                    .list_separator(",")
+                    .with_list_parse_key("model_roots")
+                    .with_list_parse_key("capture_metadata_headers"),
             )
             .add_source(layer(&cli.given_settings()?)?)
             .build()?;
@@ -342,13 +346,7 @@ impl SecuritySettings {
     fn validate(&self) -> Result<(), SettingsError> {
         let invalid =
             |name: &'static str, value: String, reason: &'static str| SettingsError::Invalid { name, value, reason };
-        if crate::audit::parse_classes(&self.allow_model_access).is_err() {
-            return Err(invalid(
-                "allow_model_access",
-                self.allow_model_access.clone(),
-                "must list files_read, files_write, network, custom_ops or all, separated by commas",
-            ));
-        }
+        self.check_access()?;
         if self.enable_auth {
             if self.auth_username.as_deref().is_none_or(str::is_empty) {
                 return Err(invalid("auth_username", String::new(), "is required with enable_auth"));

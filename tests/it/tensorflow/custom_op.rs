@@ -34,10 +34,24 @@ fn build_op() -> PathBuf {
 }
 
 #[test]
-fn a_model_using_a_custom_op_serves_once_the_library_is_loaded() {
+fn a_model_using_a_custom_op_serves_once_the_library_is_loaded_and_its_class_allowed() {
     let ops = build_op();
     let mut settings = common::model_settings("scale_add", repo_path("tests/custom_op/scale_add_model"));
     settings.tensorflow.custom_op_paths = Some(format!(" {} ,", ops.display()));
+    // The library's ops are native code the audit cannot read: refused by default.
+    let refused = spawn_server(settings.clone());
+    let status: Value = reqwest::blocking::get(format!("http://{refused}/v1/models/scale_add"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let version = &status["model_version_status"][0];
+    assert_eq!(version["state"], "END", "{status}");
+    let message = version["status"]["error_message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("reaches TfserveScaleAdd") && message.contains("class custom_ops"),
+        "{message}"
+    );
+    settings.security.allow_model_access = "custom_ops".into();
     let addr = spawn_server(settings);
     let response = reqwest::blocking::Client::new()
         .post(format!("http://{addr}/v1/models/scale_add:predict"))

@@ -15,6 +15,10 @@ fn run_suite(python: std::path::PathBuf, script: &str) -> Value {
     let output = Command::new(python)
         .arg(common::repo_path(script))
         .env("TFSERVE_BIN", env!("CARGO_BIN_EXE_tfserve"))
+        // The folder later configs load models from, as an operator whose
+        // server reloads its config names it: the confined server reads
+        // only beneath the folders it knows at start.
+        .env("TFSERVE_MODEL_ROOTS", common::repo_path("tests/upstream/testdata"))
         .env("TF_CPP_MIN_LOG_LEVEL", "3")
         .output()
         .expect("the suite runs");
