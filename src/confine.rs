@@ -177,7 +177,7 @@ fn add_inputs(rules: &mut Rules, settings: &Settings) {
     rules.read.extend(models.model_base_path.clone());
     rules.read.extend(models.model_roots.iter().cloned());
     if let Some(file) = &models.model_config_file {
-        rules.read.insert(file.clone());
+        rules.read.insert(watched_file(file));
         if let Ok(sources) = crate::model_config::load(file) {
             rules.read.extend(sources.iter().map(|s| s.base_path.clone()));
             for logging in sources.iter().filter_map(|s| s.logging.as_deref()) {
@@ -189,7 +189,9 @@ fn add_inputs(rules: &mut Rules, settings: &Settings) {
     rules.read.extend(settings.batching.batching_parameters_file.clone());
     let security = &settings.security;
     let tls = [&security.secret_pem, &security.secret_key, &security.ssl_client_ca];
-    rules.read.extend(tls.into_iter().flatten().cloned());
+    rules
+        .read
+        .extend(tls.into_iter().flatten().map(|file| watched_file(file)));
     rules.read.extend(settings.http.monitoring_config_file.clone());
     if let Some(paths) = &settings.tensorflow.custom_op_paths {
         let libraries = paths.split(',').map(str::trim).filter(|p| !p.is_empty());
@@ -222,6 +224,20 @@ fn add_outputs(rules: &mut Rules, settings: &Settings) {
     }
     rules.write.extend(made.iter().cloned());
     rules.made.extend(made);
+}
+
+/// What to allow for a file that may be replaced while the server runs (a
+/// reloaded config, rotated certificates): its folder, since a rule holds an
+/// inode and a replacement by rename (an editor's save, a Kubernetes
+/// ConfigMap's update) is a new one. Only the file itself where the folder
+/// is one every program shares.
+fn watched_file(file: &Path) -> PathBuf {
+    const SHARED: [&str; 8] = ["/", "/etc", "/tmp", "/var/tmp", "/root", "/home", "/usr", "/var"];
+    let absolute = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    match absolute.parent() {
+        Some(folder) if !SHARED.iter().any(|shared| folder == Path::new(shared)) => folder.to_path_buf(),
+        _ => file.to_path_buf(),
+    }
 }
 
 /// The folder a file-name prefix (`/logs/requests`) writes into.
@@ -336,6 +352,22 @@ mod tests {
                 "{never}: {rules:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_replaceable_file_is_allowed_by_its_folder_unless_the_folder_is_shared() {
+        assert_eq!(
+            watched_file(Path::new("/config/models.config")),
+            PathBuf::from("/config")
+        );
+        assert_eq!(
+            watched_file(Path::new("/etc/models.config")),
+            PathBuf::from("/etc/models.config")
+        );
+        assert_eq!(
+            watched_file(Path::new("/tmp/models.config")),
+            PathBuf::from("/tmp/models.config")
+        );
     }
 
     #[test]

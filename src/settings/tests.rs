@@ -319,7 +319,10 @@ fn model_access_names_known_classes_and_confinement_is_on_by_default() {
 fn list_settings_take_comma_separated_variables() {
     let env = vars(&[("TFSERVE_MODEL_ROOTS", "/a,/b")]);
     let settings = Settings::load_with(&cli(&[]), &env).unwrap();
-    assert_eq!(settings.models.model_roots, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+    assert_eq!(
+        settings.models.model_roots,
+        vec![PathBuf::from("/a"), PathBuf::from("/b")]
+    );
     let one = Settings::load_with(&cli(&[]), &vars(&[("TFSERVE_MODEL_ROOTS", "/only")])).unwrap();
     assert_eq!(one.models.model_roots, vec![PathBuf::from("/only")]);
 }
