@@ -258,11 +258,26 @@ const SYSTEM_READS: &[&str] = &[
     "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/resolv.conf",
     "/etc/hosts", "/etc/host.conf", "/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/passwd",
     "/etc/group", "/etc/localtime", "/etc/timezone", "/etc/ssl", "/etc/pki", "/etc/ca-certificates",
-    "/etc/alternatives", "/etc/os-release", "/etc/mime.types", "/etc/nvidia", "/etc/OpenCL",
+    "/etc/alternatives", "/etc/mime.types", "/etc/nvidia", "/etc/OpenCL",
+    // What the distribution is (pip's user agent asks), and pip's own configuration.
+    "/etc/os-release", "/etc/debian_version", "/etc/lsb-release", "/etc/redhat-release", "/etc/system-release",
+    "/etc/pip.conf", "/etc/xdg/pip",
     // CPU topology, cgroup limits, memory: TensorFlow and the server read them.
     "/proc", "/sys",
     // The CUDA toolkit and driver where they are installed outside /usr.
     "/usr/local/cuda", "/usr/local/nvidia",
+];
+
+/// Variables naming files or folders that pip and TLS clients read.
+const ENVIRONMENT_READS: [&str; 8] = [
+    "PIP_FIND_LINKS",
+    "PIP_CERT",
+    "PIP_CONFIG_FILE",
+    "PIP_INDEX_URL",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
 ];
 
 /// The devices any process writes (and a GPU's render nodes).
@@ -292,6 +307,14 @@ fn add_system(rules: &mut Rules, python: &str) {
     {
         rules.read.insert(folder.join("..").join("lib"));
         rules.read.insert(folder);
+    }
+    // Where pip (handlers' requirements) and TLS clients are told to look.
+    for variable in ENVIRONMENT_READS {
+        let value = std::env::var(variable).unwrap_or_default();
+        let paths = value.split_whitespace().map(|item| item.trim_start_matches("file://"));
+        rules
+            .read
+            .extend(paths.filter(|p| p.starts_with('/')).map(PathBuf::from));
     }
     if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
         rules

@@ -80,3 +80,47 @@ fn a_model_allowed_to_write_writes_only_where_the_server_may() {
     assert!(answer.to_string().contains("Permission denied"), "{answer}");
     assert!(!outside.exists(), "the model wrote outside the allowed folders");
 }
+
+#[test]
+fn inference_py_handlers_run_confined() {
+    use common::handlers::{invoke, models_dir};
+    let dir = format!("--models_dir={}", models_dir().display());
+    let server = common::process::start_local(&[&dir, "--python_workers=1"]);
+    let cases = [
+        ("pair", "text/csv", "1.0,2.0", json!({"predictions": [3.5, 4.0]})),
+        ("rest", "text/csv", "1.0,2.0", json!({"predictions": [3.5, 4.0]})),
+        // Its code/lib and a requirements.txt pip installs into the handlers' cache.
+        (
+            "withlib",
+            "application/json",
+            r#"{"values": [1.0, 2.0]}"#,
+            json!({"scaled_by": 10.0, "predictions": [8.0, 13.0]}),
+        ),
+        (
+            "withreqs",
+            "application/json",
+            r#"{"instances": [4.0]}"#,
+            json!({"modelOutput": [5.0]}),
+        ),
+    ];
+    for (model, content_type, body, expected) in cases {
+        let answer = invoke(
+            &server.url,
+            "/invocations",
+            model,
+            content_type,
+            None,
+            body.as_bytes().to_vec(),
+        );
+        assert_eq!(answer.status, 200, "{model}: {}", answer.body);
+        let answer = answer.json();
+        for (key, value) in expected.as_object().unwrap() {
+            assert_eq!(&answer[key], value, "{model}: {answer}");
+        }
+    }
+    if confined(&server) {
+        // The worker is the server's child: the same rules hold for it.
+        let log = server.log.lock().unwrap().join("\n");
+        assert!(!log.contains("Permission denied"), "{log}");
+    }
+}
