@@ -134,6 +134,19 @@ impl ModelAudit {
         self.signatures.iter().flat_map(SignatureAudit::classes).collect()
     }
 
+    /// The class a refusal under `allowed` is counted under: the first class
+    /// reached and not allowed (`all` for what could not be audited).
+    pub fn refused_class(&self, allowed: &BTreeSet<Access>) -> Option<&'static str> {
+        if self.unreadable.is_some() {
+            return (allowed.len() < Access::ALL.len()).then_some("all");
+        }
+        let reached = self.signatures.iter().flat_map(|s| &s.reaches);
+        reached
+            .map(|r| r.class)
+            .find(|c| !allowed.contains(c))
+            .map(Access::name)
+    }
+
     /// Why the model may not load under `allowed`, or `None` when it may.
     pub fn refusal(&self, allowed: &BTreeSet<Access>) -> Option<String> {
         if let Some(reason) = &self.unreadable {

@@ -40,6 +40,8 @@ pub struct Metrics {
     dropped: IntCounterVec,
     /// Panics contained: `where` is `request` (an HTTP handler) or `batch` (a model run).
     pub panics: IntCounterVec,
+    /// Model versions the load audit refused, by the first class not allowed.
+    pub refused_loads: IntCounterVec,
     pub python_worker_restarts: IntCounterVec,
     pub config_reloads: IntCounterVec,
     /// Capture records written, by sink (`jsonl`, `tfrecord`, `cloudevents`).
@@ -238,6 +240,12 @@ fn metrics() -> Metrics {
             "tfserve_panics_total",
             "Panics contained (the request or batch failed with a 500; the thread lived on).",
             &["where"],
+        ),
+        refused_loads: counter(
+            &registry,
+            "tfserve_model_loads_refused_total",
+            "Model versions not loaded because their signatures reach a class of access not allowed.",
+            &["class"],
         ),
         gpu_memory_used: int_gauge(
             &registry,

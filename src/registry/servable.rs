@@ -205,8 +205,11 @@ pub fn audited(
     options: &LoadOptions,
 ) -> Result<Option<Arc<crate::audit::ModelAudit>>, String> {
     let audit = crate::audit::audit(dir, &options.tags, &options.loader.custom_ops())?;
-    if let Some(refusal) = audit.as_ref().and_then(|a| a.refusal(allowed)) {
-        return Err(refusal);
+    if let Some(audit) = &audit {
+        if let (Some(refusal), Some(class)) = (audit.refusal(allowed), audit.refused_class(allowed)) {
+            crate::metrics::METRICS.refused_loads.with_label_values(&[class]).inc();
+            return Err(refusal);
+        }
     }
     Ok(audit.map(Arc::new))
 }

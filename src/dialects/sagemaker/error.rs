@@ -17,6 +17,10 @@ pub enum SageMakerError {
     ImageMethod(String),
     #[error("missing '{0}' in the body")]
     MissingField(&'static str),
+    #[error(
+        "model_name must be 1 to 255 letters, digits, '.', '_' or '-', starting with a letter or digit; got '{0}'"
+    )]
+    InvalidModelName(String),
     #[error("Model {0} is not loaded yet.")]
     NotLoaded(String),
     #[error("Model {0} is already loaded.")]

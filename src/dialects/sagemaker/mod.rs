@@ -268,12 +268,8 @@ impl CustomAttributes {
     /// a method of predict, classify or regress.
     pub fn validate(&self) -> Result<(), ApiError> {
         let invalid = |what: &'static str| Err(SageMakerError::InvalidAttribute(what).into());
-        if let Some(name) = &self.model_name {
-            let bytes = name.as_bytes();
-            let allowed = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-            if !(1..=255).contains(&bytes.len()) || !bytes[0].is_ascii_alphanumeric() || !bytes.iter().all(allowed) {
-                return invalid("tfs-model-name");
-            }
+        if self.model_name.as_deref().is_some_and(|name| !valid_model_name(name)) {
+            return invalid("tfs-model-name");
         }
         if let Some(version) = &self.model_version {
             if version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
@@ -287,6 +283,14 @@ impl CustomAttributes {
         }
         Ok(())
     }
+}
+
+/// The container's model names, `[A-Za-z0-9][A-Za-z0-9._-]{0,254}`: one path
+/// segment, never `..` (it cannot start with a dot).
+pub fn valid_model_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let allowed = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    (1..=255).contains(&bytes.len()) && bytes[0].is_ascii_alphanumeric() && bytes.iter().all(allowed)
 }
 
 #[cfg(test)]

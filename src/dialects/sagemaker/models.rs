@@ -56,6 +56,9 @@ async fn load(req: HttpRequest, payload: web::Payload, state: web::Data<ServerSt
         let body = body_json(&read_body(&req, payload, &state).await?)?;
         let field = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
         let name = field("model_name").ok_or(SageMakerError::MissingField("model_name"))?;
+        if !super::valid_model_name(&name) {
+            return Err(SageMakerError::InvalidModelName(name).into());
+        }
         let url = field("url").ok_or(SageMakerError::MissingField("url"))?;
         let conflict = || ApiError::from(SageMakerError::AlreadyLoaded(name.clone()));
         if loaded(&state, &name).is_some() {

@@ -71,6 +71,15 @@ fn models_reaching_files_are_refused_by_default_and_the_others_serve() {
         );
     }
     assert_eq!(settled(&url, "benign")["state"], "AVAILABLE");
+    let metrics = reqwest::blocking::get(format!("{url}/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("tfserve_model_loads_refused_total{class=\"files_read\"}")
+            && metrics.contains("tfserve_model_loads_refused_total{class=\"files_write\"}"),
+        "{metrics}"
+    );
     assert_eq!(settled(&url, "write_file_allowed")["state"], "AVAILABLE");
 
     // The audit's summary is shown for what serves, in tfserve's own listing.
@@ -140,4 +149,93 @@ fn inspect_lists_what_each_signature_reaches() {
     assert!(report.contains("  Reaches: files_read: ReadFile (node '"), "{report}");
     let report = tfserve::inspect::report(&repo_path("tests/access/models/benign/1")).unwrap();
     assert!(report.contains("  Reaches: nothing outside the request"), "{report}");
+}
+
+/// A gzip body that expands to `expanded` bytes of spaces: one full-flushed
+/// deflate segment of 1 MiB, repeated (a full flush drops the history, so
+/// each copy decodes alone), then a final empty block. The trailer's CRC is
+/// not that of the content: a server that reads that far has already failed.
+fn gzip_bomb(expanded: usize) -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let mut segment = Vec::with_capacity(64 << 10);
+    Compress::new(Compression::best(), false)
+        .compress_vec(&vec![b' '; 1 << 20], &mut segment, FlushCompress::Full)
+        .unwrap();
+    let mut body = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+    for _ in 0..expanded >> 20 {
+        body.extend_from_slice(&segment);
+    }
+    body.extend_from_slice(&[0x03, 0x00]);
+    body.extend_from_slice(&[0; 8]);
+    body
+}
+
+#[test]
+fn a_gigabyte_gzip_bomb_is_refused_at_the_body_limit() {
+    let mut settings = common::model_settings("half", repo_path("models/half_plus_three"));
+    settings.http.max_request_bytes = 16 << 20;
+    let url = format!("http://{}", spawn_server(settings));
+    let bomb = gzip_bomb(1 << 30);
+    assert!(
+        bomb.len() < 16 << 20,
+        "the compressed body fits the limit: {} bytes",
+        bomb.len()
+    );
+    let response = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/models/half:predict"))
+        .header("Content-Type", "application/json")
+        .header("Content-Encoding", "gzip")
+        .body(bomb)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    let answer: Value = response.json().unwrap();
+    assert!(answer.to_string().contains("max_request_bytes"), "{answer}");
+    // And the server goes on.
+    let (status, _) = call(
+        Method::POST,
+        &format!("{url}/v1/models/half:predict"),
+        Some(json!({"instances": [1.0]})),
+    );
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn sagemaker_model_names_and_urls_with_dot_dot_stay_refused() {
+    let root = temp_dir("access-mme-root");
+    common::copy_dir(&repo_path("models/adder"), &root.join("adder"));
+    let mut settings = common::local_settings();
+    settings.models.multi_model = true;
+    settings.models.models_dir = root.clone();
+    settings.models.model_roots = vec![root.clone()];
+    let url = format!("http://{}", spawn_server(settings));
+    let load = |body: Value| call(Method::POST, &format!("{url}/models"), Some(body));
+    let escaping = format!(
+        "{}/../{}/adder",
+        root.display(),
+        root.file_name().unwrap().to_str().unwrap()
+    );
+    let outside = format!("{}/../../etc", root.display());
+    for url_given in [escaping.as_str(), outside.as_str()] {
+        let (status, answer) = load(json!({"model_name": "m", "url": url_given}));
+        assert!(
+            status == 403 || status == 404 || status == 400,
+            "{url_given}: {status} {answer}"
+        );
+        let (status, _) = call(Method::GET, &format!("{url}/models/m"), None);
+        assert_eq!(status, 404, "{url_given} loaded nothing");
+    }
+    for name in ["../adder", "a/../../b", ".."] {
+        let (status, answer) = load(json!({"model_name": name, "url": root.join("adder")}));
+        assert_eq!(status, 400, "{name}: {answer}");
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("model_name must be"),
+            "{answer}"
+        );
+    }
+    let (status, answer) = load(json!({"model_name": "adder", "url": root.join("adder")}));
+    assert_eq!(status, 200, "{answer}");
 }
