@@ -124,3 +124,12 @@ fn inference_py_handlers_run_confined() {
         assert!(!log.contains("Permission denied"), "{log}");
     }
 }
+
+#[test]
+fn a_jax_export_loads_under_the_default_policy_and_answers_confined() {
+    // Every signature an `XlaCallModule`: a StableHLO module, which reaches nothing outside.
+    let server = serve_model("jax", &repo_path("tests/access/models/jax_export"), &[]);
+    let (status, answer) = predict(&server.url, "jax", json!({"x": [1.0, 2.5]}));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outputs"], json!([3.0, 6.0]));
+}
