@@ -62,10 +62,16 @@ pub fn start_with(settings: &Settings, loader: Arc<dyn Loader>) -> Result<Runnin
     let (server, scheme, public, listeners) = http::serve(settings, state.clone(), |rest| {
         handlers.set_rest_address(rest, credentials);
     })?;
+    let (serving, idle) = serving_and_idle(&state.service.models());
     log::info!(
-        "serving {} model(s) [{}] on {} and gRPC on {} (ready in {:.0} ms)",
-        state.service.model_names().len(),
-        state.service.model_names().join(", "),
+        "serving {} model(s) [{}]{} on {} and gRPC on {} (ready in {:.0} ms)",
+        serving.len(),
+        serving.join(", "),
+        if idle.is_empty() {
+            String::new()
+        } else {
+            format!(" (no version serving yet: {})", idle.join(", "))
+        },
         public
             .iter()
             .map(|a| format!("{scheme}://{a}"))
@@ -139,4 +145,17 @@ pub fn run(settings: &Settings) -> Result<(), StartError> {
         }
     }
     result
+}
+
+/// The models with a version available, and the others (nothing to load
+/// yet, or every version failed): the start line counts only the first.
+fn serving_and_idle(models: &[crate::registry::ModelInfo]) -> (Vec<String>, Vec<String>) {
+    let available = |m: &&crate::registry::ModelInfo| {
+        m.versions
+            .iter()
+            .any(|v| v.state == crate::registry::VersionState::Available)
+    };
+    let (serving, idle): (Vec<_>, Vec<_>) = models.iter().partition(available);
+    let names = |list: Vec<&crate::registry::ModelInfo>| list.into_iter().map(|m| m.name.clone()).collect();
+    (names(serving), names(idle))
 }

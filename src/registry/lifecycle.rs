@@ -42,6 +42,7 @@ impl Registry {
                     source: source.clone(),
                     versions: BTreeMap::new(),
                     labels: BTreeMap::new(),
+                    layout: Default::default(),
                 });
             self.reconcile(&source.name);
         }
@@ -73,6 +74,7 @@ impl Registry {
                     source,
                     versions: BTreeMap::new(),
                     labels: BTreeMap::new(),
+                    layout: Default::default(),
                 },
             );
         }

@@ -68,6 +68,8 @@ struct ModelEntry {
     source: ModelSource,
     versions: BTreeMap<i64, VersionSlot>,
     labels: BTreeMap<String, i64>,
+    /// What the last look at the base path told the log, so a poll repeats nothing.
+    layout: reconcile::Layout,
 }
 
 /// A model as listed by the management API.

@@ -32,16 +32,33 @@ impl Registry {
         }
     }
 
-    /// The version folders under the model's base path that hold a SavedModel.
+    /// The version folders under the model's base path that hold a SavedModel;
+    /// a base path that holds one itself is version 1 (as from a bucket, and
+    /// Vertex AI's `AIP_STORAGE_URI`). What it found is logged when it changes.
     fn versions_on_disk(&self, name: &str, source: &ModelSource) -> Vec<(i64, PathBuf)> {
         let base_path = self.options.storage.local_base(source);
-        match discover_versions(&base_path) {
-            Ok(versions) => versions.into_iter().filter(|(_, p)| holds_saved_model(p)).collect(),
-            Err(err) => {
-                log::warn!("model {name}: {err}");
-                Vec::new()
+        let (layout, versions) = match discover_versions(&base_path) {
+            Ok(versions) => {
+                let versions: Vec<(i64, PathBuf)> =
+                    versions.into_iter().filter(|(_, p)| holds_saved_model(p)).collect();
+                if !versions.is_empty() {
+                    (Layout::Versions, versions)
+                } else if holds_saved_model(&base_path) {
+                    (Layout::Flat, vec![(1, base_path.clone())])
+                } else {
+                    (Layout::Empty, versions)
+                }
             }
+            Err(err) => (Layout::Unreadable(err.to_string()), Vec::new()),
+        };
+        let changed = self
+            .write()
+            .get_mut(name)
+            .is_some_and(|entry| std::mem::replace(&mut entry.layout, layout.clone()) != layout);
+        if changed {
+            layout.log(name, &base_path);
         }
+        versions
     }
 
     /// What to load (wanted, not yet tried, or failed and changed since) and
@@ -110,5 +127,39 @@ impl Registry {
             return false;
         };
         versions.any(|v| entry.versions.get(v).is_some_and(|slot| slot.servable.is_some()))
+    }
+}
+
+/// What a model's base path held at the last look.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) enum Layout {
+    /// Not looked at yet.
+    #[default]
+    Unknown,
+    /// Numeric version folders holding SavedModels.
+    Versions,
+    /// A SavedModel itself, served as version 1.
+    Flat,
+    /// Nothing to load.
+    Empty,
+    Unreadable(String),
+}
+
+impl Layout {
+    fn log(&self, name: &str, base_path: &std::path::Path) {
+        let path = base_path.display();
+        match self {
+            Layout::Unknown | Layout::Versions => {}
+            Layout::Flat => log::info!(
+                "model {name}: the base path {path} holds a SavedModel itself (no numeric version folder); \
+                 serving it as version 1"
+            ),
+            // TF Serving's words, which operators search their logs for.
+            Layout::Empty => log::warn!(
+                "No versions of servable {name} found under base path {path}. Did you forget to name your leaf \
+                 directory as a number (eg. '/1/')?"
+            ),
+            Layout::Unreadable(err) => log::warn!("model {name}: {err}"),
+        }
     }
 }

@@ -50,3 +50,32 @@ fn health_and_predict_answer_on_the_routes_vertex_names() {
     let tfs = post(&base, "/v1/models/default:predict", json!({"instances": [2.0]}));
     assert_eq!(tfs, (200, json!({"predictions": [4.0]})));
 }
+
+/// A base path that is itself a SavedModel folder (a version folder given
+/// one level too deep, or a Vertex model artifact) serves as version 1, as
+/// the same layout from a bucket does; the health route follows.
+#[test]
+fn a_base_path_holding_a_saved_model_itself_serves_as_version_1() {
+    let flat = common::temp_dir("vertex-flat").join("model");
+    common::copy_dir(&common::repo_path("models/half_plus_three/1"), &flat);
+    let mut settings = common::model_settings("m", flat.clone());
+    settings.http.vertex_health_route = Some("/health".into());
+    let url = format!("http://{}", common::spawn_server(settings));
+    let (status, body) = common::call(reqwest::Method::GET, &format!("{url}/v1/models/m"), None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["model_version_status"][0]["version"], "1");
+    assert_eq!(body["model_version_status"][0]["state"], "AVAILABLE");
+    let (status, body) = common::call(
+        reqwest::Method::POST,
+        &format!("{url}/v1/models/m:predict"),
+        Some(serde_json::json!({"instances": [1.0]})),
+    );
+    assert_eq!((status, body["predictions"][0].as_f64()), (200, Some(3.5)));
+    assert_eq!(
+        reqwest::blocking::get(format!("{url}/health"))
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+}

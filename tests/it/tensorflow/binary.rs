@@ -325,3 +325,55 @@ fn tensorflow_logs_at_the_server_level() {
     let chosen = start_up_log("info,tensorflow=error");
     assert!(!chosen.contains("Reading SavedModel"), "{chosen}");
 }
+
+/// The folder layouts a newcomer gets wrong, as the log tells them: a
+/// SavedModel given as the base path (here through Vertex AI's
+/// `AIP_STORAGE_URI`) serves as version 1, said once at INFO; a base path
+/// with no version to load warns in TF Serving's words and is not counted
+/// among the models serving.
+#[test]
+fn a_flat_saved_model_serves_as_version_1_and_an_empty_base_path_warns() {
+    let flat = temp_dir("binary-flat").join("artifact");
+    common::copy_dir(&repo_path("models/half_plus_three/1"), &flat);
+    let empty = temp_dir("binary-empty").join("nothing");
+    std::fs::create_dir_all(empty.join("not-a-version")).unwrap();
+    let config = temp_dir("binary-flat-config").join("models.config");
+    std::fs::write(
+        &config,
+        format!(
+            "model_config_list {{ config {{ name: 'flat' base_path: '{}' }} config {{ name: 'empty' base_path: '{}' }} }}",
+            flat.display(),
+            empty.display()
+        ),
+    )
+    .unwrap();
+    let config_flag = format!("--model_config_file={}", config.display());
+    let server = start(&["--rest_api_port=0", "--port=0", "--host=127.0.0.1", &config_flag]);
+    let (status, body) = post(&server, "/v1/models/flat:predict", json!({"instances": [1.0]}));
+    assert_eq!((status, &body["predictions"]), (200, &json!([3.5])), "{body}");
+    server.wait_for_line("holds a SavedModel itself (no numeric version folder); serving it as version 1");
+    server.wait_for_line(&format!(
+        "No versions of servable empty found under base path {}. Did you forget to name your leaf directory as a number (eg. '/1/')?",
+        empty.display()
+    ));
+    server.wait_for_line("serving 1 model(s) [flat] (no version serving yet: empty) on http://");
+    // Vertex AI's variables naming the same folder: ready, and answering.
+    let vertex = start_with_env(
+        &["--port=0", "--host=127.0.0.1"],
+        &[
+            ("AIP_HTTP_PORT", "0"),
+            ("AIP_STORAGE_URI", flat.to_str().unwrap()),
+            ("AIP_HEALTH_ROUTE", "/health"),
+            ("AIP_PREDICT_ROUTE", "/predict"),
+        ],
+    );
+    assert_eq!(
+        reqwest::blocking::get(format!("{}/health", vertex.url))
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    let (status, body) = post(&vertex, "/predict", json!({"instances": [1.0]}));
+    assert_eq!((status, &body["predictions"]), (200, &json!([3.5])), "{body}");
+}
