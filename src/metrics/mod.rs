@@ -10,6 +10,7 @@ use prometheus::{
 
 use crate::gpu_metrics::GpuReading;
 
+mod forget;
 mod per_thread;
 mod queue;
 mod summary;

@@ -29,6 +29,12 @@ impl<V: Collector + Clone + 'static> PerThread<V> {
         metric
     }
 
+    /// Calls `f` on every thread's copy (to remove series from them all).
+    pub(super) fn each(&self, f: impl Fn(&V)) {
+        let copies = self.0.copies.lock().unwrap_or_else(|p| p.into_inner());
+        copies.iter().for_each(f);
+    }
+
     /// A new copy, counted in the totals: for one thread to keep.
     pub(super) fn copy(&self) -> V {
         let copy = (self.0.make)();

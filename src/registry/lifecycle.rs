@@ -150,6 +150,8 @@ impl Registry {
             self.unload(name, *version);
         }
         self.write().remove(name);
+        // Its series without a version too (requests refused before one resolved).
+        crate::metrics::METRICS.forget(name, None);
         self.retire(name, versions);
         release_freed_memory();
     }
@@ -286,6 +288,7 @@ impl Registry {
             let holds = servable.holds();
             drop(servable);
             if holds.wait_released(Instant::now() + DRAIN_TIMEOUT) {
+                crate::metrics::METRICS.forget(model, Some(version));
                 log::info!("model {model} version {version} unloaded");
             } else {
                 log::warn!(

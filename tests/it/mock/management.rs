@@ -150,3 +150,62 @@ fn management_api_loads_and_unloads_within_the_roots() {
     let (_, body) = api(Method::GET, "/tfserve/models", None);
     assert_eq!(body, json!({"models": []}));
 }
+
+/// Series of `/metrics` (lines that are not comments).
+fn series(url: &str) -> Vec<String> {
+    let text = reqwest::blocking::get(format!("{url}/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn metrics_hold_only_the_models_served_however_many_came_and_went() {
+    let root = temp_dir("metrics-churn");
+    copy_dir(&repo_path("models/half_plus_three"), &root.join("half"));
+    let url = server({
+        let mut settings = Settings::default();
+        settings.models.models_dir = temp_dir("metrics-churn-empty");
+        settings.models.model_roots = vec![root.clone()];
+        settings
+    });
+    let base_path = root.join("half").display().to_string();
+    let cycle = |name: &str| {
+        let load = json!({"name": name, "base_path": base_path});
+        let (status, body) = call(reqwest::Method::POST, &format!("{url}/tfserve/models"), Some(load));
+        assert_eq!(status, 201, "{body}");
+        let predict = format!("{url}/v1/models/{name}:predict");
+        let (status, _) = call(reqwest::Method::POST, &predict, Some(json!({"instances": [1.0]})));
+        assert_eq!(status, 200);
+        let (status, _) = call(reqwest::Method::POST, &predict, Some(json!({"instances": ["bad"]})));
+        assert_eq!(status, 400);
+        let unload = format!("{url}/tfserve/models/{name}");
+        assert_eq!(call(reqwest::Method::DELETE, &unload, None).0, 200);
+    };
+    cycle("churn0");
+    let (before, bytes_before) = (series(&url), series(&url).concat().len());
+    for i in 1..=300 {
+        cycle(&format!("churn{i}"));
+    }
+    let after = series(&url);
+    assert!(
+        !after.iter().any(|l| l.contains("model=\"churn")),
+        "an unloaded model's series stayed: {:?}",
+        after
+            .iter()
+            .filter(|l| l.contains("model=\"churn"))
+            .take(5)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(after.len(), before.len(), "series after 300 cycles against after 1");
+    // Values grow by a few digits (request counts); the series do not.
+    assert!(
+        after.concat().len() < bytes_before + 4096,
+        "{} bytes against {bytes_before}",
+        after.concat().len()
+    );
+}
