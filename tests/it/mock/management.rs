@@ -183,29 +183,26 @@ fn metrics_hold_only_the_models_served_however_many_came_and_went() {
         assert_eq!(status, 200);
         let (status, _) = call(reqwest::Method::POST, &predict, Some(json!({"instances": ["bad"]})));
         assert_eq!(status, 400);
+        let own = format!("model=\"{name}\"");
+        let counted = series(&url).iter().filter(|l| l.contains(&own)).count();
+        assert!(counted > 0, "{name} is counted while it serves");
         let unload = format!("{url}/tfserve/models/{name}");
         assert_eq!(call(reqwest::Method::DELETE, &unload, None).0, 200);
+        counted
     };
-    cycle("churn0");
-    let (before, bytes_before) = (series(&url), series(&url).concat().len());
+    // The registry of metrics is the process's: other tests' models come and
+    // go beside these, so only this test's own names are looked at.
+    let first = cycle("churn0");
     for i in 1..=300 {
-        cycle(&format!("churn{i}"));
+        assert_eq!(cycle(&format!("churn{i}")), first, "each cycle counts the same series");
     }
-    let after = series(&url);
+    let left: Vec<String> = series(&url)
+        .into_iter()
+        .filter(|l| l.contains("model=\"churn"))
+        .collect();
     assert!(
-        !after.iter().any(|l| l.contains("model=\"churn")),
+        left.is_empty(),
         "an unloaded model's series stayed: {:?}",
-        after
-            .iter()
-            .filter(|l| l.contains("model=\"churn"))
-            .take(5)
-            .collect::<Vec<_>>()
-    );
-    assert_eq!(after.len(), before.len(), "series after 300 cycles against after 1");
-    // Values grow by a few digits (request counts); the series do not.
-    assert!(
-        after.concat().len() < bytes_before + 4096,
-        "{} bytes against {bytes_before}",
-        after.concat().len()
+        &left[..left.len().min(5)]
     );
 }
