@@ -67,6 +67,9 @@ pub enum ApiError {
     Overloaded(usize),
     #[error("server busy: request bodies and their decoded tensors being handled would pass {0} bytes (max_in_flight_bytes); retry later")]
     BodiesOverBudget(usize),
+    /// One request needs more than the whole budget: it would never fit.
+    #[error("request needs {needs} bytes for its body and decoded tensors, more than the limit of {limit} bytes (max_in_flight_bytes)")]
+    RequestOverBudget { needs: usize, limit: usize },
     /// The server's own failure, not the request's.
     #[error("{0}")]
     Internal(String),
@@ -101,7 +104,7 @@ impl ApiError {
             // TF Serving's REST API: InvalidArgument (400), from GetInfoMap.
             ApiError::SignatureNotFound(_) => Code::InvalidArgument,
             ApiError::SignatureKeyNotFound(_) => Code::FailedPrecondition,
-            ApiError::PayloadTooLarge { .. } => Code::PayloadTooLarge,
+            ApiError::PayloadTooLarge { .. } | ApiError::RequestOverBudget { .. } => Code::PayloadTooLarge,
             ApiError::Timeout(_) => Code::DeadlineExceeded,
             ApiError::BodyTimeout(_) => Code::RequestTimeout,
             ApiError::ClientGone => Code::Cancelled,

@@ -73,6 +73,10 @@ pub struct Trace {
     pub capture: Option<Box<Record>>,
     /// The API a capture records the call as (TF Serving's log kinds).
     pub log_kind: LogKind,
+    /// What the request's inputs hold of the REST budget: handed to the
+    /// batcher with them, given back when their run is over, not when the
+    /// request stops waiting for it.
+    pub held: Option<crate::batcher::Held>,
 }
 
 impl Trace {
@@ -190,7 +194,13 @@ impl Service {
             .ok_or_else(|| ApiError::SignatureNotFound(signature.name.clone()))?;
         let names: Vec<&str> = signature.inputs.iter().map(|s| s.key.as_str()).collect();
         let (capture, keep_tensors) = self.capture_draft(servable, signature, trace, &names, &inputs);
-        let submitted = queue.submit_or_drive(inputs, &names, trace.request_id.clone(), trace.arrived)?;
+        let submitted = queue.submit_or_drive(
+            inputs,
+            &names,
+            trace.request_id.clone(),
+            trace.arrived,
+            trace.held.take(),
+        )?;
         let mut pending = submitted.pending;
         if let Some(drive) = submitted.drive {
             // Requests that arrived in this same turn of the event loop queue

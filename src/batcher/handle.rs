@@ -52,7 +52,7 @@ impl QueueHandle {
         request_id: Option<Arc<str>>,
         arrived: Option<Instant>,
     ) -> Result<Pending, BatchError> {
-        self.queue_request(inputs, input_names, request_id, arrived, false)
+        self.queue_request(inputs, input_names, request_id, arrived, None, false)
             .map(|submitted| submitted.pending)
     }
 
@@ -64,9 +64,10 @@ impl QueueHandle {
         input_names: &[&str],
         request_id: Option<Arc<str>>,
         arrived: Option<Instant>,
+        held: Option<Held>,
     ) -> Result<Submitted, BatchError> {
         let inline = self.context.clock.within(self.inline_limit);
-        self.queue_request(inputs, input_names, request_id, arrived, inline)
+        self.queue_request(inputs, input_names, request_id, arrived, held, inline)
     }
 
     /// Takes the ready batch of the shard a request queued on and runs it on
@@ -121,6 +122,7 @@ impl QueueHandle {
         input_names: &[&str],
         request_id: Option<Arc<str>>,
         arrived: Option<Instant>,
+        held: Option<Held>,
         inline: bool,
     ) -> Result<Submitted, BatchError> {
         let (rows, alone) = self.rows_of(&inputs, input_names);
@@ -138,21 +140,21 @@ impl QueueHandle {
         let params = &self.context.params;
         let splitting = !alone && rows > params.max_batch_size && params.enable_large_batch_splitting;
         let delayed = matches!(admission, Admission::Delay(_));
-        let task = |inputs, request_id, sender| Task {
+        let task = |inputs, request_id, sender, held| Task {
             inputs,
             rows,
             alone,
             request_id,
             enqueued: now,
             deadline,
-            reply: Reply::Whole(sender),
+            reply: Reply::Whole { sender, held },
         };
         // Pieces of a split request may land in batches its caller never
         // sees, and late ones wait for idle batch threads: the batch threads run them.
         if splitting || delayed {
             let tasks = match splitting {
-                true => self.split_tasks(inputs, rows, request_id, sender, deadline),
-                false => vec![task(inputs, request_id, sender)],
+                true => self.split_tasks(inputs, rows, request_id, (sender, held), deadline),
+                false => vec![task(inputs, request_id, sender, held)],
             };
             if delayed {
                 pending.delayed();
@@ -160,7 +162,7 @@ impl QueueHandle {
             self.enqueue(tasks, false, admission)?;
             return Ok(Submitted { pending, drive: None });
         }
-        let task = task(inputs, request_id, sender);
+        let task = task(inputs, request_id, sender, held);
         let drive = match self.shards.this_thread().filter(|_| inline) {
             Some(shard) => {
                 if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
@@ -227,7 +229,7 @@ impl QueueHandle {
         inputs: Vec<Tensor>,
         rows: usize,
         request_id: Option<Arc<str>>,
-        sender: oneshot::Sender<ReplyResult>,
+        (sender, held): (oneshot::Sender<ReplyResult>, Option<Held>),
         deadline: Option<Instant>,
     ) -> Vec<Task<Reply>> {
         let enqueued = Instant::now();
@@ -247,6 +249,7 @@ impl QueueHandle {
                 parts: vec![None; sizes.len()],
                 remaining: sizes.len(),
             }),
+            _held: held,
         });
         queue::split_inputs(&inputs, &sizes)
             .into_iter()

@@ -35,8 +35,8 @@ use inline::Shards;
 use objective::lanes::{Expired, Lanes, Taken};
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Task};
-pub use reply::Pending;
 use reply::{Gather, GatherState, Reply};
+pub use reply::{Held, Pending};
 
 use crate::runtime::RuntimeError;
 use crate::status::{Code, HasCode};

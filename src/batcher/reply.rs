@@ -121,17 +121,29 @@ impl Drop for Pending {
     }
 }
 
+/// What a request keeps for as long as its work exists (its decoded inputs'
+/// bytes of the REST budget): given back once its answer is sent or its
+/// work is dropped, not when its caller stops waiting (a timeout, a client
+/// gone) while the inputs are still queued or running.
+pub type Held = Box<dyn Send + Sync>;
+
 /// Where a task's result goes: straight to its request, or into the gather of
 /// a request that was split across batches.
 pub(super) enum Reply {
-    Whole(oneshot::Sender<ReplyResult>),
-    Part { gather: Arc<Gather>, index: usize },
+    Whole {
+        sender: oneshot::Sender<ReplyResult>,
+        held: Option<Held>,
+    },
+    Part {
+        gather: Arc<Gather>,
+        index: usize,
+    },
 }
 
 impl Reply {
     pub(super) fn is_closed(&self) -> bool {
         match self {
-            Reply::Whole(sender) => sender.is_closed(),
+            Reply::Whole { sender, .. } => sender.is_closed(),
             Reply::Part { gather, .. } => gather.is_closed(),
         }
     }
@@ -139,7 +151,10 @@ impl Reply {
     pub(super) fn send(self, result: ReplyResult) {
         match self {
             // A closed receiver means the client went away; nothing to do.
-            Reply::Whole(sender) => drop(sender.send(result)),
+            Reply::Whole { sender, held } => {
+                drop(sender.send(result));
+                drop(held);
+            }
             Reply::Part { gather, index } => gather.complete(index, result),
         }
     }
@@ -148,6 +163,8 @@ impl Reply {
 /// Reassembles a split request's pieces, in order.
 pub(super) struct Gather {
     pub(super) state: Mutex<GatherState>,
+    /// Given back when the last piece's task is dropped.
+    pub(super) _held: Option<Held>,
 }
 
 pub(super) struct GatherState {

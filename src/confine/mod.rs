@@ -137,29 +137,9 @@ fn file_access() -> landlock::BitFlags<AccessFs> {
 /// `$TMPDIR/tfserve-<uid>`, created 0700, refused if another user owns it
 /// or others may write it.
 fn private_temp_dir() -> Result<PathBuf, String> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let dir = std::env::temp_dir().join(format!("tfserve-{uid}"));
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => {
-            return Err(format!(
-                "cannot create the private temporary folder {}: {e}",
-                dir.display()
-            ))
-        }
-    }
-    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
-        return Err(format!(
-            "the private temporary folder {} is not a folder owned by this user (uid {uid}) that only it may \
-             write; remove it or set TMPDIR",
-            dir.display()
-        ));
-    }
-    Ok(dir)
+    let dir = crate::storage::private::user_temp_dir();
+    crate::storage::private::ensure_private(dir, "the private temporary folder (TMPDIR)")?;
+    Ok(dir.to_path_buf())
 }
 
 /// Every folder and file the settings say the server reads or writes.

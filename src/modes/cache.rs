@@ -5,6 +5,11 @@
 //! how `tfserve inspect` finds a model's decisions; the rest is the digest of
 //! what else the measurement depended on: the TensorFlow build, the device,
 //! the session's threads, the batch sizes, the modes tried and the tolerance.
+//! A kept file is used only if it names, inside, the same SavedModel digest
+//! and setting as its name says: the name holds 16 hex digits of each, and a
+//! file copied or written under another model's name is not its decision.
+//! The folder itself is one only the server's user may write
+//! ([`crate::storage::private`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -18,6 +23,8 @@ use super::Decision;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CachedDecision {
     pub saved_model: String,
+    /// What else the measurement depended on, as `path`'s `setting`.
+    pub setting: String,
     pub tensorflow: String,
     pub device: String,
     pub decision: Decision,
@@ -78,6 +85,24 @@ pub fn path(cache_dir: &Path, saved_model: &str, setting: &str) -> PathBuf {
 pub fn read(path: &Path) -> Option<CachedDecision> {
     let text = std::fs::read(path).ok()?;
     serde_json::from_slice(&text).ok()
+}
+
+/// The decision kept at `path` for this SavedModel and setting: `Ok(None)`
+/// where none is kept, `Err` naming what a kept file holds instead.
+pub fn read_for(path: &Path, saved_model: &str, setting: &str) -> Result<Option<CachedDecision>, String> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let entry = read(path).ok_or_else(|| format!("{} is not a decision this server wrote", path.display()))?;
+    if entry.saved_model != saved_model || entry.setting != setting {
+        return Err(format!(
+            "{} holds a decision for SavedModel {} under setting {:?}, not for this one ({saved_model}) under {setting:?}",
+            path.display(),
+            entry.saved_model,
+            entry.setting
+        ));
+    }
+    Ok(Some(entry))
 }
 
 /// Writes through a temporary file, so a reader never sees half of one.

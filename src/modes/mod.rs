@@ -282,11 +282,17 @@ pub fn choose(model: &str, version: i64, setup: &Setup, clock: &dyn Clock) -> De
         tolerance
     );
     let path = kept.as_ref().map(|(dir, digest)| cache::path(dir, digest, &setting));
-    if let Some(entry) = path.as_deref().and_then(cache::read) {
-        let mut decision = entry.decision;
-        decision.reused = path;
-        log::info!("{}", decision.report(model, version));
-        return decision;
+    if let (Some(path), Some((_, digest))) = (&path, &kept) {
+        match cache::read_for(path, digest, &setting) {
+            Ok(Some(entry)) => {
+                let mut decision = entry.decision;
+                decision.reused = Some(path.clone());
+                log::info!("{}", decision.report(model, version));
+                return decision;
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("model {model} version {version}: kept mode decision not used, measuring again: {e}"),
+        }
     }
     let decision = trial(setup, clock);
     log::info!("{}", decision.report(model, version));
@@ -294,6 +300,7 @@ pub fn choose(model: &str, version: i64, setup: &Setup, clock: &dyn Clock) -> De
         let failed_itself = decision.tried.iter().all(|t| t.seconds.is_empty());
         let entry = cache::CachedDecision {
             saved_model: digest,
+            setting: setting.clone(),
             tensorflow: setup.tensorflow.clone(),
             device: setup.device.clone(),
             decision: decision.clone(),

@@ -286,6 +286,51 @@ fn a_kept_decision_is_reused_and_a_changed_setting_measures_again() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn a_kept_decision_naming_another_saved_model_or_setting_is_not_used() {
+    let dir = std::env::temp_dir().join(format!("tfserve-modes-planted-{}", std::process::id()));
+    let model = dir.join("model/1");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::write(model.join("saved_model.pb"), b"graph").unwrap();
+    let loader = ModeLoader::new(typical, rounded);
+    let session = SessionConfig::default();
+    let mut setup = setup(&loader, &session, Some(dir.join("cache")));
+    setup.dir = &model;
+    let measured = choose("m", 1, &setup, &loader.clock);
+    let loads = loader.loads.load(Ordering::SeqCst);
+    let digest = cache::saved_model_digest(&model).unwrap();
+    let (path, kept) = cache::for_saved_model(&dir.join("cache/modes"), &digest).remove(0);
+    // A file under this model's name that says it is another's (copied from
+    // another model, or written by someone else), then one for another setting.
+    let planted = |entry: &cache::CachedDecision| {
+        let mut planted = entry.clone();
+        planted.decision.chosen = Mode::FLOAT32;
+        planted.decision.reason = "planted".into();
+        planted
+    };
+    let mut other_model = planted(&kept);
+    other_model.saved_model = "0".repeat(64);
+    let mut other_setting = planted(&kept);
+    other_setting.setting.push_str("|other");
+    for (round, entry) in [other_model, other_setting].iter().enumerate() {
+        cache::write(&path, entry).unwrap();
+        let error = cache::read_for(&path, &digest, &kept.setting).unwrap_err();
+        assert!(error.contains("holds a decision for SavedModel"), "{error}");
+        let decision = choose("m", 1, &setup, &loader.clock);
+        assert_eq!(
+            loader.loads.load(Ordering::SeqCst),
+            (round + 2) * loads,
+            "measured again"
+        );
+        assert!(decision.reused.is_none());
+        assert_eq!(decision.chosen, measured.chosen);
+        assert_ne!(decision.reason, "planted");
+    }
+    // The measurement replaced the file: the next start reuses it.
+    assert!(choose("m", 1, &setup, &loader.clock).reused.is_some());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Seeded traces of measurements: whatever the timings and agreements, the
 /// choice is never refused, never slower than FP32 on a probe, and never
 /// less than `MIN_GAIN` faster.

@@ -3,7 +3,9 @@
 //! glibc's arenas under TensorFlow's tensors until trimmed, mimalloc's
 //! segments under the server's own buffers for some seconds. The policy: a
 //! thread looks once a second; when two looks in a row find no request in
-//! flight and the resident set has grown by more than [`GROWTH`] since the
+//! flight and no REST request's inputs still held by a run (one that outlived
+//! its request's timeout holds them until it ends, and trimming under it
+//! would take its memory for the rest), and the resident set has grown by more than [`GROWTH`] since the
 //! server was last at rest, it asks both allocators to return what is free
 //! ([`release_freed_memory`]), and what remains is the new rest. It decides
 //! from the requests in flight and the resident set alone; it guarantees
@@ -58,11 +60,8 @@ fn watch(state: Weak<ServerState>) {
     loop {
         std::thread::sleep(Duration::from_secs(1));
         let Some(state) = state.upgrade() else { return };
-        idle_looks = if state.in_flight.current() > 0 {
-            0
-        } else {
-            idle_looks + 1
-        };
+        let busy = state.in_flight.current() > 0 || state.service.body_budget().held() > 0;
+        idle_looks = if busy { 0 } else { idle_looks + 1 };
         drop(state);
         let Some(now) = resident_bytes() else { return };
         match look(idle_looks, rest, now) {

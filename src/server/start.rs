@@ -28,6 +28,8 @@ pub enum StartError {
     Threads(std::io::Error),
     #[error("{0}")]
     Confine(String),
+    #[error("{0}")]
+    Cache(String),
     #[error(transparent)]
     Settings(#[from] SettingsError),
     #[error(transparent)]
@@ -222,16 +224,31 @@ fn load_options(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(LoadOpt
             0 => None,
             seconds => Some(Duration::from_secs(seconds)),
         },
-        storage: Arc::new(Storage::new(
-            settings
-                .models
-                .model_cache_dir
-                .clone()
-                .unwrap_or_else(Storage::default_cache_root),
-        )),
+        storage: Arc::new(Storage::new(private_cache_root(settings)?)),
         allow_access: settings.security.allowed_access(),
     };
     Ok((options, batcher))
+}
+
+/// `--model_cache_dir`, or the default, made or checked as a folder only
+/// this user may write: what is read from it is loaded as models and
+/// decisions.
+fn private_cache_root(settings: &Settings) -> Result<std::path::PathBuf, StartError> {
+    use crate::storage::private::{ensure_private, user_temp_dir};
+    let root = match &settings.models.model_cache_dir {
+        Some(dir) => {
+            ensure_private(dir, "--model_cache_dir").map_err(StartError::Cache)?;
+            dir.clone()
+        }
+        None => {
+            let setting = "the default model cache (--model_cache_dir)";
+            ensure_private(user_temp_dir(), setting).map_err(StartError::Cache)?;
+            let root = Storage::default_cache_root();
+            ensure_private(&root, setting).map_err(StartError::Cache)?;
+            root
+        }
+    };
+    Ok(root)
 }
 
 /// The TensorFlow runtime, after the checks and libraries it needs first:

@@ -10,11 +10,12 @@
 //! 8 bytes, each string its bytes plus a fixed overhead); once decoded, the
 //! reservation shrinks to the tensors' real size and is held until the run
 //! is answered. A request that would take the budget past its limit while
-//! other requests hold some of it is refused 503, before the allocation.
+//! other requests hold some of it is refused 503 (retry later), before the
+//! allocation; one whose own bytes and bound pass the limit by themselves is
+//! refused 413 (it never fits), however idle the server.
 //! What it guarantees: the REST bodies and decoded input tensors held at
-//! once never exceed the limit, except one request alone (bounded by
-//! `--max_request_bytes` and its own decoded size). Outputs, answers being
-//! written, and a batch's merged copy are outside it.
+//! once never exceed the limit. Outputs, answers being written, and a
+//! batch's merged copy are outside it.
 
 use std::sync::atomic::Ordering;
 
@@ -69,12 +70,24 @@ impl ByteBudget {
     /// budget rather than sharing it: no reference count per request.
     pub fn hold(&self, bytes: usize) -> Result<BytesBorrowed<'_>, ApiError> {
         use std::sync::atomic::Ordering;
+        self.fits_alone(bytes)?;
         let before = self.held.fetch_add(bytes, Ordering::AcqRel);
         if before > 0 && before.saturating_add(bytes) > self.limit {
             self.held.fetch_sub(bytes, Ordering::AcqRel);
             return Err(ApiError::BodiesOverBudget(self.limit));
         }
         Ok(BytesBorrowed { budget: self, bytes })
+    }
+
+    /// Refuses a request that needs more than the whole budget by itself.
+    fn fits_alone(&self, needs: usize) -> Result<(), ApiError> {
+        match needs > self.limit {
+            true => Err(ApiError::RequestOverBudget {
+                needs,
+                limit: self.limit,
+            }),
+            false => Ok(()),
+        }
     }
 
     /// Bytes held now by every request.
@@ -93,6 +106,13 @@ impl BytesHeld {
     /// other requests hold some of it.
     pub fn grow(&mut self, more: usize) -> Result<(), ApiError> {
         use std::sync::atomic::Ordering;
+        let needs = self.bytes.saturating_add(more);
+        if needs > self.limit {
+            return Err(ApiError::RequestOverBudget {
+                needs,
+                limit: self.limit,
+            });
+        }
         let before = self.held.fetch_add(more, Ordering::AcqRel);
         let others = before - self.bytes;
         if others > 0 && before.saturating_add(more) > self.limit {
@@ -124,9 +144,10 @@ impl Drop for BytesHeld {
     }
 }
 
-/// Bytes a request reserved for its decoded tensors; given back on drop.
-pub struct Reserved<'a> {
-    budget: &'a ByteBudget,
+/// Bytes a request reserved for its decoded tensors; given back on drop,
+/// which the batcher does once the run that holds the tensors is over.
+pub struct Reserved {
+    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     bytes: usize,
 }
 
@@ -134,22 +155,24 @@ impl ByteBudget {
     /// Reserves `bytes` beside the `own` bytes the request already holds
     /// (its body), unless that takes the budget past its limit while other
     /// requests hold some of it.
-    pub fn reserve(&self, own: usize, bytes: usize) -> Result<Reserved<'_>, ApiError> {
+    pub fn reserve(&self, own: usize, bytes: usize) -> Result<Reserved, ApiError> {
+        self.fits_alone(own.saturating_add(bytes))?;
         let before = self.held.fetch_add(bytes, Ordering::AcqRel);
         let others = before.saturating_sub(own);
         if others > 0 && before.saturating_add(bytes) > self.limit {
             self.held.fetch_sub(bytes, Ordering::AcqRel);
             return Err(ApiError::BodiesOverBudget(self.limit));
         }
-        Ok(Reserved { budget: self, bytes })
+        let held = self.held.clone();
+        Ok(Reserved { held, bytes })
     }
 }
 
-impl Reserved<'_> {
+impl Reserved {
     /// Keeps only `actual` bytes of the reservation (never more than reserved).
     pub fn settle(&mut self, actual: usize) {
         let freed = self.bytes.saturating_sub(actual);
-        self.budget.held.fetch_sub(freed, Ordering::AcqRel);
+        self.held.fetch_sub(freed, Ordering::AcqRel);
         self.bytes -= freed;
     }
 
@@ -158,9 +181,9 @@ impl Reserved<'_> {
     }
 }
 
-impl Drop for Reserved<'_> {
+impl Drop for Reserved {
     fn drop(&mut self) {
-        self.budget.held.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.held.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 
@@ -208,7 +231,7 @@ impl Service {
         binary: usize,
         decode: impl FnOnce(&[u8]) -> Result<T, ApiError> + Send + 'static,
         measure: impl FnOnce(&T) -> usize,
-    ) -> Result<(T, Reserved<'_>), ApiError> {
+    ) -> Result<(T, Reserved), ApiError> {
         let bytes = body.as_slice();
         let mut reserved = self.body_budget.reserve(bytes.len(), decoded_bound(bytes, binary))?;
         let decoded = offload::decode_body(body, decode).await?;
@@ -233,7 +256,9 @@ impl Service {
         };
         let measure =
             |decoded: &Result<DecodedPredict, T>| decoded.as_ref().map_or(0, |(_, _, inputs)| tensor_bytes(inputs));
-        let (decoded, _held) = self.decode_within_budget(body, 0, decode, measure).await?;
+        let (decoded, held) = self.decode_within_budget(body, 0, decode, measure).await?;
+        // The run keeps it until the tensors are dropped, even past a timeout.
+        trace.held = Some(Box::new(held));
         let (signature, format, inputs) = match decoded {
             Ok(decoded) => decoded,
             Err(other) => return Ok(Err(other)),
@@ -253,22 +278,29 @@ mod tests {
     use crate::tensor::Tensor;
 
     #[test]
-    fn one_body_is_admitted_alone_whatever_its_size() {
+    fn a_body_past_the_whole_budget_is_refused_even_alone() {
         let budget = ByteBudget::new(10);
         let mut alone = budget.start();
-        assert!(alone.grow(50).is_ok());
+        assert!(alone.grow(8).is_ok());
+        let refused = alone.grow(3).map(drop).unwrap_err();
+        assert_eq!(refused.status().as_u16(), 413);
+        assert_eq!(
+            refused.to_string(),
+            "request needs 11 bytes for its body and decoded tensors, more than the limit of 10 bytes (max_in_flight_bytes)"
+        );
         let mut other = budget.start();
-        assert!(other.grow(1).is_err());
+        let busy = other.grow(3).map(drop).unwrap_err();
+        assert_eq!(busy.status().as_u16(), 503);
         drop(alone);
         assert!(other.grow(5).is_ok());
         assert_eq!(budget.held(), 5);
-        // A borrowed hold follows the same rule, and gives its bytes back.
-        assert!(budget.hold(6).is_err());
+        // A borrowed hold follows the same rules, and gives its bytes back.
+        assert_eq!(budget.hold(6).map(drop).unwrap_err().status().as_u16(), 503);
         let borrowed = budget.hold(5).map_err(|e| e.to_string()).unwrap();
         assert_eq!(budget.held(), 10);
         drop(borrowed);
         drop(other);
-        assert!(budget.hold(50).is_ok());
+        assert_eq!(budget.hold(50).map(drop).unwrap_err().status().as_u16(), 413);
         assert_eq!(budget.held(), 0);
     }
 
@@ -276,9 +308,10 @@ mod tests {
     fn decoded_tensors_are_reserved_before_and_settled_after() {
         let budget = ByteBudget::new(100);
         let body = budget.hold(40).map_err(|e| e.to_string()).unwrap();
-        // Alone, a request may pass the limit with its own decoded tensors.
-        let mut own = budget.reserve(40, 90).map_err(|e| e.to_string()).unwrap();
-        assert_eq!(budget.held(), 130);
+        // Alone, a request may not pass the limit with its own decoded tensors.
+        assert_eq!(budget.reserve(40, 61).map(drop).unwrap_err().status().as_u16(), 413);
+        let mut own = budget.reserve(40, 60).map_err(|e| e.to_string()).unwrap();
+        assert_eq!(budget.held(), 100);
         own.settle(30);
         assert_eq!((own.bytes(), budget.held()), (30, 70));
         // Beside it, another request's reservation past the limit is refused.

@@ -157,14 +157,24 @@ impl Job<'_> {
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok());
         if cached.as_ref() == Some(&manifest) {
-            log::info!(
-                "model {}: version {} reused from the cache {}",
-                self.model,
-                wanted.version,
-                folder.display()
-            );
-            self.mark_verified(folder);
-            return Ok(());
+            match on_disk_as_listed(&folder, &manifest) {
+                Ok(()) => {
+                    log::info!(
+                        "model {}: version {} reused from the cache {}",
+                        self.model,
+                        wanted.version,
+                        folder.display()
+                    );
+                    self.mark_verified(folder);
+                    return Ok(());
+                }
+                Err(differs) => log::warn!(
+                    "model {}: version {} in the cache {} is not what the store lists ({differs}); downloading it again",
+                    self.model,
+                    wanted.version,
+                    folder.display()
+                ),
+            }
         }
         let partial = self
             .cache
@@ -250,6 +260,63 @@ fn manifest(objects: &[ObjectMeta], prefix: &ObjectPath) -> Vec<Entry> {
         .collect();
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     entries
+}
+
+/// Checks a cached version's files against the store's listing: each
+/// object a file of the listed size, and no file the listing lacks. A
+/// version changed on disk after its download (by hand, or by someone who
+/// could write the cache) is not loaded as the store's.
+fn on_disk_as_listed(folder: &Path, manifest: &[Entry]) -> Result<(), String> {
+    let mut on_disk = Vec::new();
+    files_under(folder, folder, &mut on_disk).map_err(|e| format!("{}: {e}", folder.display()))?;
+    on_disk.retain(|(path, _)| path != MANIFEST);
+    on_disk.sort();
+    for entry in manifest {
+        match on_disk.binary_search_by(|(path, _)| path.as_str().cmp(&entry.path)) {
+            Ok(found) if on_disk[found].1 == entry.size => {}
+            Ok(found) => {
+                return Err(format!(
+                    "{}: {} bytes on disk, {} listed",
+                    entry.path, on_disk[found].1, entry.size
+                ))
+            }
+            Err(_) => return Err(format!("{}: listed, not on disk", entry.path)),
+        }
+    }
+    match on_disk
+        .iter()
+        .find(|(path, _)| !manifest.iter().any(|entry| entry.path == *path))
+    {
+        Some((extra, _)) => Err(format!("{extra}: on disk, not listed")),
+        None => Ok(()),
+    }
+}
+
+/// Every file beneath `dir`, by its path relative to `root` with `/`
+/// between parts, and its size; links are not followed.
+fn files_under(root: &Path, dir: &Path, found: &mut Vec<(String, u64)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let path = entry.path();
+        if kind.is_dir() {
+            files_under(root, &path, found)?;
+            continue;
+        }
+        let relative = path.strip_prefix(root).unwrap_or(&path);
+        let name = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        let size = match kind.is_file() {
+            true => entry.metadata()?.len(),
+            // A link in place of a listed file never matches its size.
+            false => u64::MAX,
+        };
+        found.push((name, size));
+    }
+    Ok(())
 }
 
 /// `.partial-<version>-<pid>` or `.stale-<version>-<pid>` of a process no

@@ -18,6 +18,7 @@
 
 mod errors;
 mod mirror;
+pub mod private;
 mod stores;
 mod transfer;
 mod url;
@@ -75,9 +76,10 @@ impl Storage {
         &self.cache_root
     }
 
-    /// The default cache root: `tfserve-models` in the system's temp folder.
+    /// The default cache root: `models` in this user's own temporary
+    /// folder, `$TMPDIR/tfserve-<uid>` (see [`private`]).
     pub fn default_cache_root() -> PathBuf {
-        std::env::temp_dir().join("tfserve-models")
+        private::user_temp_dir().join("models")
     }
 
     /// The folder a model's versions are read from, as it is now: the cache

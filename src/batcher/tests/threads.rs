@@ -23,7 +23,7 @@ fn a_fast_queue_is_run_by_its_callers_once_measured() {
     // Unmeasured: the batch threads run it, and measure it.
     for value in 0..4 {
         let submitted = handle
-            .submit_or_drive(vec![rows(&[value as f32])], &["x"], None, None)
+            .submit_or_drive(vec![rows(&[value as f32])], &["x"], None, None, None)
             .unwrap();
         assert!(submitted.drive.is_none());
         answer(submitted.pending).unwrap();
@@ -35,9 +35,11 @@ fn a_fast_queue_is_run_by_its_callers_once_measured() {
         .iter()
         .all(|t| *t != std::thread::current().id()));
     // Measured and fast: requests queued together are one batch, run here.
-    let first = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+    let first = handle
+        .submit_or_drive(vec![rows(&[1.0])], &["x"], None, None, None)
+        .unwrap();
     let second = handle
-        .submit_or_drive(vec![rows(&[2.0, 3.0])], &["x"], None, None)
+        .submit_or_drive(vec![rows(&[2.0, 3.0])], &["x"], None, None, None)
         .unwrap();
     let (Some(drive), Some(_)) = (first.drive, second.drive) else {
         panic!("both requests are run by their caller");
@@ -63,7 +65,9 @@ fn queues_with_a_batch_timeout_or_no_limit_keep_to_the_batch_threads() {
         let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
         let handle = batcher.add_queue("q".into(), params(8, timeout), true, runner, metrics, None);
         for _ in 0..8 {
-            let submitted = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+            let submitted = handle
+                .submit_or_drive(vec![rows(&[1.0])], &["x"], None, None, None)
+                .unwrap();
             assert!(submitted.drive.is_none(), "limit {limit:?}, timeout {timeout:?}");
             answer(submitted.pending).unwrap();
         }
@@ -76,7 +80,9 @@ fn measured_inline_queue(runner: Arc<ThreadRecorder>) -> (Arc<Batcher>, QueueHan
     let metrics = QueueMetrics::new("batcher-test", 1, "serving_default");
     let handle = batcher.add_queue("q".into(), params(8, Duration::ZERO), true, runner, metrics, None);
     for _ in 0..4 {
-        let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None, None).unwrap();
+        let submitted = handle
+            .submit_or_drive(vec![rows(&[0.0])], &["x"], None, None, None)
+            .unwrap();
         answer(submitted.pending).unwrap();
     }
     (batcher, handle)
@@ -86,7 +92,9 @@ fn measured_inline_queue(runner: Arc<ThreadRecorder>) -> (Arc<Batcher>, QueueHan
 fn each_thread_batches_its_own_requests_and_any_thread_can_drive_them() {
     let runner = Arc::new(ThreadRecorder::default());
     let (_batcher, handle) = measured_inline_queue(runner.clone());
-    let here = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None, None).unwrap();
+    let here = handle
+        .submit_or_drive(vec![rows(&[1.0])], &["x"], None, None, None)
+        .unwrap();
     // Threads take shards in turn; other tests' threads may take turns too,
     // so try threads until one lands on another shard.
     let there = (0..100)
@@ -99,7 +107,11 @@ fn each_thread_batches_its_own_requests_and_any_thread_can_drive_them() {
                                 Drive::Shard(s) => Some(s),
                                 Drive::Shared => None,
                             }))
-                        .then(|| handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None, None).unwrap())
+                        .then(|| {
+                            handle
+                                .submit_or_drive(vec![rows(&[2.0])], &["x"], None, None, None)
+                                .unwrap()
+                        })
                     })
                     .join()
                     .unwrap()
@@ -130,10 +142,10 @@ fn each_thread_batches_its_own_requests_and_any_thread_can_drive_them() {
 fn shards_refuse_as_the_shared_queue_does() {
     let runner = Arc::new(ThreadRecorder::default());
     let (batcher, handle) = measured_inline_queue(runner);
-    let too_large = handle.submit_or_drive(vec![rows(&[0.0; 9])], &["x"], None, None);
+    let too_large = handle.submit_or_drive(vec![rows(&[0.0; 9])], &["x"], None, None, None);
     assert!(matches!(too_large, Err(BatchError::TooLarge { rows: 9, max: 8, .. })));
     batcher.shutdown();
-    let closed = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None, None);
+    let closed = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None, None, None);
     assert!(matches!(closed, Err(BatchError::ShuttingDown)));
 }
 
@@ -150,16 +162,22 @@ fn shards_hold_at_most_max_enqueued_batches_and_the_rest_take_the_shared_queue()
     };
     let handle = batcher.add_queue("q".into(), params, true, runner, metrics, None);
     for _ in 0..4 {
-        let submitted = handle.submit_or_drive(vec![rows(&[0.0])], &["x"], None, None).unwrap();
+        let submitted = handle
+            .submit_or_drive(vec![rows(&[0.0])], &["x"], None, None, None)
+            .unwrap();
         answer(submitted.pending).unwrap();
     }
-    let first = handle.submit_or_drive(vec![rows(&[1.0])], &["x"], None, None).unwrap();
-    let second = handle.submit_or_drive(vec![rows(&[2.0])], &["x"], None, None).unwrap();
+    let first = handle
+        .submit_or_drive(vec![rows(&[1.0])], &["x"], None, None, None)
+        .unwrap();
+    let second = handle
+        .submit_or_drive(vec![rows(&[2.0])], &["x"], None, None, None)
+        .unwrap();
     assert!(matches!(first.drive, Some(Drive::Shard(_))), "{:?}", first.drive);
     assert!(matches!(second.drive, Some(Drive::Shared)), "{:?}", second.drive);
     // The shards' one batch and the shared queue's one are taken: refused
     // in the shared queue's words.
-    let third = handle.submit_or_drive(vec![rows(&[3.0])], &["x"], None, None);
+    let third = handle.submit_or_drive(vec![rows(&[3.0])], &["x"], None, None, None);
     assert!(matches!(third, Err(BatchError::QueueFull { batches: 1, .. })));
     for (submitted, value) in [(second, 2.0), (first, 1.0)] {
         if let Some(drive) = submitted.drive {
@@ -168,7 +186,9 @@ fn shards_hold_at_most_max_enqueued_batches_and_the_rest_take_the_shared_queue()
         }
         assert_eq!(floats(&answer(submitted.pending)), vec![value]);
     }
-    let fourth = handle.submit_or_drive(vec![rows(&[4.0])], &["x"], None, None).unwrap();
+    let fourth = handle
+        .submit_or_drive(vec![rows(&[4.0])], &["x"], None, None, None)
+        .unwrap();
     assert!(
         matches!(fourth.drive, Some(Drive::Shard(_))),
         "the shards' batch was given back"

@@ -132,37 +132,66 @@ pub fn respond(req: &HttpRequest, result: Result<HttpResponse, ApiError>) -> Htt
 pub async fn read_body(req: &HttpRequest, payload: web::Payload, state: &ServerState) -> Result<Bytes, ApiError> {
     let limit = state.max_request_bytes;
     let mut held = state.service.body_budget().start();
-    let body = {
-        let mut read = std::pin::pin!(read_limited(req, payload, limit, &mut held));
-        // A body already in the connection's buffer (most small ones) needs no
-        // timer: only one still arriving is raced against the timeout. The
-        // connection hands a small body over just after the handler's first
-        // poll, so the handler asks to be polled once more before arming one.
-        let mut asked_again = false;
-        let first = std::future::poll_fn(|cx| match std::future::Future::poll(read.as_mut(), cx) {
-            std::task::Poll::Pending if !asked_again => {
-                asked_again = true;
-                cx.waker().wake_by_ref();
-                std::task::Poll::Pending
-            }
-            polled => std::task::Poll::Ready(polled),
-        })
-        .await;
-        match first {
-            std::task::Poll::Ready(body) => body?,
-            std::task::Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
-                Ok(body) => body?,
-                Err(_) => return Err(ApiError::BodyTimeout(state.body_timeout.as_millis() as u64)),
-            },
+    let body = within_body_timeout(state, read_limited(req, payload, limit, &mut held)).await?;
+    hold_until_done(req, held);
+    Ok(body)
+}
+
+/// Runs `read` (a body being read) within `--client_body_timeout_ms`: a
+/// client that stops sending, or sends a body that never ends as its format
+/// says it must, gets 408 instead of holding a slot and its bytes.
+pub async fn within_body_timeout<T>(
+    state: &ServerState,
+    read: impl Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    let mut read = std::pin::pin!(read);
+    // A body already in the connection's buffer (most small ones) needs no
+    // timer: only one still arriving is raced against the timeout. The
+    // connection hands a small body over just after the handler's first
+    // poll, so the handler asks to be polled once more before arming one.
+    let mut asked_again = false;
+    let first = std::future::poll_fn(|cx| match Future::poll(read.as_mut(), cx) {
+        std::task::Poll::Pending if !asked_again => {
+            asked_again = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
         }
-    };
-    // Held until the request is done: its scope (or its extensions) drop with it.
+        polled => std::task::Poll::Ready(polled),
+    })
+    .await;
+    match first {
+        std::task::Poll::Ready(body) => body,
+        std::task::Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
+            Ok(body) => body,
+            Err(_) => Err(ApiError::BodyTimeout(state.body_timeout.as_millis() as u64)),
+        },
+    }
+}
+
+/// Keeps a body's bytes of the budget until its request is done: the
+/// request's scope (or its extensions) drop with it.
+pub fn hold_until_done(req: &HttpRequest, held: BytesHeld) {
     let mut held = Some(held);
     let _ = REQUEST.try_with(|scope| *scope.held.borrow_mut() = held.take());
     if let Some(held) = held {
         actix_web::HttpMessage::extensions_mut(req).insert(held);
     }
-    Ok(body)
+}
+
+/// The body's declared length, refused at once when past `limit`.
+pub fn declared_length(req: &HttpRequest, limit: usize) -> Result<Option<usize>, ApiError> {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    match declared {
+        Some(length) if length > limit => Err(ApiError::PayloadTooLarge {
+            limit,
+            got: Some(length),
+        }),
+        declared => Ok(declared),
+    }
 }
 
 async fn read_limited(
@@ -171,17 +200,7 @@ async fn read_limited(
     limit: usize,
     held: &mut BytesHeld,
 ) -> Result<Bytes, ApiError> {
-    let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if let Some(length) = declared.filter(|&l| l > limit) {
-        return Err(ApiError::PayloadTooLarge {
-            limit,
-            got: Some(length),
-        });
-    }
+    let declared = declared_length(req, limit)?;
     // A declared length is held before reading: a refusal costs no memory.
     held.grow(declared.unwrap_or(0))?;
     // The limit applies to the decoded bytes, so a small gzip body cannot expand past it.

@@ -113,9 +113,9 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerS
         let length = length.transpose()?;
         let body = read_body(&req, payload, &state).await?;
         crate::call::http::keep_body(&state, trace, &body);
-        // Held until the run is answered: the decoded tensors count against the budget.
-        let (decoded, _decoded) = if length == Some(0) {
-            (raw_request(&state.service, &model, &version, &body)?, None)
+        // The decoded tensors count against the budget until their run is over.
+        let decoded = if length == Some(0) {
+            raw_request(&state.service, &model, &version, &body)?
         } else {
             let binary = length.map_or(0, |json| body.len().saturating_sub(json));
             let measure = |decoded: &Decoded| {
@@ -127,7 +127,8 @@ async fn infer(req: HttpRequest, payload: web::Payload, state: web::Data<ServerS
                 .service
                 .decode_within_budget(&body, binary, decode, measure)
                 .await?;
-            (decoded, Some(reserved))
+            trace.held = Some(Box::new(reserved));
+            decoded
         };
         let answer = run(&state.service, &model, &version, decoded, trace).await?;
         header_length = answer.1;

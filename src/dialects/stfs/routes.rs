@@ -9,11 +9,13 @@ use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::StfsError;
-use crate::call::http::{json_response, read_body, Inference, Outcome};
+use crate::call::http::{
+    declared_length, hold_until_done, json_response, read_body, within_body_timeout, Inference, Outcome,
+};
 use crate::dialects::stfs;
 use crate::error::ApiError;
 use crate::imaging::ImageFile;
-use crate::server::ServerState;
+use crate::server::{BytesHeld, ServerState};
 use crate::service::VersionSelector;
 
 /// `POST /`, `GET /health`, `GET /v1/models/{m}/gen_json` and `.../gen_client`
@@ -69,7 +71,7 @@ pub async fn infer(req: &HttpRequest, payload: web::Payload, state: &ServerState
     let media = crate::codec::payload::media_type(content_type);
     let result = async {
         if media == "multipart/form-data" {
-            let upload = read_upload(req, payload, state.max_request_bytes).await?;
+            let upload = read_upload(req, payload, state).await?;
             return stfs::infer_images(&state.service, upload.fields, upload.files, trace).await;
         }
         // Otherwise the body is JSON whatever the header says (`curl -d`
@@ -94,9 +96,26 @@ struct Upload {
     fields: HashMap<String, String>,
 }
 
-/// Reads a form upload, holding at most `limit` bytes across all parts. Files
-/// are the `image` and `images` parts; other parts are text fields.
-async fn read_upload(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<Upload, ApiError> {
+/// Reads a form upload as [`read_body`] reads a body: at most
+/// `max_request_bytes` across all parts, its bytes held of the budget until
+/// the request is done, and within the body timeout. Files are the `image`
+/// and `images` parts; other parts are text fields.
+async fn read_upload(req: &HttpRequest, payload: web::Payload, state: &ServerState) -> Result<Upload, ApiError> {
+    let limit = state.max_request_bytes;
+    let declared = declared_length(req, limit)?;
+    let mut held = state.service.body_budget().start();
+    held.grow(declared.unwrap_or(0))?;
+    let upload = within_body_timeout(state, read_parts(req, payload, limit, &mut held)).await?;
+    hold_until_done(req, held);
+    Ok(upload)
+}
+
+async fn read_parts(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+    held: &mut BytesHeld,
+) -> Result<Upload, ApiError> {
     let mut form = actix_multipart::Multipart::new(req.headers(), payload);
     let mut upload = Upload {
         files: Vec::new(),
@@ -119,6 +138,10 @@ async fn read_upload(req: &HttpRequest, payload: web::Payload, limit: usize) -> 
             total += chunk.len();
             if total > limit {
                 return Err(ApiError::PayloadTooLarge { limit, got: None });
+            }
+            // An undeclared (chunked) upload holds what it grows to.
+            if total > held.bytes() {
+                held.grow(total - held.bytes())?;
             }
             bytes.extend_from_slice(&chunk);
         }

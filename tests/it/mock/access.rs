@@ -239,3 +239,26 @@ fn sagemaker_model_names_and_urls_with_dot_dot_stay_refused() {
     let (status, answer) = load(json!({"model_name": "adder", "url": root.join("adder")}));
     assert_eq!(status, 200, "{answer}");
 }
+
+/// What the cache holds is loaded as models and precision decisions: a
+/// cache folder another user may write stops the start, naming it.
+#[test]
+fn a_model_cache_other_users_may_write_stops_the_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = temp_dir("shared-cache");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut settings = common::model_settings("half", repo_path("models/half_plus_three"));
+    settings.models.model_cache_dir = Some(cache.clone());
+    let start = |settings: tfserve::settings::Settings| {
+        actix_web::rt::System::new()
+            .block_on(async move { common::start_server_result(&settings).map(|running| running.addrs[0]) })
+    };
+    let error = start(settings.clone()).expect_err("start-up fails").to_string();
+    assert!(
+        error.starts_with(&format!("--model_cache_dir: {} has mode 777", cache.display())),
+        "{error}"
+    );
+    // Writable by its owner alone, it serves.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(start(settings).is_ok());
+}

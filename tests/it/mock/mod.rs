@@ -5,6 +5,7 @@
 mod access;
 mod auth;
 mod batching;
+mod bounded;
 mod cors;
 mod dashboard;
 mod docs;

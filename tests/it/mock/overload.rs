@@ -129,7 +129,8 @@ fn bodies_past_the_byte_budget_get_503_before_being_read() {
     drop(first);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let body = format!("{{\"instances\": [1.0]{}}}", " ".repeat(2 << 20));
+        // 1 MiB of body, and as much again for what it could decode into.
+        let body = format!("{{\"instances\": [1.0]{}}}", " ".repeat(1 << 20));
         let status = common::client().post(&url).body(body).send().unwrap().status();
         if status == 200 {
             break;

@@ -11,7 +11,7 @@ use common::process::serve_model;
 use common::repo_path;
 
 /// The budget the server runs with.
-const LIMIT: u64 = 96 << 20;
+const LIMIT: u64 = 100 << 20;
 /// What the peak may pass the idle resident set by beyond the budget: a
 /// running batch's own copies (TensorFlow's aligned input, its outputs)
 /// and the allocators' slack, measured at up to SLACK_MEASURED here.

@@ -51,6 +51,22 @@ fn s3_versions_come_and_go_a_restart_reuses_the_cache_and_an_outage_keeps_servin
     assert_eq!(predict(&server), json!({"predictions": [3.5, 4.0]}));
     assert_eq!(logged(&server, "version 2 reused from the cache"), 1);
     assert_eq!(logged(&server, "downloading"), 0);
+    drop(server);
+
+    // A cached version changed on disk since its download is not the
+    // store's: it is downloaded again, not loaded.
+    let graph = folder.join("2/saved_model.pb");
+    let mut changed = std::fs::read(&graph).unwrap();
+    changed.extend_from_slice(b"planted");
+    std::fs::write(&graph, changed).unwrap();
+    let server = serve("s3://models/hp", &cache, &env).unwrap();
+    assert_eq!(predict(&server), json!({"predictions": [3.5, 4.0]}));
+    assert_eq!(logged(&server, "is not what the store lists (saved_model.pb: "), 1);
+    assert_eq!(logged(&server, "downloading version 2 from s3://models/hp"), 1);
+    assert_eq!(
+        std::fs::read(&graph).unwrap(),
+        std::fs::read(repo_path("models/half_plus_three/1/saved_model.pb")).unwrap()
+    );
 
     // The store goes away: the loaded version keeps serving, and it is said once.
     drop(store);
