@@ -145,22 +145,29 @@ fn confine_to(path: &str, roots: &[PathBuf], model: &str) -> Result<PathBuf, Man
     if requested.components().any(|c| c == Component::ParentDir) {
         return Err(ManageError::ParentInPath(path.to_string()));
     }
-    let real = requested.canonicalize().map_err(|_| ManageError::NoBasePath {
-        path: path.to_string(),
-        model: model.to_string(),
-    })?;
-    if roots
-        .iter()
-        .filter_map(|r| r.canonicalize().ok())
-        .any(|root| real.starts_with(root))
-    {
-        return Ok(real);
+    let under_roots = |path: &Path| {
+        roots
+            .iter()
+            .any(|root| path.starts_with(root) || root.canonicalize().is_ok_and(|root| path.starts_with(root)))
+    };
+    let outside = || {
+        let roots: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+        ManageError::OutsideRoots {
+            path: path.to_string(),
+            roots: roots.join(", "),
+        }
+    };
+    match requested.canonicalize() {
+        Ok(real) if under_roots(&real) => Ok(real),
+        Ok(_) => Err(outside()),
+        // Whether a path outside the roots exists is not the caller's to
+        // learn: it gets the same answer as one that does.
+        Err(_) if !std::path::absolute(requested).is_ok_and(|p| under_roots(&p)) => Err(outside()),
+        Err(_) => Err(ManageError::NoBasePath {
+            path: path.to_string(),
+            model: model.to_string(),
+        }),
     }
-    let roots: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
-    Err(ManageError::OutsideRoots {
-        path: path.to_string(),
-        roots: roots.join(", "),
-    })
 }
 
 /// Loading and warm-up take seconds: never on a transport's event loop.
@@ -194,8 +201,14 @@ mod tests {
             confine_to(outside.to_str().unwrap(), &roots, "m"),
             Err(ManageError::OutsideRoots { .. })
         ));
+        // Outside the roots, a path that does not exist is answered as one that does.
         assert!(matches!(
             confine_to("/no/such/dir", &roots, "m"),
+            Err(ManageError::OutsideRoots { .. })
+        ));
+        let missing = root.join("missing");
+        assert!(matches!(
+            confine_to(missing.to_str().unwrap(), &roots, "m"),
             Err(ManageError::NoBasePath { .. })
         ));
         std::fs::remove_dir_all(&root).unwrap();

@@ -240,6 +240,37 @@ fn sagemaker_model_names_and_urls_with_dot_dot_stay_refused() {
     assert_eq!(status, 200, "{answer}");
 }
 
+/// A path outside `--model_roots` gets one answer whether or not it exists:
+/// `POST /models` does not tell a caller what lies on the server's disk.
+#[test]
+fn sagemaker_loads_outside_the_roots_do_not_tell_whether_the_path_exists() {
+    let root = temp_dir("access-mme-probe");
+    let elsewhere = temp_dir("access-mme-elsewhere");
+    common::copy_dir(&repo_path("models/adder"), &elsewhere.join("adder"));
+    let mut settings = common::local_settings();
+    settings.models.multi_model = true;
+    settings.models.models_dir = root.clone();
+    settings.models.model_roots = vec![root.clone()];
+    let url = format!("http://{}", spawn_server(settings));
+    let load = |path: &std::path::Path| {
+        let (status, answer) = call(
+            Method::POST,
+            &format!("{url}/models"),
+            Some(json!({"model_name": "m", "url": path})),
+        );
+        let path = path.display().to_string();
+        (status, answer.to_string().replace(&path, "PATH"))
+    };
+    let existing = load(&elsewhere.join("adder"));
+    assert_eq!(existing.0, 403, "{}", existing.1);
+    assert!(existing.1.contains("outside the model roots"), "{}", existing.1);
+    assert_eq!(load(&elsewhere.join("no-such-model")), existing);
+    assert_eq!(load(std::path::Path::new("/no/such/folder")), existing);
+    // Inside the roots, a missing path is said to be missing.
+    let (status, answer) = load(&root.join("missing"));
+    assert_eq!(status, 404, "{answer}");
+}
+
 /// What the cache holds is loaded as models and precision decisions: a
 /// cache folder another user may write stops the start, naming it.
 #[test]

@@ -61,7 +61,14 @@ fn s3_versions_come_and_go_a_restart_reuses_the_cache_and_an_outage_keeps_servin
     std::fs::write(&graph, changed).unwrap();
     let server = serve("s3://models/hp", &cache, &env).unwrap();
     assert_eq!(predict(&server), json!({"predictions": [3.5, 4.0]}));
-    assert_eq!(logged(&server, "is not what the store lists (saved_model.pb: "), 1);
+    let listed = std::fs::metadata(repo_path("models/half_plus_three/1/saved_model.pb"))
+        .unwrap()
+        .len();
+    let differs = format!(
+        "is not what the store lists (saved_model.pb: {} bytes on disk, {listed} listed)",
+        listed + 7
+    );
+    assert_eq!(logged(&server, &differs), 1);
     assert_eq!(logged(&server, "downloading version 2 from s3://models/hp"), 1);
     assert_eq!(
         std::fs::read(&graph).unwrap(),
