@@ -27,13 +27,23 @@ struct SerdeParts<'a> {
 }
 
 /// serde_json's reading of a body: every JSON error, worded as it words them.
+/// The body is checked as UTF-8 first: serde_json skips the strings of keys
+/// it ignores without looking at their bytes, and JSON is UTF-8 throughout.
 pub(super) fn parse(body: &[u8]) -> Result<Parts<&str>, CodecError> {
-    let parts: SerdeParts<'_> = serde_json::from_slice(body).map_err(|e| CodecError::json_parse(&e))?;
+    let text = std::str::from_utf8(body).map_err(|e| not_utf8(body, e.valid_up_to()))?;
+    let parts: SerdeParts<'_> = serde_json::from_str(text).map_err(|e| CodecError::json_parse(&e))?;
     Ok(Parts {
         signature_name: parts.signature_name,
         instances: parts.instances.map(RawValue::get),
         inputs: parts.inputs.map(RawValue::get),
     })
+}
+
+/// serde_json's words for a byte that is not UTF-8, at its line and column.
+fn not_utf8(body: &[u8], at: usize) -> CodecError {
+    let line = 1 + memchr::memchr_iter(b'\n', &body[..at]).count();
+    let column = 1 + at - memchr::memrchr(b'\n', &body[..at]).map_or(0, |newline| newline + 1);
+    CodecError::JsonParse(format!("invalid unicode code point at line {line} column {column}"))
 }
 
 /// The same parts found by scanning: `None` wherever the answer is not plain,
@@ -60,6 +70,7 @@ pub(super) fn scan(body: &[u8]) -> Option<Parts<&[u8]>> {
     }
     loop {
         let (key, after_key) = plain_string(body, at)?;
+        std::str::from_utf8(key).ok()?;
         at = skip_space(body, after_key);
         if body.get(at) != Some(&b':') {
             return None;
@@ -108,9 +119,10 @@ pub(super) fn scan(body: &[u8]) -> Option<Parts<&[u8]>> {
                     *slot = Some(value);
                 }
             }
-            // Other keys are ignored, as serde ignores them, once known to be JSON.
+            // Other keys are ignored, as serde ignores them, once known to be
+            // JSON: UTF-8 (which serde does not check in what it ignores) and well formed.
             _ => {
-                serde_json::from_slice::<IgnoredAny>(value).ok()?;
+                serde_json::from_str::<IgnoredAny>(std::str::from_utf8(value).ok()?).ok()?;
             }
         }
         at = skip_space(body, stop);

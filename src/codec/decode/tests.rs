@@ -199,6 +199,30 @@ fn envelope_errors() {
 }
 
 #[test]
+fn bytes_that_are_not_utf8_are_refused_wherever_they_are() {
+    let sig = signature(vec![spec("x", DType::Float, None)]);
+    let bodies: [&[u8]; 4] = [
+        b"{\"instances\": [1.0], \"note\": \"\xff\"}",
+        b"{\"note\": \"a\xc3\", \"instances\": [1.0]}",
+        b"{\"\xfe\": 1, \"instances\": [1.0]}",
+        b"{\"instances\": [1.0],\n \"n\\u0021\": \"\xff\"}",
+    ];
+    let wanted = [
+        "JSON Parse error: invalid unicode code point at line 1 column 31",
+        "JSON Parse error: invalid unicode code point at line 1 column 12",
+        "JSON Parse error: invalid unicode code point at line 1 column 3",
+        "JSON Parse error: invalid unicode code point at line 2 column 14",
+    ];
+    for (body, wanted) in bodies.iter().zip(wanted) {
+        let error = PredictEnvelope::parse(body).and_then(|e| e.decode(&sig));
+        assert_eq!(error.unwrap_err().to_string(), wanted, "{}", String::from_utf8_lossy(body));
+    }
+    // The same bodies in UTF-8 are served.
+    let fine = "{\"instances\": [1.0], \"note\": \"\u{e9}\"}";
+    assert_eq!(decode(fine, &sig).unwrap()[0].data, TensorData::Float(vec![1.0]));
+}
+
+#[test]
 fn instances_given_one_by_one_decode_as_a_list() {
     let sig = signature(vec![spec("x", DType::Float, None)]);
     let lines = decode_instance_values(["[1.0, 2]", "[3, 4.5]"], &sig).unwrap();
