@@ -32,6 +32,14 @@ pub enum ApiError {
     /// No route answers this method and path.
     #[error("Not found: {method} {path}")]
     RouteNotFound { method: String, path: String },
+    /// A route answers this path, with other methods (`allow`, as the
+    /// `Allow` header lists them).
+    #[error("Method Not Allowed: {method} {path} (this path takes {allow})")]
+    MethodNotAllowed {
+        method: String,
+        path: String,
+        allow: &'static str,
+    },
     /// The body is not JSON (TF Serving's and KServe's words).
     #[error("JSON Parse error: {0}")]
     JsonParse(serde_json::Error),
@@ -93,6 +101,7 @@ impl ApiError {
             ApiError::Request(e) => e.code(),
             ApiError::JsonParse(_) => Code::InvalidArgument,
             ApiError::RouteNotFound { .. } => Code::NotFound,
+            ApiError::MethodNotAllowed { .. } => Code::MethodNotAllowed,
             ApiError::Codec(e) => e.code(),
             ApiError::Runtime(e) => e.code(),
             ApiError::Registry(e) => e.code(),
@@ -210,6 +219,14 @@ mod tests {
             (ApiError::Internal("join".into()), 500),
             (ApiError::Overloaded(4096), 503),
             (ApiError::Unauthorized, 401),
+            (
+                ApiError::MethodNotAllowed {
+                    method: "GET".into(),
+                    path: "/invocations".into(),
+                    allow: "POST",
+                },
+                405,
+            ),
             (ApiError::NotReady("loading".into()), 503),
             (ApiError::PingFailed("m".into()), 502),
         ];

@@ -34,6 +34,8 @@ pub enum Code {
     InsufficientStorage,
     /// The client took too long to send its request.
     RequestTimeout,
+    /// A known path asked with a method it does not take.
+    MethodNotAllowed,
     /// A status an `inference.py` handler chose itself.
     Handler(u16),
     /// A session run out of memory (a GPU's, usually): RESOURCE_EXHAUSTED
@@ -69,6 +71,7 @@ pub fn http_status(code: Code) -> StatusCode {
         Code::BadGateway => StatusCode::BAD_GATEWAY,
         Code::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+        Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         Code::Handler(status) => custom(status, StatusCode::INTERNAL_SERVER_ERROR),
         Code::OutOfMemory => StatusCode::SERVICE_UNAVAILABLE,
     }
@@ -91,7 +94,7 @@ pub fn grpc_code(code: Code) -> tonic::Code {
         Code::FailedPrecondition => G::FailedPrecondition,
         Code::Aborted => G::Aborted,
         Code::OutOfRange => G::OutOfRange,
-        Code::Unimplemented => G::Unimplemented,
+        Code::Unimplemented | Code::MethodNotAllowed => G::Unimplemented,
         Code::Internal | Code::Handler(_) => G::Internal,
         Code::Unavailable | Code::BadGateway => G::Unavailable,
         Code::Unauthenticated => G::Unauthenticated,
@@ -134,6 +137,7 @@ mod tests {
             (Code::BadGateway, 502),
             (Code::InsufficientStorage, 507),
             (Code::RequestTimeout, 408),
+            (Code::MethodNotAllowed, 405),
             (Code::Handler(418), 418),
             (Code::Handler(99), 500),
             (Code::OutOfMemory, 503),

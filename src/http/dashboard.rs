@@ -4,7 +4,7 @@
 use actix_web::{web, HttpResponse};
 use serde_json::{json, Value};
 
-use crate::call::http::json_response;
+use crate::call::http::{json_response, resource};
 use crate::metrics::METRICS;
 use crate::server::ServerState;
 use crate::service::VersionSelector;
@@ -17,9 +17,9 @@ const PAGE: &str = include_str!("dashboard.html");
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::get().to(root));
     for path in ["/dashboard", "/dashboard/"] {
-        cfg.route(path, web::get().to(page));
+        cfg.service(resource(path, "GET").route(web::get().to(page)));
     }
-    cfg.route("/dashboard/state", web::get().to(state_route));
+    cfg.service(resource("/dashboard/state", "GET").route(web::get().to(state_route)));
 }
 
 async fn state_route(state: web::Data<ServerState>) -> HttpResponse {

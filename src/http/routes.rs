@@ -6,26 +6,28 @@ use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
-use crate::call::http::{body_json, decode_segment, json, read_body, respond, versions_json};
+use crate::call::http::{body_json, decode_segment, json, read_body, resource, respond, versions_json};
 use crate::error::{error_response, ApiError};
 use crate::model_config::{self, VersionPolicy};
 use crate::server::{models, ServerState};
 
 /// Health, metrics and the management API.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    for path in [
-        "/v1/health/live",
-        "/v1/health/ready",
-        "/v2/health/live",
-        "/v2/health/ready",
-    ] {
-        // Probes read; other methods fall to the unknown-route answer, as
-        // `/ping`'s do.
+    for path in ["/v1/health/live", "/v1/health/ready"] {
+        // Under `/v1`, another method falls to TF Serving's answer for a
+        // request it has no route for (400 `Malformed request`).
         let get_or_head = actix_web::guard::Any(actix_web::guard::Get()).or(actix_web::guard::Head());
         cfg.route(path, web::route().guard(get_or_head).to(health_route));
     }
+    for path in ["/v2/health/live", "/v2/health/ready"] {
+        cfg.service(
+            resource(path, "GET, HEAD")
+                .route(web::get().to(health_route))
+                .route(web::head().to(health_route)),
+        );
+    }
     for path in ["/metrics", "/monitoring/prometheus/metrics"] {
-        cfg.route(path, web::get().to(metrics));
+        cfg.service(resource(path, "GET").route(web::get().to(metrics)));
     }
     // Under a static prefix, so other paths never reach the pattern.
     cfg.service(web::scope("/tfserve").route("/{tail:.*}", web::route().to(tfserve_route)));

@@ -146,21 +146,70 @@ async fn open_inference_protocol_infers_and_answers_health_and_readiness() {
     assert_eq!((status, body), (StatusCode::OK, json!({"live": true})));
     let (status, body) = call(&state, test::TestRequest::get().uri("/v2/health/ready")).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"ready": true})));
-    // Probes are read; any other method is an unknown route, as `/ping`'s are.
-    for method in ["TRACE", "POST", "DELETE"] {
-        let method = actix_web::http::Method::from_bytes(method.as_bytes()).unwrap();
-        for path in ["/v1/health/live", "/v2/health/ready", "/ping"] {
-            let (status, _body) = call(&state, test::TestRequest::default().method(method.clone()).uri(path)).await;
-            // Under /v1, TF Serving's own answer to a request it has no route for.
-            let unknown = match path.starts_with("/v1/") {
-                true => StatusCode::BAD_REQUEST,
-                false => StatusCode::NOT_FOUND,
-            };
-            assert_eq!(status, unknown, "{method} {path}: {_body}");
-        }
-    }
     let (status, body) = call(&state, test::TestRequest::get().uri("/v2/models/nope/ready")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+/// A known path asked with another method: 405, `Allow` listing the
+/// methods it takes and a JSON error naming both; under `/v1`, TF
+/// Serving's own answer to a request it has no route for.
+#[actix_web::test]
+async fn a_method_a_path_does_not_take_is_405_with_allow() {
+    let (state, root) = state("methods");
+    let app = test::init_service(
+        App::new()
+            .wrap(actix_web::middleware::from_fn(super::middleware::gate))
+            .wrap(actix_web::middleware::from_fn(super::middleware::assign))
+            .app_data(state.clone())
+            .configure(super::configure),
+    )
+    .await;
+    let cases = [
+        ("TRACE", "/v2/health/ready", "GET, HEAD"),
+        ("POST", "/ping", "GET, HEAD"),
+        ("GET", "/invocations", "POST"),
+        ("GET", "/v2/models/m/infer", "POST"),
+        ("GET", "/v2/models/m/versions/1/infer", "POST"),
+        ("DELETE", "/v2/models/m", "GET"),
+        ("GET", "/v2/repository/index", "POST"),
+        ("PUT", "/models", "GET, POST"),
+        ("POST", "/models/m", "GET, DELETE"),
+        ("GET", "/models/m/invoke", "POST"),
+        ("POST", "/metrics", "GET"),
+        ("DELETE", "/dashboard", "GET"),
+        ("POST", "/health", "GET"),
+    ];
+    for (method, path, allow) in cases {
+        let method = actix_web::http::Method::from_bytes(method.as_bytes()).unwrap();
+        let request = test::TestRequest::default().method(method.clone()).uri(path);
+        let response = app.call(request.to_request()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        assert_eq!(response.headers().get("allow").unwrap(), allow, "{method} {path}");
+        let body: Value = serde_json::from_slice(&test::read_body(response).await).unwrap();
+        assert_eq!(
+            error_text(&body),
+            format!("Method Not Allowed: {method} {path} (this path takes {allow})")
+        );
+    }
+    for (method, path) in [("TRACE", "/v1/health/live"), ("DELETE", "/v1/models/m:predict")] {
+        let method = actix_web::http::Method::from_bytes(method.as_bytes()).unwrap();
+        let request = test::TestRequest::default().method(method.clone()).uri(path);
+        let (status, body) = call(&state, request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}");
+        assert!(error_text(&body).starts_with("Malformed request"), "{body}");
+    }
+    // The methods each path takes still answer.
+    let (status, _) = call(&state, test::TestRequest::get().uri("/ping")).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(
+        &state,
+        test::TestRequest::default()
+            .method(actix_web::http::Method::HEAD)
+            .uri("/v2/health/live"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
     std::fs::remove_dir_all(root).unwrap();
 }
 

@@ -24,6 +24,25 @@ mod answer;
 
 pub use answer::{keep_body, Answer, Exchange, Inference, Outcome};
 
+/// A route-table entry for `path` whose routes take the methods `allow`
+/// lists (as the `Allow` header writes them, `"GET, HEAD"`): any other
+/// method is answered 405 with that header and a JSON error naming both.
+pub fn resource(path: &str, allow: &'static str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(move |req: HttpRequest| async move {
+        let error = ApiError::MethodNotAllowed {
+            method: req.method().to_string(),
+            path: req.path().to_string(),
+            allow,
+        };
+        let mut response = error_response(error.status(), &error.to_string());
+        response.headers_mut().insert(
+            actix_web::http::header::ALLOW,
+            actix_web::http::header::HeaderValue::from_static(allow),
+        );
+        response
+    }))
+}
+
 /// A URL path segment, percent-decoded.
 pub fn decode_segment(segment: &str) -> String {
     // Most names carry no escapes: a copy, without the decoder's pass.

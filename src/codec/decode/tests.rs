@@ -215,7 +215,12 @@ fn bytes_that_are_not_utf8_are_refused_wherever_they_are() {
     ];
     for (body, wanted) in bodies.iter().zip(wanted) {
         let error = PredictEnvelope::parse(body).and_then(|e| e.decode(&sig));
-        assert_eq!(error.unwrap_err().to_string(), wanted, "{}", String::from_utf8_lossy(body));
+        assert_eq!(
+            error.unwrap_err().to_string(),
+            wanted,
+            "{}",
+            String::from_utf8_lossy(body)
+        );
     }
     // The same bodies in UTF-8 are served.
     let fine = "{\"instances\": [1.0], \"note\": \"\u{e9}\"}";

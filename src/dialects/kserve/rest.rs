@@ -11,7 +11,7 @@ pub use super::rest_body::decode_infer_body;
 use super::rest_body::{decode, Decoded};
 use super::{values, OipError};
 use crate::call::http::json as json_response;
-use crate::call::http::{read_body, Inference, Outcome};
+use crate::call::http::{read_body, resource, Inference, Outcome};
 use crate::error::ApiError;
 use crate::server::ServerState;
 use crate::service::{tensor_bytes, Service};
@@ -25,24 +25,28 @@ pub const HEADER_LENGTH: &str = "inference-header-content-length";
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // Under static prefixes, inference first: other paths never reach these
     // patterns, and an infer call tries one or two.
-    cfg.route("/v2", web::get().to(server_metadata)).service(
+    // Each path a resource: another method gets 405 with `Allow`, as
+    // KServe's own server (FastAPI) answers.
+    let get = |path| resource(path, "GET");
+    let post = |path| resource(path, "POST");
+    cfg.service(get("/v2").route(web::get().to(server_metadata))).service(
         web::scope("/v2")
             // The spec writes the server-metadata path as `v2/`, and clients built from it ask so.
-            .route("/", web::get().to(server_metadata))
+            .service(get("/").route(web::get().to(server_metadata)))
             .service(
                 web::scope("/models")
-                    .route("/{model}/infer", web::post().to(infer))
-                    .route("/{model}/versions/{version}/infer", web::post().to(infer))
-                    .route("/{model}", web::get().to(metadata))
-                    .route("/{model}/versions/{version}", web::get().to(metadata))
-                    .route("/{model}/ready", web::get().to(ready))
-                    .route("/{model}/versions/{version}/ready", web::get().to(ready)),
+                    .service(post("/{model}/infer").route(web::post().to(infer)))
+                    .service(post("/{model}/versions/{version}/infer").route(web::post().to(infer)))
+                    .service(get("/{model}").route(web::get().to(metadata)))
+                    .service(get("/{model}/versions/{version}").route(web::get().to(metadata)))
+                    .service(get("/{model}/ready").route(web::get().to(ready)))
+                    .service(get("/{model}/versions/{version}/ready").route(web::get().to(ready))),
             )
             .service(
                 web::scope("/repository")
-                    .route("/index", web::post().to(index))
-                    .route("/models/{model}/load", web::post().to(load))
-                    .route("/models/{model}/unload", web::post().to(unload)),
+                    .service(post("/index").route(web::post().to(index)))
+                    .service(post("/models/{model}/load").route(web::post().to(load)))
+                    .service(post("/models/{model}/unload").route(web::post().to(unload))),
             ),
     );
 }

@@ -6,25 +6,30 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
 use super::SageMakerError;
-use crate::call::http::{body_json, json, read_body, respond, versions_json};
+use crate::call::http::{body_json, json, read_body, resource, respond, versions_json};
 use crate::error::ApiError;
 use crate::model_config::ModelSource;
 use crate::server::ServerState;
 use crate::service::{has_versions, ManageError, ModelInfo, RegistryError};
 
-/// The multi-model routes on actix's table; other methods fall through to the JSON 404.
+/// The multi-model routes on actix's table; another method gets 405 with `Allow`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // Under a static prefix, so other paths never reach the patterns.
     cfg.service(
         web::scope("/models")
-            .route("/{name}/invoke", web::post().to(invoke))
+            .service(resource("/{name}/invoke", "POST").route(web::post().to(invoke)))
             .service(
-                web::resource(["", "/"])
+                resource("", "GET, POST")
                     .route(web::get().to(list))
                     .route(web::post().to(load)),
             )
             .service(
-                web::resource("/{name}")
+                resource("/", "GET, POST")
+                    .route(web::get().to(list))
+                    .route(web::post().to(load)),
+            )
+            .service(
+                resource("/{name}", "GET, DELETE")
                     .route(web::get().to(describe))
                     .route(web::delete().to(unload)),
             ),

@@ -4,7 +4,7 @@
 use actix_web::http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use crate::call::http::{read_body, Inference, Outcome};
+use crate::call::http::{read_body, resource, Inference, Outcome};
 use crate::dialects::sagemaker::{Invocation, CUSTOM_ATTRIBUTES};
 use crate::error::{error_response, ApiError};
 use crate::server::ServerState;
@@ -12,10 +12,14 @@ use crate::service::{VersionSelector, VersionState};
 
 /// `/ping`, `/invocations` and the multi-model routes under `/models`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    let get_or_head = actix_web::guard::Any(actix_web::guard::Get()).or(actix_web::guard::Head());
-    cfg.route("/ping", web::route().guard(get_or_head).to(ping_route))
-        .route("/invocations", web::post().to(invocations_route))
-        .configure(super::models::configure);
+    // Another method gets 405 with `Allow`.
+    cfg.service(
+        resource("/ping", "GET, HEAD")
+            .route(web::get().to(ping_route))
+            .route(web::head().to(ping_route)),
+    )
+    .service(resource("/invocations", "POST").route(web::post().to(invocations_route)))
+    .configure(super::models::configure);
 }
 
 async fn ping_route(state: web::Data<ServerState>) -> HttpResponse {

@@ -10,7 +10,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::StfsError;
 use crate::call::http::{
-    declared_length, hold_until_done, json_response, read_body, within_body_timeout, Inference, Outcome,
+    declared_length, hold_until_done, json_response, read_body, resource, within_body_timeout, Inference, Outcome,
 };
 use crate::dialects::stfs;
 use crate::error::ApiError;
@@ -22,7 +22,7 @@ use crate::service::VersionSelector;
 /// (registered before TF Serving's `/v1/` routes, which would take them).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::post().to(infer_route))
-        .route("/health", web::get().to(health_route))
+        .service(resource("/health", "GET").route(web::get().to(health_route)))
         // Guarded by the path's end, so TF Serving's requests never try the patterns.
         .service(
             web::scope("/v1/models")
