@@ -82,6 +82,13 @@ pub fn report(dir: &Path) -> Result<String, String> {
                 .find(|a| a.signature == signature.name);
             if let Some(audited) = audited {
                 let _ = writeln!(out, "  Reaches: {}", reaches_text(&audited.reaches));
+                for module in &audited.modules {
+                    let runs = match crate::audit::JAX_MODULE_VERSIONS.contains(&module.version) {
+                        true => "",
+                        false => "; the linked TensorFlow 2.21 does not run this version",
+                    };
+                    let _ = writeln!(out, "  JAX module (XlaCallModule): {}{runs}", module.describe());
+                }
             }
             for warning in signature.inputs.iter().filter_map(saved_model::inexact) {
                 let _ = writeln!(out, "  warning: {warning}");

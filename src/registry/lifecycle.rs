@@ -239,6 +239,8 @@ impl Registry {
             .name(format!("tfserve-load-{model}"))
             .spawn(move || {
                 let built = servable::audited(&dir, &allowed, &options).and_then(|audit| {
+                    let sees_gpu = options.loader.sees_gpu();
+                    let session = servable::session_for_modules(&name, version, audit.as_deref(), &session, sees_gpu);
                     let built = servable::build(&name, version, &dir, &session, images, &options);
                     built.map_err(|e| e.to_string()).map(|mut servable| {
                         servable.logging = logging;

@@ -210,8 +210,51 @@ pub fn audited(
             crate::metrics::METRICS.refused_loads.with_label_values(&[class]).inc();
             return Err(refusal);
         }
+        if let Some(refusal) = audit.module_refusal() {
+            crate::metrics::METRICS
+                .refused_loads
+                .with_label_values(&["jax_module_version"])
+                .inc();
+            return Err(refusal);
+        }
     }
     Ok(audit.map(Arc::new))
+}
+
+/// The session a version's JAX modules can run in: on a host whose models
+/// run on a GPU, a version with a module exported without a GPU platform
+/// runs on the CPU (TensorFlow would place the module on the GPU and refuse
+/// it there: "The current platform CUDA is not among the platforms required
+/// by the module"); and `mixed_precision: auto` does not apply to JAX
+/// modules, which the precision rewrite cannot change.
+pub fn session_for_modules(
+    model: &str,
+    version: i64,
+    audit: Option<&crate::audit::ModelAudit>,
+    session: &SessionConfig,
+    sees_gpu: bool,
+) -> SessionConfig {
+    let mut session = session.clone();
+    let Some(audit) = audit.filter(|a| a.runs_jax_modules()) else {
+        return session;
+    };
+    if let Some((signature, module)) = audit.module_without_gpu().filter(|_| sees_gpu && !session.cpu_only) {
+        log::info!(
+            "model {model} version {version}: runs on the CPU: signature '{signature}' runs a JAX module exported \
+             for {} only ({}); export it for CUDA too to run it on the GPU",
+            module.platforms.join(", "),
+            module.describe()
+        );
+        session.cpu_only = true;
+    }
+    if session.choose_mode {
+        log::info!(
+            "model {model} version {version}: mixed_precision auto does not apply: its signatures run serialized \
+             JAX modules (XlaCallModule), which TensorFlow's precision rewrite leaves as they are; it serves in float32"
+        );
+        session.choose_mode = false;
+    }
+    session
 }
 
 /// The trial of `mixed_precision: auto` (`None` without it): every mode this

@@ -28,6 +28,9 @@ pub(crate) struct AttrValue {
     /// A string attribute (`PrintV2`'s `output_stream`).
     #[prost(bytes = "vec", tag = "2")]
     pub s: Vec<u8>,
+    /// An integer attribute (`XlaCallModule`'s `version`).
+    #[prost(int64, tag = "3")]
+    pub i: i64,
     /// A placeholder's shape.
     #[prost(message, optional, tag = "7")]
     pub shape: Option<TensorShapeProto>,

@@ -16,6 +16,7 @@ mod grpc_security;
 mod handler_faults;
 mod handler_models;
 mod handlers;
+mod jax_modules;
 mod kserve;
 mod kserve_agent;
 mod layers;
