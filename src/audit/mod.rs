@@ -20,6 +20,7 @@
 //! unless every class is allowed. The audit reads the files TensorFlow then
 //! loads: whoever can rewrite them in between can already replace the model.
 
+mod jax;
 mod ops;
 
 use std::collections::BTreeSet;
@@ -30,6 +31,9 @@ use prost::Message;
 
 use crate::runtime::graph_trace::{nodes_run, GraphDef};
 use crate::runtime::graph_view::{AttrValue, NodeDef};
+
+use jax::jax_modules;
+pub use jax::{JaxModule, JAX_MODULE_VERSIONS};
 
 /// What an op reaches outside the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,46 +115,6 @@ pub struct SignatureAudit {
     pub modules: Vec<JaxModule>,
 }
 
-/// A serialized JAX module a signature runs: an `XlaCallModule` node, as
-/// jax2tf and Keras 3's `export` write every signature.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JaxModule {
-    /// Its node, as the path of calls that reach it.
-    pub node: String,
-    /// The version of its serialization.
-    pub version: i64,
-    /// The platforms it was exported for (`CPU`, `CUDA`, `ROCM`, `TPU`).
-    pub platforms: Vec<String>,
-    /// Whether TensorFlow checks the platform it runs on against them (an
-    /// export may disable the check).
-    pub platform_checked: bool,
-}
-
-/// The serialization versions of `XlaCallModule` the linked TensorFlow
-/// (2.21) runs: `kVersionMinimumSupported` and `kVersionMaximumSupported` of
-/// its `xla_call_module_loader.cc` (Python's
-/// `tf.compiler.tf2xla.python.xla.call_module_maximum_supported_version()`
-/// prints the maximum).
-pub const JAX_MODULE_VERSIONS: std::ops::RangeInclusive<i64> = 4..=10;
-
-impl JaxModule {
-    /// Whether it runs on a GPU: exported for one, or the check disabled.
-    pub fn runs_on_gpu(&self) -> bool {
-        !self.platform_checked || self.platforms.iter().any(|p| p == "CUDA" || p == "ROCM")
-    }
-
-    /// `version 10, platforms CPU (node 'f/XlaCallModule')`.
-    pub fn describe(&self) -> String {
-        format!(
-            "version {}, platforms {}{} (node '{}')",
-            self.version,
-            self.platforms.join(", "),
-            if self.platform_checked { "" } else { " (not checked)" },
-            self.node
-        )
-    }
-}
-
 impl SignatureAudit {
     pub fn classes(&self) -> BTreeSet<Access> {
         self.reaches.iter().map(|r| r.class).collect()
@@ -226,37 +190,6 @@ impl ModelAudit {
             first.class,
             how_to_allow(&classes)
         ))
-    }
-
-    /// Why the linked TensorFlow cannot run one of its JAX modules (a
-    /// serialization version outside [`JAX_MODULE_VERSIONS`]), or `None`.
-    pub fn module_refusal(&self) -> Option<String> {
-        let (signature, module) = self
-            .signatures
-            .iter()
-            .flat_map(|s| s.modules.iter().map(move |m| (s, m)))
-            .find(|(_, m)| !JAX_MODULE_VERSIONS.contains(&m.version))?;
-        let (low, high) = (JAX_MODULE_VERSIONS.start(), JAX_MODULE_VERSIONS.end());
-        Some(format!(
-            "model is refused: signature '{}' runs a serialized JAX module of version {} (node '{}', XlaCallModule), \
-             and the linked TensorFlow 2.21 runs versions {low} to {high}: export it again with a JAX release that \
-             writes version {high} or lower, or with JAX_EXPORT_CALLING_CONVENTION_VERSION={high} set when exporting",
-            signature.signature, module.version, module.node
-        ))
-    }
-
-    /// The first JAX module exported without a GPU platform (one a GPU
-    /// would refuse to run), with its signature.
-    pub fn module_without_gpu(&self) -> Option<(&str, &JaxModule)> {
-        self.signatures
-            .iter()
-            .flat_map(|s| s.modules.iter().map(move |m| (s.signature.as_str(), m)))
-            .find(|(_, m)| !m.runs_on_gpu())
-    }
-
-    /// Whether any signature runs a JAX module.
-    pub fn runs_jax_modules(&self) -> bool {
-        self.signatures.iter().any(|s| !s.modules.is_empty())
     }
 
     /// One line for the log and the status pages: `serving_default: files_read
@@ -420,25 +353,6 @@ fn reaches(nodes: &[(String, &NodeDef)], custom: &BTreeSet<&str>) -> Vec<Reach> 
     }
     found.sort_by_key(|r| r.class);
     found
-}
-
-/// The `XlaCallModule` nodes among `nodes`.
-fn jax_modules(nodes: &[(String, &NodeDef)]) -> Vec<JaxModule> {
-    let strings = |node: &NodeDef, name: &str| -> Vec<String> {
-        let list = node.attr.get(name).and_then(|v| v.list.as_ref());
-        list.map(|l| l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect())
-            .unwrap_or_default()
-    };
-    nodes
-        .iter()
-        .filter(|(_, node)| node.op == "XlaCallModule")
-        .map(|(path, node)| JaxModule {
-            node: path.clone(),
-            version: node.attr.get("version").map_or(0, |v| v.i),
-            platforms: strings(node, "platforms"),
-            platform_checked: !strings(node, "disabled_checks").iter().any(|c| c == "platform"),
-        })
-        .collect()
 }
 
 /// A string attribute, or a list of strings joined by ','.

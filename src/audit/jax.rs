@@ -1,0 +1,99 @@
+//! The serialized JAX modules a signature runs (`XlaCallModule`, as jax2tf
+//! and Keras 3's `export` write every signature): what the audit reads of
+//! them, so a version the linked TensorFlow does not run is refused by name
+//! and a CPU-only export is kept off a GPU (`registry::servable`).
+
+use super::ModelAudit;
+use crate::runtime::graph_view::NodeDef;
+
+/// A serialized JAX module a signature runs: an `XlaCallModule` node, as
+/// jax2tf and Keras 3's `export` write every signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JaxModule {
+    /// Its node, as the path of calls that reach it.
+    pub node: String,
+    /// The version of its serialization.
+    pub version: i64,
+    /// The platforms it was exported for (`CPU`, `CUDA`, `ROCM`, `TPU`).
+    pub platforms: Vec<String>,
+    /// Whether TensorFlow checks the platform it runs on against them (an
+    /// export may disable the check).
+    pub platform_checked: bool,
+}
+
+/// The serialization versions of `XlaCallModule` the linked TensorFlow
+/// (2.21) runs: `kVersionMinimumSupported` and `kVersionMaximumSupported` of
+/// its `xla_call_module_loader.cc` (Python's
+/// `tf.compiler.tf2xla.python.xla.call_module_maximum_supported_version()`
+/// prints the maximum).
+pub const JAX_MODULE_VERSIONS: std::ops::RangeInclusive<i64> = 4..=10;
+
+impl JaxModule {
+    /// Whether it runs on a GPU: exported for one, or the check disabled.
+    pub fn runs_on_gpu(&self) -> bool {
+        !self.platform_checked || self.platforms.iter().any(|p| p == "CUDA" || p == "ROCM")
+    }
+
+    /// `version 10, platforms CPU (node 'f/XlaCallModule')`.
+    pub fn describe(&self) -> String {
+        format!(
+            "version {}, platforms {}{} (node '{}')",
+            self.version,
+            self.platforms.join(", "),
+            if self.platform_checked { "" } else { " (not checked)" },
+            self.node
+        )
+    }
+}
+
+impl ModelAudit {
+    /// Why the linked TensorFlow cannot run one of its JAX modules (a
+    /// serialization version outside [`JAX_MODULE_VERSIONS`]), or `None`.
+    pub fn module_refusal(&self) -> Option<String> {
+        let (signature, module) = self
+            .signatures
+            .iter()
+            .flat_map(|s| s.modules.iter().map(move |m| (s, m)))
+            .find(|(_, m)| !JAX_MODULE_VERSIONS.contains(&m.version))?;
+        let (low, high) = (JAX_MODULE_VERSIONS.start(), JAX_MODULE_VERSIONS.end());
+        Some(format!(
+            "model is refused: signature '{}' runs a serialized JAX module of version {} (node '{}', XlaCallModule), \
+             and the linked TensorFlow 2.21 runs versions {low} to {high}: export it again with a JAX release that \
+             writes version {high} or lower, or with JAX_EXPORT_CALLING_CONVENTION_VERSION={high} set when exporting",
+            signature.signature, module.version, module.node
+        ))
+    }
+
+    /// The first JAX module exported without a GPU platform (one a GPU
+    /// would refuse to run), with its signature.
+    pub fn module_without_gpu(&self) -> Option<(&str, &JaxModule)> {
+        self.signatures
+            .iter()
+            .flat_map(|s| s.modules.iter().map(move |m| (s.signature.as_str(), m)))
+            .find(|(_, m)| !m.runs_on_gpu())
+    }
+
+    /// Whether any signature runs a JAX module.
+    pub fn runs_jax_modules(&self) -> bool {
+        self.signatures.iter().any(|s| !s.modules.is_empty())
+    }
+}
+
+/// The `XlaCallModule` nodes among `nodes`.
+pub(super) fn jax_modules(nodes: &[(String, &NodeDef)]) -> Vec<JaxModule> {
+    let strings = |node: &NodeDef, name: &str| -> Vec<String> {
+        let list = node.attr.get(name).and_then(|v| v.list.as_ref());
+        list.map(|l| l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+            .unwrap_or_default()
+    };
+    nodes
+        .iter()
+        .filter(|(_, node)| node.op == "XlaCallModule")
+        .map(|(path, node)| JaxModule {
+            node: path.clone(),
+            version: node.attr.get("version").map_or(0, |v| v.i),
+            platforms: strings(node, "platforms"),
+            platform_checked: !strings(node, "disabled_checks").iter().any(|c| c == "platform"),
+        })
+        .collect()
+}
