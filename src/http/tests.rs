@@ -17,17 +17,27 @@ fn state(name: &str) -> (web::Data<ServerState>, PathBuf) {
     (web::Data::from(state), root)
 }
 
-/// A request through the whole route table and middleware; (status, JSON body).
-async fn call(state: &web::Data<ServerState>, request: test::TestRequest) -> (StatusCode, Value) {
-    let app = test::init_service(
+/// The whole route table and middleware, as the server builds them.
+async fn app(
+    state: &web::Data<ServerState>,
+) -> impl actix_web::dev::Service<
+    actix_http::Request,
+    Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+    Error = actix_web::Error,
+> {
+    test::init_service(
         App::new()
             .wrap(actix_web::middleware::from_fn(super::middleware::gate))
             .wrap(actix_web::middleware::from_fn(super::middleware::assign))
             .app_data(state.clone())
             .configure(super::configure),
     )
-    .await;
-    let response = app.call(request.to_request()).await.unwrap();
+    .await
+}
+
+/// A request through the whole route table and middleware; (status, JSON body).
+async fn call(state: &web::Data<ServerState>, request: test::TestRequest) -> (StatusCode, Value) {
+    let response = app(state).await.call(request.to_request()).await.unwrap();
     let status = response.status();
     let body = test::read_body(response).await;
     let value = serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()));
@@ -157,14 +167,7 @@ async fn open_inference_protocol_infers_and_answers_health_and_readiness() {
 #[actix_web::test]
 async fn a_method_a_path_does_not_take_is_405_with_allow() {
     let (state, root) = state("methods");
-    let app = test::init_service(
-        App::new()
-            .wrap(actix_web::middleware::from_fn(super::middleware::gate))
-            .wrap(actix_web::middleware::from_fn(super::middleware::assign))
-            .app_data(state.clone())
-            .configure(super::configure),
-    )
-    .await;
+    let app = app(&state).await;
     let cases = [
         ("TRACE", "/v2/health/ready", "GET, HEAD"),
         ("POST", "/ping", "GET, HEAD"),

@@ -200,15 +200,20 @@ fn a_gigabyte_gzip_bomb_is_refused_at_the_body_limit() {
     assert_eq!(status, 200);
 }
 
+/// A SageMaker multi-model server whose only model root is `root`; its URL.
+fn multi_model_server(root: &std::path::Path) -> String {
+    let mut settings = common::local_settings();
+    settings.models.multi_model = true;
+    settings.models.models_dir = root.to_path_buf();
+    settings.models.model_roots = vec![root.to_path_buf()];
+    format!("http://{}", spawn_server(settings))
+}
+
 #[test]
 fn sagemaker_model_names_and_urls_with_dot_dot_stay_refused() {
     let root = temp_dir("access-mme-root");
     common::copy_dir(&repo_path("models/adder"), &root.join("adder"));
-    let mut settings = common::local_settings();
-    settings.models.multi_model = true;
-    settings.models.models_dir = root.clone();
-    settings.models.model_roots = vec![root.clone()];
-    let url = format!("http://{}", spawn_server(settings));
+    let url = multi_model_server(&root);
     let load = |body: Value| call(Method::POST, &format!("{url}/models"), Some(body));
     let escaping = format!(
         "{}/../{}/adder",
@@ -247,11 +252,7 @@ fn sagemaker_loads_outside_the_roots_do_not_tell_whether_the_path_exists() {
     let root = temp_dir("access-mme-probe");
     let elsewhere = temp_dir("access-mme-elsewhere");
     common::copy_dir(&repo_path("models/adder"), &elsewhere.join("adder"));
-    let mut settings = common::local_settings();
-    settings.models.multi_model = true;
-    settings.models.models_dir = root.clone();
-    settings.models.model_roots = vec![root.clone()];
-    let url = format!("http://{}", spawn_server(settings));
+    let url = multi_model_server(&root);
     let load = |path: &std::path::Path| {
         let (status, answer) = call(
             Method::POST,
