@@ -12,10 +12,9 @@ use crate::signature::TensorSpec;
 
 const PAGE: &str = include_str!("dashboard.html");
 
-/// `GET /dashboard` (and `GET /`).
-/// The page at `/` and `/dashboard`, and the state it polls.
+/// The page at `/dashboard` (and `GET /`, in the route table's `/`), and the
+/// state it polls.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/", web::get().to(root));
     for path in ["/dashboard", "/dashboard/"] {
         cfg.service(resource(path, "GET").route(web::get().to(page)));
     }
@@ -28,7 +27,7 @@ async fn state_route(state: web::Data<ServerState>) -> HttpResponse {
 
 /// `GET /`: the page for a browser; for a client that does not ask for HTML,
 /// KServe's liveness answer, which its v1 client reads from the root.
-async fn root(req: actix_web::HttpRequest) -> HttpResponse {
+pub(super) async fn root(req: actix_web::HttpRequest) -> HttpResponse {
     let wants_html = req
         .headers()
         .get(actix_web::http::header::ACCEPT)

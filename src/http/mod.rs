@@ -25,6 +25,13 @@ use crate::server::ServerState;
 pub fn configure(cfg: &mut web::ServiceConfig) {
     crate::dialects::tfs::configure_inference(cfg);
     routes::configure(cfg);
+    // Two dialects share `/`: the dashboard's page (and KServe v1's liveness)
+    // and Simple TensorFlow Serving's predict.
+    cfg.service(
+        crate::call::http::resource("/", "GET, POST")
+            .route(web::get().to(dashboard::root))
+            .route(web::post().to(crate::dialects::stfs::routes::infer_route)),
+    );
     dashboard::configure(cfg);
     crate::dialects::stfs::configure(cfg);
     crate::dialects::sagemaker::configure(cfg);

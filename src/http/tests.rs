@@ -182,6 +182,7 @@ async fn a_method_a_path_does_not_take_is_405_with_allow() {
         ("POST", "/metrics", "GET"),
         ("DELETE", "/dashboard", "GET"),
         ("POST", "/health", "GET"),
+        ("PUT", "/", "GET, POST"),
     ];
     for (method, path, allow) in cases {
         let method = actix_web::http::Method::from_bytes(method.as_bytes()).unwrap();

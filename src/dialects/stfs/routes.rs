@@ -18,11 +18,11 @@ use crate::imaging::ImageFile;
 use crate::server::{BytesHeld, ServerState};
 use crate::service::VersionSelector;
 
-/// `POST /`, `GET /health`, `GET /v1/models/{m}/gen_json` and `.../gen_client`
-/// (registered before TF Serving's `/v1/` routes, which would take them).
+/// `GET /health`, `GET /v1/models/{m}/gen_json` and `.../gen_client`,
+/// registered before TF Serving's `/v1/` routes, which would take them.
+/// (`POST /` is in the route table's `/`, which two dialects share.)
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/", web::post().to(infer_route))
-        .service(resource("/health", "GET").route(web::get().to(health_route)))
+    cfg.service(resource("/health", "GET").route(web::get().to(health_route)))
         // Guarded by the path's end, so TF Serving's requests never try the patterns.
         .service(
             web::scope("/v1/models")
@@ -36,7 +36,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
-async fn infer_route(req: HttpRequest, payload: web::Payload, state: web::Data<ServerState>) -> HttpResponse {
+/// `POST /` (in the route table's `/`, beside the dashboard's `GET /`).
+pub async fn infer_route(req: HttpRequest, payload: web::Payload, state: web::Data<ServerState>) -> HttpResponse {
     infer(&req, payload, &state).await
 }
 
