@@ -67,21 +67,15 @@ pub fn load(
     connections: usize,
     seconds: f64,
 ) -> Result<(), Error> {
-    use prost::Message;
     let uri: http::Uri = format!(
         "{}/tensorflow.serving.PredictionService/Predict",
         target.trim_end_matches('/')
     )
     .parse()?;
     let authority = uri.authority().ok_or("the target has no host")?.to_string();
-    let encoded = request.encode_to_vec();
-    let mut body = Vec::with_capacity(5 + encoded.len());
-    body.push(0);
-    body.extend_from_slice(&u32::try_from(encoded.len())?.to_be_bytes());
-    body.extend_from_slice(&encoded);
     let call = Arc::new(Call {
         uri,
-        body: bytes::Bytes::from(body),
+        body: bytes::Bytes::from(framed(&request)?),
     });
     let connections = connections.max(1);
     let threads = connections.min(2);
@@ -123,6 +117,16 @@ pub fn load(
         at(0.99)
     );
     Ok(())
+}
+
+/// A message as a gRPC body carries it: uncompressed, its length before it.
+pub fn framed(message: &impl prost::Message) -> Result<Vec<u8>, Error> {
+    let encoded = message.encode_to_vec();
+    let mut body = Vec::with_capacity(5 + encoded.len());
+    body.push(0);
+    body.extend_from_slice(&u32::try_from(encoded.len())?.to_be_bytes());
+    body.extend_from_slice(&encoded);
+    Ok(body)
 }
 
 /// The call every caller makes.

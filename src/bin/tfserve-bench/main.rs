@@ -4,11 +4,13 @@
 //! upper bound for any model server on this machine; `grpc` loads tfserve's
 //! gRPC port with one Predict request; `decode` times decoding one request's
 //! inputs from `tensor_content` and from JSON; `open` sends HTTP requests at a
-//! fixed rate (open loop) and reports latency by status.
+//! fixed rate (open loop) and reports latency by status; `grpc-ceiling`
+//! answers every gRPC Predict with a fixed answer, on `h2` or on tonic.
 
 mod bench_grpc;
 mod bench_open;
 mod clock;
+mod grpc_ceiling;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -72,6 +74,10 @@ enum Command {
         /// caller up to this many).
         #[arg(long, default_value_t = 16)]
         connections: usize,
+        /// Write the call's body (the gRPC-framed request) to this file and
+        /// exit, for another load generator (h2load -d).
+        #[arg(long)]
+        write_body: Option<PathBuf>,
     },
     /// Times decoding one request's inputs: gRPC TensorProtos, and a REST JSON body.
     Decode {
@@ -92,6 +98,21 @@ enum Command {
         port: u16,
         #[arg(long, default_value_t = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))]
         workers: usize,
+    },
+    /// Answers every gRPC Predict with the fixed answer tfserve gives one row
+    /// of `model_dir`'s default signature, after reading the request.
+    GrpcCeiling {
+        #[arg(long)]
+        model_dir: PathBuf,
+        #[arg(long)]
+        model: String,
+        #[arg(long, default_value_t = 8700)]
+        port: u16,
+        #[arg(long, value_enum, default_value = "h2")]
+        stack: grpc_ceiling::Stack,
+        /// Tokio worker threads (tfserve's --grpc_num_threads).
+        #[arg(long, default_value_t = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))]
+        threads: usize,
     },
 }
 
@@ -131,9 +152,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             seconds,
             rows,
             connections,
+            write_body,
         } => {
             let (_, signature) = load_model(&model_dir, &signature_only())?;
             let request = bench_grpc::request(&model, &signature, rows)?;
+            if let Some(path) = write_body {
+                return Ok(std::fs::write(path, bench_grpc::framed(&request)?)?);
+            }
             bench_grpc::load(&target, request, concurrency, connections.min(concurrency), seconds)
         }
         Command::Decode {
@@ -145,6 +170,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let request = bench_grpc::request("m", &signature, rows)?;
             let body = rest_body.map(std::fs::read).transpose()?;
             bench_grpc::decode_cost(&request, &signature, body.as_deref())
+        }
+        Command::GrpcCeiling {
+            model_dir,
+            model,
+            port,
+            stack,
+            threads,
+        } => {
+            let (_, signature) = load_model(&model_dir, &signature_only())?;
+            grpc_ceiling::serve(stack, port, threads, grpc_ceiling::answer(&model, &signature)?)
         }
         Command::Ceiling { port, workers } => {
             actix_web::rt::System::new().block_on(async move {
