@@ -8,11 +8,13 @@ in every thread, for a window of sequential keep-alive requests:
   - tfserve with default flags and `--enable_batching=true`, serving
     models/half_plus_three's REST :predict (one instance per request),
   - the same server's gRPC Predict, one call at a time on one connection,
+  - the gRPC ceiling (`tfserve-bench grpc-ceiling`: the `h2` crate answering
+    every Predict with a fixed, pre-encoded answer), called the same way,
   - and the REST :predict of a server capturing every request into JSON
     Lines (`--capture_jsonl_dir`), the capture writer's thread included,
 
-and compares the ratios tfserve / ceiling (REST, gRPC and captured REST) with the committed
-baseline (benches/cost_baseline.json). The model's own session runs (everything under
+and compares the ratios tfserve / ceiling (REST and captured REST against the HTTP
+ceiling, gRPC Predict against the gRPC ceiling) with the committed baseline (benches/cost_baseline.json). The model's own session runs (everything under
 `Model::run`) are left out of tfserve's count: the check guards what the
 server adds around the model, which a sequential client's batches of one
 would otherwise drown in TensorFlow's executor. The server runs with a high
@@ -136,11 +138,11 @@ def instructions(out_file, exclude):
     return total - inside
 
 
-def grpc_window(grpc_port):
+def grpc_window(grpc_port, seconds=GRPC_SECONDS):
     """One window of sequential gRPC Predict calls on one connection; returns the calls made."""
     out = subprocess.run([str(RELEASE / "tfserve-bench"), "grpc", "--model-dir", str(MODEL), "--model",
                           "half_plus_three", "--target", f"http://127.0.0.1:{grpc_port}", "--concurrency", "1",
-                          "--connections", "1", "--seconds", str(GRPC_SECONDS)],
+                          "--connections", "1", "--seconds", str(seconds)],
                          capture_output=True, text=True, check=True).stdout
     result = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
     if result.get("errors"):
@@ -148,34 +150,64 @@ def grpc_window(grpc_port):
     return result["requests"]
 
 
-def per_request(cmd, port, path, work, name, env=None, exclude=None, grpc_port=None):
-    """Median instructions per request over WINDOWS windows of REQUESTS requests;
-    with `grpc_port`, also per gRPC Predict call (over windows of GRPC_SECONDS)."""
+def under_callgrind(cmd, work, name, env=None):
     out = work / f"{name}.callgrind"
     valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                 "--dump-line=no", "--compress-strings=no", "--error-limit=no"]
-    proc = subprocess.Popen(valgrind + cmd, stdout=subprocess.DEVNULL, stderr=open(work / f"{name}.log", "w"),
+    return subprocess.Popen(valgrind + cmd, stdout=subprocess.DEVNULL, stderr=open(work / f"{name}.log", "w"),
                             env=env)
+
+
+def window(proc, work, name, send, exclude=None):
+    """Instructions per request while `send()` -> requests sent runs."""
+    subprocess.run(["callgrind_control", "--instr=on", str(proc.pid)], check=True, capture_output=True)
+    sent = send()
+    subprocess.run(["callgrind_control", "--instr=off", str(proc.pid)], check=True, capture_output=True)
+    subprocess.run(["callgrind_control", "--dump", str(proc.pid)], check=True, capture_output=True)
+    subprocess.run(["callgrind_control", "--zero", str(proc.pid)], check=True, capture_output=True)
+    dumps = sorted(work.glob(f"{name}.callgrind.*"), key=lambda p: int(p.suffix[1:]))
+    return instructions(dumps[-1], exclude) / sent
+
+
+def per_request(cmd, port, path, work, name, env=None, exclude=None, grpc_port=None):
+    """Median instructions per request over WINDOWS windows of REQUESTS requests;
+    with `grpc_port`, also per gRPC Predict call (over windows of GRPC_SECONDS)."""
+    proc = under_callgrind(cmd, work, name, env)
     try:
         wait_answering(proc, port, path, timeout=900)
         client = Client(port, path, BODY)
         client.send(REQUESTS)  # warm: caches, lazily built state, measured run times
-
-        def window(send):
-            subprocess.run(["callgrind_control", "--instr=on", str(proc.pid)], check=True, capture_output=True)
-            sent = send()
-            subprocess.run(["callgrind_control", "--instr=off", str(proc.pid)], check=True, capture_output=True)
-            subprocess.run(["callgrind_control", "--dump", str(proc.pid)], check=True, capture_output=True)
-            subprocess.run(["callgrind_control", "--zero", str(proc.pid)], check=True, capture_output=True)
-            dumps = sorted(work.glob(f"{name}.callgrind.*"), key=lambda p: int(p.suffix[1:]))
-            return instructions(dumps[-1], exclude) / sent
-
-        counts = [window(lambda: client.send(REQUESTS) or REQUESTS) for _ in range(WINDOWS)]
+        counts = [window(proc, work, name, lambda: client.send(REQUESTS) or REQUESTS, exclude)
+                  for _ in range(WINDOWS)]
         if grpc_port is None:
             return statistics.median(counts), counts, None
         grpc_window(grpc_port)  # warm, as REST was
-        grpc_counts = [window(lambda: grpc_window(grpc_port)) for _ in range(WINDOWS)]
+        grpc_counts = [window(proc, work, name, lambda: grpc_window(grpc_port), exclude) for _ in range(WINDOWS)]
         return statistics.median(counts), counts, statistics.median(grpc_counts)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def grpc_ceiling(work):
+    """Median instructions per call of the gRPC ceiling, over WINDOWS windows of GRPC_SECONDS."""
+    port = free_port()
+    proc = under_callgrind([str(RELEASE / "tfserve-bench"), "grpc-ceiling", "--model-dir", str(MODEL), "--model",
+                            "half_plus_three", "--port", str(port)], work, "grpc-ceiling",
+                           dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    try:
+        deadline = time.time() + 300
+        while True:
+            try:
+                grpc_window(port, seconds=0.2)
+                break
+            except (subprocess.CalledProcessError, RuntimeError):
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("the gRPC ceiling never answered") from None
+                time.sleep(0.5)
+        grpc_window(port)  # warm, as tfserve was
+        counts = [window(proc, work, "grpc-ceiling", lambda: grpc_window(port)) for _ in range(WINDOWS)]
+        return statistics.median(counts), counts
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -188,6 +220,7 @@ def measure(server_args=()):
         ceiling, ceiling_windows, _ = per_request(
             [str(RELEASE / "tfserve-bench"), "ceiling", "--port", str(port), "--workers", "1"], port, "/", work,
             "ceiling")
+        grpc_ceiling_count, grpc_ceiling_windows = grpc_ceiling(work)
         port, grpc = free_port(), free_port()
         env = dict(os.environ, RUST_LOG="warn", TF_CPP_MIN_LOG_LEVEL="2")
         server, server_windows, grpc_server = per_request(
@@ -202,9 +235,11 @@ def measure(server_args=()):
              "--inline_run_max_micros=1000000", "--capture_jsonl_dir", str(work / "capture"), *server_args],
             port, "/v1/models/half_plus_three:predict", work, "capture", env, exclude=MODEL_RUN)
         return {"ceiling_instructions": round(ceiling), "tfserve_instructions": round(server),
-                "grpc_instructions": round(grpc_server), "capture_instructions": round(captured),
-                "ratio": server / ceiling, "grpc_ratio": grpc_server / ceiling, "capture_ratio": captured / ceiling,
-                "windows": {"ceiling": ceiling_windows, "tfserve": server_windows}}
+                "grpc_instructions": round(grpc_server), "grpc_ceiling_instructions": round(grpc_ceiling_count),
+                "capture_instructions": round(captured), "ratio": server / ceiling,
+                "grpc_ratio": grpc_server / grpc_ceiling_count, "capture_ratio": captured / ceiling,
+                "windows": {"ceiling": ceiling_windows, "tfserve": server_windows,
+                            "grpc_ceiling": grpc_ceiling_windows}}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -229,14 +264,17 @@ def main():
                 f"ceiling {result['ceiling_instructions']:,}, ratio {result['ratio']:.3f} "
                 f"(windows: tfserve {min(result['windows']['tfserve']):,.0f}-{max(result['windows']['tfserve']):,.0f}, "
                 f"ceiling {min(result['windows']['ceiling']):,.0f}-{max(result['windows']['ceiling']):,.0f}); "
-                f"gRPC Predict {result['grpc_instructions']:,} per call; captured REST "
+                f"gRPC Predict {result['grpc_instructions']:,} per call, gRPC ceiling "
+                f"{result['grpc_ceiling_instructions']:,}, ratio {result['grpc_ratio']:.3f} "
+                f"(REST / gRPC ceiling {result['tfserve_instructions'] / result['grpc_ceiling_instructions']:.3f}); "
+                f"captured REST "
                 f"{result['capture_instructions']:,} ({result['capture_instructions'] / result['tfserve_instructions']:.2f}x "
                 f"uncaptured)")
         if args.update:
             BASELINE.write_text(json.dumps({k: result[k] for k in
                                             ("ceiling_instructions", "tfserve_instructions", "ratio",
-                                             "grpc_instructions", "grpc_ratio", "capture_instructions",
-                                             "capture_ratio")}, indent=2) + "\n")
+                                             "grpc_ceiling_instructions", "grpc_instructions", "grpc_ratio",
+                                             "capture_instructions", "capture_ratio")}, indent=2) + "\n")
             print(f"{line}; written to {BASELINE.relative_to(ROOT)}")
             continue
         if baseline is None:
@@ -244,10 +282,11 @@ def main():
         bound = baseline["ratio"] * TOLERANCE
         verdict = "ok" if result["ratio"] <= bound else "FAILED"
         grpc_check = ""
-        if "grpc_ratio" in baseline:
+        if "grpc_ceiling_instructions" in baseline:
             grpc_bound = baseline["grpc_ratio"] * TOLERANCE
-            grpc_check = (f"; gRPC ratio {result['grpc_ratio']:.3f} against baseline {baseline['grpc_ratio']:.3f} "
-                          f"({baseline['grpc_instructions']:,}), bound {grpc_bound:.3f}")
+            grpc_check = (f"; gRPC / gRPC ceiling {result['grpc_ratio']:.3f} against baseline "
+                          f"{baseline['grpc_ratio']:.3f} ({baseline['grpc_instructions']:,} / "
+                          f"{baseline['grpc_ceiling_instructions']:,}), bound {grpc_bound:.3f}")
             if result["grpc_ratio"] > grpc_bound:
                 verdict = "FAILED"
         if "capture_ratio" in baseline:

@@ -69,6 +69,9 @@ pub fn answer(model: &str, signature: &SignatureSpec) -> Result<PredictResponse,
 }
 
 pub fn serve(stack: Stack, port: u16, threads: usize, answer: PredictResponse) -> Result<(), Error> {
+    // tfserve's logger, and with it its handling of the stacks' `tracing`
+    // spans: without it every span `h2` opens is checked against `log`.
+    tfserve::logging::init("warn")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .enable_all()
@@ -113,6 +116,8 @@ async fn connection(stream: tokio::net::TcpStream, message: Bytes) {
     };
     let mut calls = FuturesUnordered::new();
     loop {
+        // Each call answered as soon as it is read: a server with nothing
+        // to batch writes what is ready whenever `h2` polls its socket.
         tokio::select! {
             accepted = connection.accept() => match accepted {
                 Some(Ok((request, respond))) => calls.push(call(request, respond, message.clone())),
