@@ -145,7 +145,10 @@ async fn run_predict(context: &CallContext, request: Request<RecvStream>) -> Out
         peer: context.peer.as_ref().and_then(|peer| peer.remote_addr()),
         unread: Unread::of(&parts.extensions),
     };
-    match api.predict_decoded(head, message, context.services.send_limit).await {
+    // Boxed: the call's run is most of the call's future (4 KB), and every
+    // layer around it (the reset watch, the panic guard, the connection's
+    // set of calls) would otherwise copy it whole as it is built.
+    match Box::pin(api.predict_decoded(head, message, context.services.send_limit)).await {
         Ok(answer) => Outcome::Answer(answer),
         Err(status) => Outcome::Failed(status),
     }
