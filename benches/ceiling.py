@@ -42,6 +42,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -227,6 +228,8 @@ def main():
     script = work / "post.lua"
     script.write_text(bench.WRK_SCRIPT)
     if any(cell.startswith("grpc") for cell in cells):
+        if not shutil.which("h2load"):
+            sys.exit("the gRPC cells are loaded by h2load: install it (Debian: apt-get install nghttp2-client)")
         subprocess.run([str(RELEASE / "tfserve-bench"), "grpc", "--model-dir", str(MODEL), "--model",
                         "half_plus_three", "--write-body", str(work / "predict.bin")], check=True,
                        capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
