@@ -59,7 +59,6 @@ pub fn request(model: &str, signature: &SignatureSpec, rows: usize) -> Result<Pr
 /// the request encoded once: a load generator sharing the machine with the
 /// server should cost it as little CPU as it can. A call counts when its
 /// trailers say `grpc-status: 0`.
-// Kept whole: the generator's connections, callers and tally set up and read back in one place.
 pub fn load(
     target: &str,
     request: PredictRequest,
