@@ -1,7 +1,9 @@
 //! The serialized JAX modules a signature runs (`XlaCallModule`, as jax2tf
 //! and Keras 3's `export` write every signature): what the audit reads of
-//! them, so a version the linked TensorFlow does not run is refused by name
-//! and a CPU-only export is kept off a GPU (`registry::servable`).
+//! them, so a version the linked TensorFlow does not run (a serialization
+//! version it does not read, a platform it is not placed on, no XLA kernel)
+//! is refused by name, and a CPU-only export is kept off a GPU
+//! (`registry::servable`).
 
 use super::ModelAudit;
 use crate::runtime::graph_view::NodeDef;
@@ -27,6 +29,15 @@ pub struct JaxModule {
 /// `tf.compiler.tf2xla.python.xla.call_module_maximum_supported_version()`
 /// prints the maximum).
 pub const JAX_MODULE_VERSIONS: std::ops::RangeInclusive<i64> = 4..=10;
+
+/// Where a version with JAX modules runs.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ModulePlacement {
+    /// Where its session places it.
+    AsConfigured,
+    /// On the CPU of a host whose models run on a GPU, for the reason given.
+    Cpu(String),
+}
 
 impl JaxModule {
     /// Whether it runs on a GPU: exported for one, or the check disabled.
@@ -64,13 +75,70 @@ impl ModelAudit {
         ))
     }
 
-    /// The first JAX module exported without a GPU platform (one a GPU
-    /// would refuse to run), with its signature.
-    pub fn module_without_gpu(&self) -> Option<(&str, &JaxModule)> {
+    fn modules(&self) -> impl Iterator<Item = (&str, &JaxModule)> {
         self.signatures
             .iter()
             .flat_map(|s| s.modules.iter().map(move |m| (s.signature.as_str(), m)))
-            .find(|(_, m)| !m.runs_on_gpu())
+    }
+
+    /// Where this version's JAX modules can run, on a session that would
+    /// place them on a GPU (`on_gpu`) or not, given the devices the linked
+    /// TensorFlow has an `XlaCallModule` kernel for (`None`: unknown, taken
+    /// as every device). A module TensorFlow would refuse where it is
+    /// placed fails every request ("The current platform CUDA is not among
+    /// the platforms required by the module"), so the version moves to the
+    /// CPU when that runs every module, and is refused with the reason
+    /// otherwise.
+    pub fn module_placement(&self, on_gpu: bool, kernels: Option<&[String]>) -> Result<ModulePlacement, String> {
+        let Some((signature, first)) = self.modules().next() else {
+            return Ok(ModulePlacement::AsConfigured);
+        };
+        if kernels.is_some_and(|devices| devices.is_empty()) {
+            return Err(format!(
+                "model is refused: signature '{signature}' runs a serialized JAX module ({}, XlaCallModule), and the \
+                 linked TensorFlow has no XlaCallModule kernel (it was built without XLA): serve it with a \
+                 TensorFlow build that includes XLA",
+                first.describe()
+            ));
+        }
+        let gpu_kernel = kernels.is_none_or(|devices| devices.iter().any(|d| d == "GPU"));
+        let moved = if !on_gpu {
+            None
+        } else if let Some((signature, module)) = self.modules().find(|(_, m)| !m.runs_on_gpu()) {
+            Some(format!(
+                "signature '{signature}' runs a JAX module exported for {} only ({}); export it for CUDA too to run \
+                 it on the GPU",
+                module.platforms.join(", "),
+                module.describe()
+            ))
+        } else if !gpu_kernel {
+            Some(
+                "the linked TensorFlow has no GPU kernel for XlaCallModule (it was built without XLA for GPUs)"
+                    .to_string(),
+            )
+        } else {
+            None
+        };
+        if on_gpu && moved.is_none() {
+            return Ok(ModulePlacement::AsConfigured);
+        }
+        if let Some((signature, module)) = self
+            .modules()
+            .find(|(_, m)| m.platform_checked && !m.platforms.iter().any(|p| p == "CPU"))
+        {
+            let because = moved.as_deref().map_or_else(
+                || "this server runs it on the CPU".to_string(),
+                |why| format!("it would run on the CPU: {why}"),
+            );
+            return Err(format!(
+                "model is refused: signature '{signature}' runs a JAX module exported for {} only ({}), and {because}: \
+                 export it again with cpu among its platforms (jax.export's platforms=['cpu', 'cuda'], jax2tf's \
+                 native_serialization_platforms=('cpu', 'cuda'))",
+                module.platforms.join(", "),
+                module.describe()
+            ));
+        }
+        Ok(moved.map_or(ModulePlacement::AsConfigured, ModulePlacement::Cpu))
     }
 
     /// Whether any signature runs a JAX module.

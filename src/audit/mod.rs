@@ -33,7 +33,7 @@ use crate::runtime::graph_trace::{nodes_run, GraphDef};
 use crate::runtime::graph_view::{AttrValue, NodeDef};
 
 use jax::jax_modules;
-pub use jax::{JaxModule, JAX_MODULE_VERSIONS};
+pub use jax::{JaxModule, ModulePlacement, JAX_MODULE_VERSIONS};
 
 /// What an op reaches outside the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

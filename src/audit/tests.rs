@@ -180,3 +180,101 @@ fn every_model_shipped_or_tested_with_loads_under_the_default_policy() {
     }
     assert!(audited >= 30, "only {audited} SavedModels found");
 }
+
+/// An audit of one signature running one module per entry of `platforms`
+/// (`"-"`: its platform check disabled).
+fn with_modules(platforms: &[&[&str]]) -> ModelAudit {
+    let modules = platforms
+        .iter()
+        .enumerate()
+        .map(|(n, listed)| JaxModule {
+            node: format!("f{n}/XlaCallModule"),
+            version: 10,
+            platforms: listed.iter().filter(|p| **p != "-").map(|p| p.to_string()).collect(),
+            platform_checked: !listed.contains(&"-"),
+        })
+        .collect();
+    ModelAudit {
+        signatures: vec![SignatureAudit {
+            signature: "serving_default".into(),
+            reaches: Vec::new(),
+            modules,
+        }],
+        unreadable: None,
+    }
+}
+
+#[test]
+fn jax_modules_run_where_the_linked_tensorflow_can_run_them_or_are_refused_saying_why() {
+    let devices = |list: &[&str]| list.iter().map(|d| d.to_string()).collect::<Vec<_>>();
+    let (cpu, gpu, none) = (devices(&["CPU"]), devices(&["CPU", "GPU"]), Vec::new());
+    let placed = |audit: &ModelAudit, on_gpu: bool, kernels: Option<&Vec<String>>| {
+        audit.module_placement(on_gpu, kernels.map(Vec::as_slice))
+    };
+    let refused = |result: Result<ModulePlacement, String>, says: &[&str]| {
+        let message = result.expect_err("refused");
+        assert!(
+            message.starts_with("model is refused: signature 'serving_default'"),
+            "{message}"
+        );
+        for said in says {
+            assert!(message.contains(said), "{said:?} in {message}");
+        }
+    };
+    let moved = |result: Result<ModulePlacement, String>, says: &str| match result {
+        Ok(ModulePlacement::Cpu(why)) => assert!(why.contains(says), "{why}"),
+        other => panic!("{other:?}"),
+    };
+    let as_configured = Ok(ModulePlacement::AsConfigured);
+
+    let no_modules = with_modules(&[]);
+    assert_eq!(
+        placed(&no_modules, true, Some(&none)),
+        as_configured,
+        "no module, nothing to check"
+    );
+    let cpu_export = with_modules(&[&["CPU"]]);
+    refused(
+        placed(&cpu_export, false, Some(&none)),
+        &["no XlaCallModule kernel", "built without XLA"],
+    );
+    assert_eq!(placed(&cpu_export, false, Some(&cpu)), as_configured);
+    assert_eq!(
+        placed(&cpu_export, false, None),
+        as_configured,
+        "a runtime that cannot say is trusted"
+    );
+    moved(placed(&cpu_export, true, Some(&gpu)), "exported for CPU only");
+
+    let cuda_export = with_modules(&[&["CUDA"]]);
+    assert_eq!(placed(&cuda_export, true, Some(&gpu)), as_configured);
+    refused(
+        placed(&cuda_export, false, Some(&gpu)),
+        &[
+            "exported for CUDA only",
+            "this server runs it on the CPU",
+            "platforms=['cpu', 'cuda']",
+        ],
+    );
+    refused(
+        placed(&cuda_export, true, Some(&cpu)),
+        &["exported for CUDA only", "no GPU kernel for XlaCallModule"],
+    );
+
+    let both = with_modules(&[&["CPU", "CUDA"]]);
+    moved(placed(&both, true, Some(&cpu)), "no GPU kernel for XlaCallModule");
+    assert_eq!(placed(&both, false, Some(&cpu)), as_configured);
+    let unchecked = with_modules(&[&["CUDA", "-"]]);
+    assert_eq!(
+        placed(&unchecked, false, Some(&cpu)),
+        as_configured,
+        "its platform check is off"
+    );
+
+    // One module only the CPU runs and one only a GPU runs: nowhere runs both.
+    let split = with_modules(&[&["CPU"], &["CUDA"]]);
+    refused(
+        placed(&split, true, Some(&gpu)),
+        &["exported for CUDA only", "exported for CPU only"],
+    );
+}

@@ -245,7 +245,7 @@ fn metrics() -> Metrics {
         refused_loads: counter(
             &registry,
             "tfserve_model_loads_refused_total",
-            "Model versions not loaded because their signatures reach a class of access not allowed (class), or run a JAX module the linked TensorFlow cannot (jax_module_version).",
+            "Model versions not loaded because their signatures reach a class of access not allowed (class), or run a JAX module the linked TensorFlow cannot (jax_module_version, jax_module_platform).",
             &["class"],
         ),
         gpu_memory_used: int_gauge(

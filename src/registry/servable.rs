@@ -221,30 +221,34 @@ pub fn audited(
     Ok(audit.map(Arc::new))
 }
 
-/// The session a version's JAX modules can run in: on a host whose models
-/// run on a GPU, a version with a module exported without a GPU platform
-/// runs on the CPU (TensorFlow would place the module on the GPU and refuse
-/// it there: "The current platform CUDA is not among the platforms required
-/// by the module"); and `mixed_precision: auto` does not apply to JAX
-/// modules, which the precision rewrite cannot change.
+/// The session a version's JAX modules can run in, or why they cannot run
+/// here ([`crate::audit::ModelAudit::module_placement`]): on a host whose
+/// models run on a GPU, a version whose modules the GPU would refuse runs
+/// on the CPU; and `mixed_precision: auto` does not apply to JAX modules,
+/// which the precision rewrite cannot change. `kernels`: the devices the
+/// linked TensorFlow has an `XlaCallModule` kernel for.
 pub fn session_for_modules(
     model: &str,
     version: i64,
     audit: Option<&crate::audit::ModelAudit>,
     session: &SessionConfig,
     sees_gpu: bool,
-) -> SessionConfig {
+    kernels: Option<&[String]>,
+) -> Result<SessionConfig, String> {
     let mut session = session.clone();
     let Some(audit) = audit.filter(|a| a.runs_jax_modules()) else {
-        return session;
+        return Ok(session);
     };
-    if let Some((signature, module)) = audit.module_without_gpu().filter(|_| sees_gpu && !session.cpu_only) {
-        log::info!(
-            "model {model} version {version}: runs on the CPU: signature '{signature}' runs a JAX module exported \
-             for {} only ({}); export it for CUDA too to run it on the GPU",
-            module.platforms.join(", "),
-            module.describe()
-        );
+    let placement = audit
+        .module_placement(sees_gpu && !session.cpu_only, kernels)
+        .inspect_err(|_| {
+            crate::metrics::METRICS
+                .refused_loads
+                .with_label_values(&["jax_module_platform"])
+                .inc();
+        })?;
+    if let crate::audit::ModulePlacement::Cpu(why) = placement {
+        log::info!("model {model} version {version}: runs on the CPU: {why}");
         session.cpu_only = true;
     }
     if session.choose_mode {
@@ -254,7 +258,7 @@ pub fn session_for_modules(
         );
         session.choose_mode = false;
     }
-    session
+    Ok(session)
 }
 
 /// The trial of `mixed_precision: auto` (`None` without it): every mode this

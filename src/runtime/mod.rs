@@ -69,6 +69,13 @@ pub trait Loader: Send + Sync {
         Vec::new()
     }
 
+    /// The device types (`CPU`, `GPU`) the runtime has a kernel of `op`
+    /// for; `None` where it cannot say.
+    fn kernel_devices(&self, op: &str) -> Option<Vec<String>> {
+        let _ = op;
+        None
+    }
+
     /// The runtime's build (TensorFlow's version), which a measurement holds for.
     fn build(&self) -> String {
         "unknown".into()

@@ -1,5 +1,7 @@
 //! SavedModel loading and signature runs over the `tensorflow` crate.
 
+mod kernels;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -52,6 +54,10 @@ impl Loader for TensorFlowLoader {
 
     fn custom_ops(&self) -> Vec<String> {
         self.custom_ops.clone()
+    }
+
+    fn kernel_devices(&self, op: &str) -> Option<Vec<String>> {
+        kernels::devices_for(op)
     }
 
     fn build(&self) -> String {

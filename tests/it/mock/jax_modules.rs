@@ -1,8 +1,9 @@
 //! Serialized JAX modules (`XlaCallModule`, as jax2tf and Keras 3's export
 //! write every signature) on the mock runtime: what the load reads of them
 //! without TensorFlow, `tfserve inspect`'s line, a version the linked
-//! TensorFlow does not run refused by name, and a CPU-only export placed on
-//! the CPU of a host whose models run on a GPU. That the export answers on
+//! TensorFlow does not run refused by name, a CPU-only export placed on
+//! the CPU of a host whose models run on a GPU, and an export refused where
+//! the linked TensorFlow has no XLA kernel. That the export answers on
 //! TensorFlow: `tensorflow/access.rs`.
 
 use crate::common;
@@ -126,4 +127,44 @@ fn a_cpu_only_export_runs_on_the_cpu_of_a_gpu_host() {
     assert_eq!(settled(&url, "half")["state"], "AVAILABLE");
     let loads = host.cpu_only.lock().unwrap().clone();
     assert!(!loads.is_empty() && loads.iter().all(|(_, cpu)| !*cpu), "{loads:?}");
+}
+
+/// A runtime linked with a TensorFlow built without XLA: no kernel of
+/// `XlaCallModule` on any device.
+struct WithoutXla;
+
+impl Loader for WithoutXla {
+    fn load(&self, dir: &Path, tags: &[String], session: &SessionConfig) -> Result<Arc<dyn Model>, RuntimeError> {
+        common::loader().load(dir, tags, session)
+    }
+
+    fn kernel_devices(&self, op: &str) -> Option<Vec<String>> {
+        (op == "XlaCallModule").then(Vec::new)
+    }
+}
+
+#[test]
+fn a_jax_export_is_refused_where_the_linked_tensorflow_has_no_xla() {
+    let settings = common::model_settings("jax", repo_path(EXPORT));
+    let url = format!("http://{}", spawn_server_on(settings, Arc::new(WithoutXla)));
+    let version = settled(&url, "jax");
+    assert_eq!(version["state"], "END", "{version}");
+    let message = version["status"]["error_message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("model is refused: signature 'serving_default' runs a serialized JAX module (version 10")
+            && message.contains("the linked TensorFlow has no XlaCallModule kernel (it was built without XLA)"),
+        "{message}"
+    );
+    let metrics = reqwest::blocking::get(format!("{url}/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("tfserve_model_loads_refused_total{class=\"jax_module_platform\"}"),
+        "{metrics}"
+    );
+    // A model without JAX modules loads on the same runtime.
+    let settings = common::model_settings("half", repo_path("models/half_plus_three"));
+    let url = format!("http://{}", spawn_server_on(settings, Arc::new(WithoutXla)));
+    assert_eq!(settled(&url, "half")["state"], "AVAILABLE");
 }

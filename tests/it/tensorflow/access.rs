@@ -132,4 +132,10 @@ fn a_jax_export_loads_under_the_default_policy_and_answers_confined() {
     let (status, answer) = predict(&server.url, "jax", json!({"x": [1.0, 2.5]}));
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["outputs"], json!([3.0, 6.0]));
+    // What let it load: the linked TensorFlow's kernel registry has XLA's
+    // CPU kernel of XlaCallModule (and names no kernel for an unknown op).
+    let loader = common::loader();
+    let devices = loader.kernel_devices("XlaCallModule").unwrap_or_default();
+    assert!(devices.iter().any(|d| d == "CPU"), "{devices:?}");
+    assert_eq!(loader.kernel_devices("NoSuchOpAnywhere"), Some(Vec::new()));
 }
