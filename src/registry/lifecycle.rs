@@ -239,19 +239,8 @@ impl Registry {
             .name(format!("tfserve-load-{model}"))
             .spawn(move || {
                 let built = servable::audited(&dir, &allowed, &options).and_then(|audit| {
-                    let sees_gpu = options.loader.sees_gpu();
-                    let kernels = audit
-                        .as_deref()
-                        .filter(|audit| audit.runs_jax_modules())
-                        .and_then(|_| options.loader.kernel_devices("XlaCallModule"));
-                    let session = servable::session_for_modules(
-                        &name,
-                        version,
-                        audit.as_deref(),
-                        &session,
-                        sees_gpu,
-                        kernels.as_deref(),
-                    )?;
+                    let loader = options.loader.as_ref();
+                    let session = servable::session_for_modules((&name, version), audit.as_deref(), &session, loader)?;
                     let built = servable::build(&name, version, &dir, &session, images, &options);
                     built.map_err(|e| e.to_string()).map(|mut servable| {
                         servable.logging = logging;

@@ -221,32 +221,26 @@ pub fn audited(
     Ok(audit.map(Arc::new))
 }
 
-/// The session a version's JAX modules can run in, or why they cannot run
-/// here ([`crate::audit::ModelAudit::module_placement`]): on a host whose
-/// models run on a GPU, a version whose modules the GPU would refuse runs
-/// on the CPU; and `mixed_precision: auto` does not apply to JAX modules,
-/// which the precision rewrite cannot change. `kernels`: the devices the
-/// linked TensorFlow has an `XlaCallModule` kernel for.
+/// The session a version's JAX modules can run in on `loader`'s host, or
+/// why they cannot ([`crate::audit::ModelAudit::module_placement`]); and
+/// `mixed_precision: auto` does not apply to JAX modules, which the
+/// precision rewrite cannot change.
 pub fn session_for_modules(
-    model: &str,
-    version: i64,
+    (model, version): (&str, i64),
     audit: Option<&crate::audit::ModelAudit>,
     session: &SessionConfig,
-    sees_gpu: bool,
-    kernels: Option<&[String]>,
+    loader: &dyn Loader,
 ) -> Result<SessionConfig, String> {
     let mut session = session.clone();
     let Some(audit) = audit.filter(|a| a.runs_jax_modules()) else {
         return Ok(session);
     };
-    let placement = audit
-        .module_placement(sees_gpu && !session.cpu_only, kernels)
-        .inspect_err(|_| {
-            crate::metrics::METRICS
-                .refused_loads
-                .with_label_values(&["jax_module_platform"])
-                .inc();
-        })?;
+    let kernels = loader.kernel_devices("XlaCallModule");
+    let on_gpu = loader.sees_gpu() && !session.cpu_only;
+    let placement = audit.module_placement(on_gpu, kernels.as_deref()).inspect_err(|_| {
+        let refused = &crate::metrics::METRICS.refused_loads;
+        refused.with_label_values(&["jax_module_platform"]).inc();
+    })?;
     if let crate::audit::ModulePlacement::Cpu(why) = placement {
         log::info!("model {model} version {version}: runs on the CPU: {why}");
         session.cpu_only = true;
