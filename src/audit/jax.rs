@@ -62,16 +62,14 @@ impl ModelAudit {
     /// serialization version outside [`JAX_MODULE_VERSIONS`]), or `None`.
     pub fn module_refusal(&self) -> Option<String> {
         let (signature, module) = self
-            .signatures
-            .iter()
-            .flat_map(|s| s.modules.iter().map(move |m| (s, m)))
+            .modules()
             .find(|(_, m)| !JAX_MODULE_VERSIONS.contains(&m.version))?;
         let (low, high) = (JAX_MODULE_VERSIONS.start(), JAX_MODULE_VERSIONS.end());
         Some(format!(
             "model is refused: signature '{}' runs a serialized JAX module of version {} (node '{}', XlaCallModule), \
              and the linked TensorFlow 2.21 runs versions {low} to {high}: export it again with a JAX release that \
              writes version {high} or lower, or with JAX_EXPORT_CALLING_CONVENTION_VERSION={high} set when exporting",
-            signature.signature, module.version, module.node
+            signature, module.version, module.node
         ))
     }
 
@@ -143,7 +141,7 @@ impl ModelAudit {
 
     /// Whether any signature runs a JAX module.
     pub fn runs_jax_modules(&self) -> bool {
-        self.signatures.iter().any(|s| !s.modules.is_empty())
+        self.modules().next().is_some()
     }
 }
 

@@ -36,8 +36,12 @@ pub fn devices_for(op: &str) -> Option<Vec<String>> {
         if buffer.is_null() {
             return None;
         }
-        let bytes = (ok && !(*buffer).data.is_null())
-            .then(|| std::slice::from_raw_parts((*buffer).data.cast::<u8>(), (*buffer).length).to_vec());
+        // An empty list may come as no bytes at all.
+        let (data, length) = ((*buffer).data.cast::<u8>(), (*buffer).length);
+        let bytes = ok.then(|| match data.is_null() || length == 0 {
+            true => Vec::new(),
+            false => std::slice::from_raw_parts(data, length).to_vec(),
+        });
         tf::TF_DeleteBuffer(buffer);
         bytes?
     };
