@@ -3,6 +3,7 @@
 //! the caller's thread when no batch thread was asked to.
 
 use super::objective::Admission;
+use super::state::Refusal;
 use super::*;
 
 /// A handle on one queue; dropping it lets the queue drain and disappear.
@@ -75,36 +76,28 @@ impl QueueHandle {
     pub fn run_ready(&self, drive: Drive) -> bool {
         let work = match drive {
             Drive::Shard(shard) => self.shards.pop_ready(shard, Instant::now()).map(|mut batch| {
-                let context = &self.context;
-                let run = context.controller().and_then(|c| c.planned_run(batch.rows));
-                let expired = objective::lanes::expire(
-                    &mut batch,
-                    Instant::now(),
-                    run,
-                    Duration::ZERO,
-                    context.params.queue_timeout(),
-                );
-                // A steered queue counts every running batch, wherever it
-                // runs, for its controller's plans (`Shared::finished`
-                // counts it out).
-                if context.counts_running() {
-                    context.running.fetch_add(1, Ordering::Relaxed);
-                }
-                let merge = self.merge && !batch.runs_alone();
+                let queue_timeout = self.context.params.queue_timeout();
+                let now = Instant::now();
+                let (expired, _) = queue::drain_where(&mut batch.tasks, |task| {
+                    objective::lanes::waited_past(task, now, queue_timeout)
+                });
+                batch.recount();
                 Work {
-                    run_id: context.started(batch.rows),
-                    batch,
+                    id: self.id,
+                    merge: self.merge && !batch.runs_alone(),
+                    batch: Some(batch),
                     expired,
-                    context: context.clone(),
-                    merge,
+                    context: self.context.clone(),
+                    run_id: None,
                 }
             }),
             Drive::Shared => self.shared.lock().take_from(self.id, Instant::now()),
         };
         match work {
             Some(work) => {
-                worker::run_contained(work);
-                self.shared.finished(&self.context);
+                let (id, run_id) = (work.id, work.run_id);
+                let ran = worker::run_contained(work);
+                self.shared.finished(id, run_id, ran);
                 true
             }
             None => false,
@@ -112,10 +105,8 @@ impl QueueHandle {
     }
 
     /// Queues a request, on the caller's shard when `inline` (the caller
-    /// runs it), else for the batch threads; under a latency objective, after
-    /// its verdict: on time, refused, or on the late lane.
-    // Kept whole: one request's verdict and the queue it then takes share its locals (rows,
-    // deadline, the reply channel) and each path hands them on exactly once.
+    /// runs it), else for the batch threads; under a latency objective, on
+    /// the shared queue after its verdict: on time, refused, or on the late lane.
     fn queue_request(
         &self,
         inputs: Vec<Tensor>,
@@ -128,79 +119,71 @@ impl QueueHandle {
         let (rows, alone) = self.rows_of(&inputs, input_names);
         let (sender, receiver) = oneshot::channel();
         let now = Instant::now();
-        let objective = self.context.params.objective().filter(|_| self.merge);
-        let deadline = objective.map(|objective| arrived.unwrap_or(now) + objective.latency);
-        // Counted before it queues, so that no check ever finds it queued
-        // and uncounted; a refusal drops it, and its count, on the way out.
-        let mut pending = Pending::new(receiver, &self.context, rows, deadline);
-        let admission = match deadline {
-            Some(deadline) => self.admit(rows, deadline, now)?,
-            None => Admission::OnTime,
-        };
+        let deadline = self
+            .objective()
+            .map(|objective| arrived.unwrap_or(now) + objective.latency);
         let params = &self.context.params;
         let splitting = !alone && rows > params.max_batch_size && params.enable_large_batch_splitting;
-        let delayed = matches!(admission, Admission::Delay(_));
-        let task = |inputs, request_id, sender, held| Task {
-            inputs,
-            rows,
-            alone,
-            request_id,
-            enqueued: now,
-            deadline,
-            reply: Reply::Whole { sender, held },
+        let mut tasks = match splitting {
+            true => self.split_tasks(inputs, rows, request_id, (sender, held), deadline),
+            false => vec![Task {
+                inputs,
+                rows,
+                alone,
+                request_id,
+                enqueued: now,
+                deadline,
+                reply: Reply::Whole { sender, held },
+            }],
         };
+        let pending = Pending::new(receiver);
+        let on_shard = match inline && !splitting {
+            true => tasks.pop(),
+            false => None,
+        };
+        if let Some(task) = on_shard {
+            match self.on_shard(task)? {
+                Ok(drive) => {
+                    return Ok(Submitted {
+                        pending,
+                        drive: Some(drive),
+                    })
+                }
+                Err(task) => tasks.push(task),
+            }
+        }
         // Pieces of a split request may land in batches its caller never
         // sees, and late ones wait for idle batch threads: the batch threads run them.
-        if splitting || delayed {
-            let tasks = match splitting {
-                true => self.split_tasks(inputs, rows, request_id, (sender, held), deadline),
-                false => vec![task(inputs, request_id, sender, held)],
-            };
-            if delayed {
-                pending.delayed();
-            }
-            self.enqueue(tasks, false, admission)?;
-            return Ok(Submitted { pending, drive: None });
-        }
-        let task = task(inputs, request_id, sender, held);
-        let drive = match self.shards.this_thread().filter(|_| inline) {
-            Some(shard) => {
-                if self.shared.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
-                    return Err(BatchError::ShuttingDown);
-                }
-                match self.shards.push(shard, task, self.context.inline_cap()) {
-                    Ok(()) => Some(Drive::Shard(shard)),
-                    // The shared queue takes it or refuses it, in its own words.
-                    Err(task) => {
-                        self.enqueue(vec![task], true, admission)?;
-                        Some(Drive::Shared)
-                    }
-                }
-            }
-            None => {
-                self.enqueue(vec![task], inline, admission)?;
-                inline.then_some(Drive::Shared)
-            }
+        let admission = self.enqueue(tasks, inline && !splitting, rows, deadline, now)?;
+        let pending = match (admission, deadline) {
+            (Admission::OnTime, Some(deadline)) => pending.reported(&self.shared, self.id, deadline),
+            _ => pending,
+        };
+        let drive = match admission {
+            _ if !inline || splitting => None,
+            Admission::OnTime => Some(Drive::Shared),
+            _ => None,
         };
         Ok(Submitted { pending, drive })
     }
 
-    /// The objective's verdict on a request of `rows` rows due by
-    /// `deadline`, at `now`: a refusal is counted and returned.
-    fn admit(&self, rows: usize, deadline: Instant, now: Instant) -> Result<Admission, BatchError> {
-        // The rows are counted pending already.
-        let waiting = self.context.waiting(rows);
-        let Some(controller) = self.context.controller() else {
-            return Ok(Admission::OnTime);
+    /// Queues one request's task on the caller's shard, where the queue has
+    /// shards; gives the task back for the shared queue where it has none
+    /// or the shard does not take it.
+    fn on_shard(&self, task: Task<Reply>) -> Result<Result<Drive, Task<Reply>>, BatchError> {
+        let Some(shard) = self.shards.this_thread() else {
+            return Ok(Err(task));
         };
-        match controller.admit(rows, waiting, deadline, now) {
-            Admission::Refuse(late) => {
-                drop(controller);
-                self.context.metrics.rejected_late.inc();
-                Err(self.context.late(late))
-            }
-            admission => Ok(admission),
+        if self.shared.shutting_down.load(Ordering::Acquire) {
+            return Err(BatchError::ShuttingDown);
         }
+        // The shared queue takes what a shard does not, or refuses it in its own words.
+        Ok(self.shards.push(shard, task).map(|()| Drive::Shard(shard)))
+    }
+
+    /// The latency objective requests meet here, if any.
+    fn objective(&self) -> Option<objective::Objective> {
+        self.context.params.objective().filter(|_| self.context.steered)
     }
 
     /// The request's rows, and whether it must run alone. As TF Serving's
@@ -240,7 +223,7 @@ impl QueueHandle {
             .lock()
             .queues
             .get(&self.id)
-            .map(|e| e.lanes.on_time.room_for(&inputs))
+            .map(|e| e.state.lanes.on_time.room_for(&inputs))
             .unwrap_or(0);
         let sizes = queue::chunk_sizes(rows, room, self.context.params.max_batch_size);
         let gather = Arc::new(Gather {
@@ -271,17 +254,21 @@ impl QueueHandle {
     }
 
     /// A refusal in the batcher's words, counted.
-    fn refused(&self, error: EnqueueError) -> BatchError {
+    fn refused(&self, refusal: Refusal) -> BatchError {
         let metrics = &self.context.metrics;
-        match error {
-            EnqueueError::Full { batches } => {
+        match refusal {
+            Refusal::Late(late) => {
+                metrics.rejected_late.inc();
+                self.context.late(late)
+            }
+            Refusal::Queue(EnqueueError::Full { batches }) => {
                 metrics.rejected_full.inc();
                 BatchError::QueueFull {
                     queue: self.name.clone(),
                     batches,
                 }
             }
-            EnqueueError::TooLarge { rows, max } => {
+            Refusal::Queue(EnqueueError::TooLarge { rows, max }) => {
                 metrics.rejected_too_large.inc();
                 BatchError::TooLarge {
                     queue: self.name.clone(),
@@ -298,15 +285,12 @@ impl QueueHandle {
     /// changes nothing; the caller counts the refusal it makes
     /// ([`QueueHandle::count_late`]). `None` without an objective.
     pub fn late_at_head(&self, arrived: Instant) -> Option<BatchError> {
-        let objective = self.context.params.objective().filter(|_| self.merge)?;
-        let waiting = self.context.waiting(0);
-        let admission = self
-            .context
-            .controller()?
-            .admit(1, waiting, arrived + objective.latency, Instant::now());
-        match admission {
+        let objective = self.objective()?;
+        let state = self.shared.lock();
+        let queue = &state.queues.get(&self.id)?.state;
+        match queue.verdict(1, arrived + objective.latency, Instant::now()) {
             Admission::Refuse(late) => Some(self.context.late(late)),
-            Admission::OnTime | Admission::Delay(_) => None,
+            Admission::OnTime | Admission::Delay { .. } => None,
         }
     }
 
@@ -315,41 +299,39 @@ impl QueueHandle {
         self.context.metrics.rejected_late.inc();
     }
 
-    /// Puts the tasks on the shared queue, on-time or late lane as
-    /// `admission` says, or refuses them all (full, too large, shutting
-    /// down); wakes an idle batch thread unless the caller drives.
-    fn enqueue(&self, tasks: Vec<Task<Reply>>, drive: bool, admission: Admission) -> Result<(), BatchError> {
-        let wake = {
+    /// Queues the tasks (`rows` in all, due by `deadline`) on the shared
+    /// queue after their verdict, or refuses them all (late, full, too
+    /// large, shutting down); wakes an idle batch thread unless the caller
+    /// drives (`drive`).
+    fn enqueue(
+        &self,
+        tasks: Vec<Task<Reply>>,
+        drive: bool,
+        rows: usize,
+        deadline: Option<Instant>,
+        now: Instant,
+    ) -> Result<Admission, BatchError> {
+        let (admission, wake) = {
             let mut state = self.shared.lock();
             if state.shutdown {
                 return Err(BatchError::ShuttingDown);
             }
+            let idle = state.idle > 0;
             let entry = state.queues.get_mut(&self.id).ok_or(BatchError::ShuttingDown)?;
-            let steered = self.context.controller.is_some();
-            let late = matches!(admission, Admission::Delay(_));
-            let lane = match late {
-                true => &mut entry.lanes.late,
-                false => &mut entry.lanes.on_time,
+            let admission = match entry.state.submit(tasks, rows, deadline, now) {
+                Ok(admission) => admission,
+                Err((refusal, _tasks)) => return Err(self.refused(refusal)),
             };
-            if steered {
-                lane.steer(self.context.cap(), Duration::ZERO);
-            }
-            let rows: usize = tasks.iter().map(|task| task.rows).sum();
-            if let Err((error, _)) = lane.enqueue(tasks) {
-                return Err(self.refused(error));
-            }
-            if late {
-                self.context.late_rows.fetch_add(rows, Ordering::Relaxed);
-            }
-            entry.context.metrics.depth.set(entry.lanes.depth() as i64);
+            entry.context.metrics.depth.set(entry.state.lanes.depth() as i64);
             // Late work is only ever run by a batch thread.
-            (!drive || late) && state.idle > 0
+            let late = matches!(admission, Admission::Delay { .. });
+            (admission, (!drive || late) && idle)
         };
         // A busy thread looks at the queues again when its batch is done.
         if wake {
             self.shared.wake.notify_one();
         }
-        Ok(())
+        Ok(admission)
     }
 }
 
@@ -365,13 +347,10 @@ impl Drop for QueueHandle {
     /// An empty queue goes at once (its runner, and so the model, with it);
     /// one still holding requests drains first and is removed by a batch thread.
     fn drop(&mut self) {
-        if self.context.controller.is_some() {
-            self.shared.steered_queues.fetch_sub(1, Ordering::Relaxed);
-        }
         let removed = {
             let mut state = self.shared.lock();
             match state.queues.get_mut(&self.id) {
-                Some(entry) if entry.lanes.is_empty() => state.queues.remove(&self.id),
+                Some(entry) if entry.state.lanes.is_empty() => state.queues.remove(&self.id),
                 Some(entry) => {
                     entry.closing = true;
                     None

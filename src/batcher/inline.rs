@@ -11,8 +11,9 @@
 //! Such requests queue on their thread's own shard of the queue, not on the
 //! queue the batch threads share: a batch then holds one thread's requests,
 //! so its answers wake no other thread, and the threads do not contend for
-//! one lock (but for a queue with a latency objective, whose controller
-//! counts each arrival under its own). A request drives the shard it queued
+//! one lock. A queue with a latency objective has no shards: its requests
+//! are placed, and run by their callers, on the queue its controller sees.
+//! A request drives the shard it queued
 //! on, wherever its task resumes (a multi-thread runtime may move it), so
 //! none waits on a shard nobody drives.
 
@@ -90,15 +91,11 @@ impl Shards {
     }
 
     /// Queues a task on a shard, or gives it back for the shared queue: the
-    /// shards' batches are all taken, or the shard's queue refuses it. The
-    /// batch it joins or opens holds at most `cap` rows, within the queue's
-    /// own bound (`usize::MAX`: that bound), as a latency objective chose;
-    /// rows past it open the next batch, which the request behind them drives.
-    pub(super) fn push(&self, shard: usize, task: Task<Reply>, cap: usize) -> Result<(), Task<Reply>> {
+    /// shards' batches are all taken, or the shard's queue refuses it.
+    pub(super) fn push(&self, shard: usize, task: Task<Reply>) -> Result<(), Task<Reply>> {
         let Some(mut queue) = self.lock(shard) else {
             return Err(task);
         };
-        queue.steer(cap, Duration::ZERO);
         let opens = queue.opens_batch(&task);
         if opens && self.batches.fetch_add(1, Ordering::AcqRel) >= self.limit {
             self.batches.fetch_sub(1, Ordering::AcqRel);

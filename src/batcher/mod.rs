@@ -19,10 +19,11 @@ pub mod queue;
 mod register;
 mod reply;
 mod sizes;
+mod state;
 mod worker;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -32,11 +33,12 @@ use tokio::sync::oneshot;
 use context::QueueContext;
 pub use handle::{Drive, QueueHandle, Submitted};
 use inline::Shards;
-use objective::lanes::{Expired, Lanes, Taken};
+use objective::lanes::{Expired, Taken};
 pub use params::{BatchParams, ParamsError, ParamsOverride};
 use queue::{Batch, EnqueueError, Task};
 use reply::{Gather, GatherState, Reply};
 pub use reply::{Held, Pending};
+use state::QueueState;
 
 use crate::runtime::RuntimeError;
 use crate::status::{Code, HasCode};
@@ -69,7 +71,7 @@ pub enum BatchError {
     )]
     TooLarge { queue: String, rows: usize, max: usize },
     #[error(
-        "the batching queue of {queue} holds {waiting_rows} rows (queued, or answered and not yet taken): this request{read}would likely spend {estimate_ms:.1} ms \
+        "the batching queue of {queue} holds {waiting_rows} rows: this request{read}would likely spend {estimate_ms:.1} ms \
          in it, past its latency objective of {objective_ms:.1} ms (p{percentile}); retry later",
         read = read_after(*waited_ms)
     )]
@@ -126,7 +128,7 @@ impl HasCode for BatchError {
 type ReplyResult = Result<BatchOutput, BatchError>;
 
 struct Entry {
-    lanes: Lanes<Reply>,
+    state: QueueState<Reply>,
     context: Arc<QueueContext>,
     /// Its handle was dropped: remove once drained.
     closing: bool,
@@ -144,13 +146,15 @@ struct State {
 }
 
 /// A batch taken off a queue, with what is needed to run it: the requests
-/// taken out of it unrun are answered first.
+/// taken out of it unrun are answered first (and may be all there is).
 struct Work {
-    batch: Batch<Reply>,
+    /// The queue's id in the batcher's state.
+    id: u64,
+    batch: Option<Batch<Reply>>,
     expired: Vec<(Task<Reply>, Expired)>,
     context: Arc<QueueContext>,
     merge: bool,
-    /// Under an objective, the id its controller knows the run by.
+    /// Where the queue counts its running batches, the id it knows this one by.
     run_id: Option<u64>,
 }
 
@@ -175,30 +179,16 @@ impl State {
     /// One queue's ready batch, if it has one.
     fn take_from(&mut self, id: u64, now: Instant) -> Option<Work> {
         let entry = self.queues.get_mut(&id)?;
-        if entry.context.at_running_limit() {
-            return None;
-        }
         let context = &entry.context;
-        let mut controller = context.controller();
-        let planned = |rows| controller.as_ref().and_then(|c| c.planned_run(rows));
-        let (queue_timeout, grace) = (context.params.queue_timeout(), context.params.late_grace());
-        let Taken {
-            batch,
-            expired,
-            late_rows,
-        } = entry.lanes.take(now, planned, queue_timeout, grace, context.cap())?;
-        let run_id = controller.as_mut().map(|c| c.started(batch.rows, now));
-        drop(controller);
-        if late_rows > 0 {
-            context.late_rows.fetch_sub(late_rows, Ordering::Relaxed);
+        let (taken, run_id) = entry.state.take(now, context.params.queue_timeout())?;
+        let Taken { batch, expired, .. } = taken;
+        let merge = entry.state.lanes.on_time.merges() && !batch.as_ref().is_some_and(Batch::runs_alone);
+        context.metrics.depth.set(entry.state.lanes.depth() as i64);
+        if let Some(controller) = entry.state.controller() {
+            context.steering(controller);
         }
-        if context.counts_running() {
-            // Under the state lock, as every check of the limit is.
-            context.running.fetch_add(1, Ordering::Relaxed);
-        }
-        let merge = entry.lanes.on_time.merges() && !batch.runs_alone();
-        context.metrics.depth.set(entry.lanes.depth() as i64);
         Some(Work {
+            id,
             batch,
             expired,
             context: context.clone(),
@@ -207,13 +197,14 @@ impl State {
         })
     }
 
-    /// The next batch timeout worth waking for: a queue at its running limit
-    /// is woken by the end of one of its runs instead.
+    /// The next time worth waking for: a batch timeout, or a late request's
+    /// due; a queue at its running limit is woken by the end of one of its
+    /// runs instead.
     fn next_deadline(&self) -> Option<Instant> {
         self.queues
             .values()
-            .filter(|e| !e.context.at_running_limit())
-            .filter_map(|e| e.lanes.deadline())
+            .filter(|e| !e.state.at_running_limit())
+            .filter_map(|e| e.state.lanes.deadline())
             .min()
     }
 }
@@ -224,9 +215,6 @@ struct Shared {
     /// `State::shutdown`, readable without the lock by requests that queue
     /// on their own thread's shard.
     shutting_down: AtomicBool,
-    /// How many of this pool's queues have a latency objective: while none
-    /// does, the server's requests skip the check before their bodies are read.
-    steered_queues: AtomicUsize,
 }
 
 impl Shared {
@@ -234,15 +222,19 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One of `context`'s batches has run: under a running limit, the next
-    /// may start now, so the waiting threads look again.
-    fn finished(&self, context: &QueueContext) {
-        if context.running_limit.is_some() {
-            let _state = self.lock();
-            context.running.fetch_sub(1, Ordering::Relaxed);
+    /// The batch `run_id` of queue `id` ended, having run `ran` (rows and
+    /// time) when it has a run to learn from: the queue counts it out, and
+    /// under a running limit the waiting threads look again.
+    fn finished(&self, id: u64, run_id: Option<u64>, ran: Option<(usize, Duration)>) {
+        let Some(run_id) = run_id else { return };
+        let mut state = self.lock();
+        let Some(entry) = state.queues.get_mut(&id) else { return };
+        entry.state.finish(run_id, ran, Instant::now());
+        if let Some(controller) = entry.state.controller() {
+            entry.context.steering(controller);
+        }
+        if entry.state.limited() {
             self.wake.notify_all();
-        } else if context.controller.is_some() {
-            context.running.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -270,7 +262,6 @@ impl Batcher {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             shutting_down: AtomicBool::new(false),
-            steered_queues: AtomicUsize::new(0),
         });
         let threads = (0..num_batch_threads.max(1))
             .map(|i| {
@@ -286,13 +277,6 @@ impl Batcher {
             threads: Mutex::new(threads),
             inline_limit,
         }))
-    }
-
-    /// Whether any of this pool's queues has a latency objective (each
-    /// server has its own pool, so one server's objective costs no other
-    /// server's requests the check).
-    pub fn any_steered(&self) -> bool {
-        self.shared.steered_queues.load(Ordering::Relaxed) > 0
     }
 
     /// Stops taking requests, lets queued batches run, and joins the threads.

@@ -89,11 +89,6 @@ impl BatchParams {
         Duration::from_micros(self.queue_timeout_micros)
     }
 
-    /// How far past its deadline late work may be answered: the objective once more.
-    pub fn late_grace(&self) -> Duration {
-        self.objective().map_or(Duration::ZERO, |objective| objective.latency)
-    }
-
     /// The latency objective, when one is set.
     pub fn objective(&self) -> Option<Objective> {
         (self.target_latency_micros > 0).then(|| Objective {

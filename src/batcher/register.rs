@@ -2,8 +2,7 @@
 //! inline limit, the shards callers run from, the batch sizes' costs and
 //! the latency controller), then the queue entered for the batch threads.
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::context::QueueContext;
@@ -13,6 +12,7 @@ use super::objective::lanes::Lanes;
 use super::objective::Controller;
 use super::queue::Queue;
 use super::sizes::RunSizes;
+use super::state::QueueState;
 use super::{BatchParams, Batcher, Entry, Runner};
 use crate::metrics::QueueMetrics;
 
@@ -31,14 +31,16 @@ impl Batcher {
         running_limit: Option<usize>,
     ) -> QueueHandle {
         let inline_limit = self.inline_limit_for(&params, merge, running_limit);
+        let steered = merge && params.objective().is_some();
         // Without merging, every request is a batch of its own: callers may
-        // as well run whichever is first, so they share the queue.
-        let shards = match inline_limit.is_zero() || !merge {
+        // as well run whichever is first, so they share the queue; so do
+        // requests placed by a latency objective.
+        let shards = match inline_limit.is_zero() || !merge || steered {
             true => Shards::none(),
             false => Shards::new(&params, merge),
         };
-        let context = self.context_for(name.as_str(), params, merge, runner, metrics, running_limit);
-        let id = self.register(&context, merge);
+        let context = Self::context_for(name.as_str(), params, (merge, steered), runner, metrics);
+        let id = self.register(&context, merge, running_limit);
         QueueHandle {
             id,
             name,
@@ -61,57 +63,54 @@ impl Batcher {
         }
     }
 
-    /// What the queue's batches share: its runner and metrics, the batch
-    /// sizes' costs where sizes are allowed, and the controller under a
-    /// latency objective.
+    /// What the queue's batches share: its runner and metrics, and the
+    /// batch sizes' costs where sizes are allowed.
     fn context_for(
-        &self,
         name: &str,
         params: BatchParams,
-        merge: bool,
+        (merge, steered): (bool, bool),
         runner: Arc<dyn Runner>,
         mut metrics: QueueMetrics,
-        running_limit: Option<usize>,
     ) -> Arc<QueueContext> {
-        let objective = params.objective().filter(|_| merge);
         let sizes = (merge && !params.allowed_batch_sizes.is_empty())
             .then(|| Arc::new(RunSizes::new(&params.allowed_batch_sizes)));
-        let parallel = running_limit.unwrap_or(self.thread_count).min(self.thread_count);
-        let controller =
-            objective.map(|objective| Controller::new(objective, params.late_action, params.max_batch_size, parallel));
-        self.shared
-            .steered_queues
-            .fetch_add(usize::from(controller.is_some()), Ordering::Relaxed);
-        if let Some(controller) = &controller {
-            metrics.steered().cap.set(controller.cap() as i64);
+        if steered {
+            metrics.steered();
         }
-        Arc::new(QueueContext::new(
-            name.into(),
+        Arc::new(QueueContext {
+            name: name.into(),
             runner,
             metrics,
             params,
+            clock: Default::default(),
             sizes,
-            running_limit,
-            controller.map(Mutex::new),
-        ))
+            steered,
+        })
     }
 
-    /// Enters the queue for the batch threads; its id.
-    fn register(&self, context: &Arc<QueueContext>, merge: bool) -> u64 {
+    /// Enters the queue for the batch threads, with its controller under a
+    /// latency objective; its id.
+    fn register(&self, context: &Arc<QueueContext>, merge: bool, running_limit: Option<usize>) -> u64 {
+        let params = &context.params;
         let mut queue = match &context.sizes {
-            Some(sizes) => Queue::new(context.params.clone(), merge).with_run_sizes(sizes.clone()),
-            None => Queue::new(context.params.clone(), merge),
+            Some(sizes) => Queue::new(params.clone(), merge).with_run_sizes(sizes.clone()),
+            None => Queue::new(params.clone(), merge),
         };
-        if context.controller.is_some() {
-            queue.steer(context.cap(), Duration::ZERO);
+        let parallel = running_limit.unwrap_or(self.thread_count).min(self.thread_count);
+        let controller = (params.objective().filter(|_| context.steered))
+            .map(|objective| Controller::new(objective, params.late_action, params.max_batch_size, parallel));
+        if let Some(controller) = &controller {
+            queue.steer(controller.cap(), Duration::ZERO);
+            context.steering(controller);
         }
-        let mut state = self.shared.lock();
-        state.next_id += 1;
-        let id = state.next_id;
-        state.queues.insert(
+        let state = QueueState::new(Lanes::new(queue), controller, running_limit);
+        let mut shared = self.shared.lock();
+        shared.next_id += 1;
+        let id = shared.next_id;
+        shared.queues.insert(
             id,
             Entry {
-                lanes: Lanes::new(queue),
+                state,
                 context: context.clone(),
                 closing: false,
             },

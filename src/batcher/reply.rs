@@ -4,62 +4,48 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::context::QueueContext;
-use super::{assemble, BatchError, BatchOutput, ReplyResult};
+use super::{assemble, BatchError, BatchOutput, ReplyResult, Shared};
 use crate::tensor::Tensor;
 
-/// A queued request's answer, to come. Under a latency objective its rows
-/// count on its queue ([`QueueContext::ahead`]) from just before it queues
-/// until it is dropped: once its answer is taken, when its caller gives up,
-/// or when the queue refuses it; and the answer, once taken, counts as late
-/// or in time against its deadline for the controller's margin.
+/// A queued request's answer, to come. Under a latency objective, a request
+/// admitted on time tells its queue, as its answer is taken, whether that
+/// was by its deadline: what the controller's margin learns from.
 pub struct Pending {
     receiver: oneshot::Receiver<ReplyResult>,
-    /// Boxed: a queue without an objective carries one pointer's room for it.
+    /// Boxed: a request without a deadline to report carries one pointer's room for it.
     counted: Option<Box<Counted>>,
 }
 
-/// A steered queue's request, as its controller counts it.
+/// Where an on-time request's answer is reported.
 struct Counted {
-    context: Arc<QueueContext>,
-    rows: usize,
-    /// Due by then; None once it was put on the late lane, or its answer
-    /// was counted.
-    deadline: Option<Instant>,
+    shared: Arc<Shared>,
+    queue: u64,
+    deadline: Instant,
 }
 
 impl Pending {
-    /// `rows` count on `context` while the answer is pending, if it has an
-    /// objective; `deadline` is the request's.
-    pub(super) fn new(
-        receiver: oneshot::Receiver<ReplyResult>,
-        context: &Arc<QueueContext>,
-        rows: usize,
-        deadline: Option<Instant>,
-    ) -> Pending {
-        let counted = context.controller.is_some().then(|| {
-            context.pending_rows.fetch_add(rows, Ordering::Relaxed);
-            Box::new(Counted {
-                context: context.clone(),
-                rows,
-                deadline,
-            })
-        });
-        Pending { receiver, counted }
+    pub(super) fn new(receiver: oneshot::Receiver<ReplyResult>) -> Pending {
+        Pending {
+            receiver,
+            counted: None,
+        }
     }
 
-    /// The request was put on the late lane: its answer teaches the margin nothing.
-    pub(super) fn delayed(&mut self) {
-        if let Some(counted) = self.counted.as_mut() {
-            counted.deadline = None;
-        }
+    /// An on-time request of queue `queue`, due by `deadline`: its answer,
+    /// once taken, is reported to the queue.
+    pub(super) fn reported(mut self, shared: &Arc<Shared>, queue: u64, deadline: Instant) -> Pending {
+        self.counted = Some(Box::new(Counted {
+            shared: shared.clone(),
+            queue,
+            deadline,
+        }));
+        self
     }
 
     /// Whether the answer has not come yet.
@@ -69,27 +55,32 @@ impl Pending {
 
     pub fn try_recv(&mut self) -> Result<ReplyResult, oneshot::error::TryRecvError> {
         let answer = self.receiver.try_recv();
-        self.taking(matches!(answer, Ok(Ok(_))));
+        if let Ok(Ok(_)) = &answer {
+            self.taking();
+        }
         answer
     }
 
-    /// An answer was taken: an on-time request counts as late or in time.
-    fn taking(&mut self, answered: bool) {
-        let Some(counted) = self.counted.as_mut().filter(|_| answered) else {
+    /// An answer was taken: an on-time request reports when, once.
+    fn taking(&mut self) {
+        let Some(counted) = self.counted.take() else {
             return;
         };
-        if let Some(deadline) = counted.deadline.take() {
-            counted.context.answered(deadline, Instant::now());
+        let now = Instant::now();
+        let mut state = counted.shared.lock();
+        if let Some(entry) = state.queues.get_mut(&counted.queue) {
+            entry.state.answered(counted.deadline, now);
         }
     }
 
     /// Waits for the answer on a thread outside any runtime.
     #[cfg(test)]
     pub fn blocking_recv(mut self) -> Result<ReplyResult, oneshot::error::RecvError> {
-        // Its rows stop counting when `self` drops, after the answer came.
         let receiver = std::mem::replace(&mut self.receiver, oneshot::channel().1);
         let answer = receiver.blocking_recv();
-        self.taking(matches!(answer, Ok(Ok(_))));
+        if let Ok(Ok(_)) = &answer {
+            self.taking();
+        }
         answer
     }
 }
@@ -98,7 +89,7 @@ impl std::fmt::Debug for Pending {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pending")
             .field("answered", &!self.receiver.is_empty())
-            .field("counted_rows", &self.counted.as_ref().map(|counted| counted.rows))
+            .field("reported", &self.counted.is_some())
             .finish()
     }
 }
@@ -108,16 +99,10 @@ impl Future for Pending {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let answer = Pin::new(&mut self.receiver).poll(cx);
-        self.taking(matches!(answer, Poll::Ready(Ok(Ok(_)))));
-        answer
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if let Some(counted) = &self.counted {
-            counted.context.pending_rows.fetch_sub(counted.rows, Ordering::Relaxed);
+        if let Poll::Ready(Ok(Ok(_))) = &answer {
+            self.taking();
         }
+        answer
     }
 }
 

@@ -2,7 +2,6 @@
 //! one tensor per input, run, split the outputs back, reply; a panic fails
 //! the batch's requests and the thread goes on.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::objective::lanes::Expired;
@@ -23,8 +22,8 @@ pub(super) fn worker(shared: &Shared) {
                 if let Some(work) = state.take_ready(now) {
                     break Some(work);
                 }
-                state.queues.retain(|_, e| !(e.closing && e.lanes.is_empty()));
-                if state.shutdown && state.queues.values().all(|e| e.lanes.is_empty()) {
+                state.queues.retain(|_, e| !(e.closing && e.state.lanes.is_empty()));
+                if state.shutdown && state.queues.values().all(|e| e.state.lanes.is_empty()) {
                     break None;
                 }
                 state.idle += 1;
@@ -43,11 +42,9 @@ pub(super) fn worker(shared: &Shared) {
         };
         match work {
             Some(work) => {
-                let limited = work.context.counts_running().then(|| work.context.clone());
-                run_contained(work);
-                if let Some(context) = limited {
-                    shared.finished(&context);
-                }
+                let (id, run_id) = (work.id, work.run_id);
+                let ran = run_contained(work);
+                shared.finished(id, run_id, ran);
             }
             None => {
                 // Let the other threads see the shutdown too.
@@ -58,45 +55,32 @@ pub(super) fn worker(shared: &Shared) {
     }
 }
 
-/// Runs one batch, on a batch thread or inline on a request's. A panic
-/// anywhere in it must not end the thread: its requests' reply channels
-/// close (they answer an error) and the thread goes on serving.
-pub(super) fn run_contained(work: Work) {
-    let counted = work.context.controller.is_some().then(|| {
-        // Rows given up on stopped counting as pending when their callers
-        // left: counted as running, they would hide as many waiting rows.
-        let rows = (work.batch.tasks.iter())
-            .filter(|task| !task.reply.is_closed())
-            .map(|task| task.rows)
-            .sum();
-        work.context.running_rows.fetch_add(rows, Ordering::Relaxed);
-        (work.context.clone(), rows, work.run_id)
-    });
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process(work))).is_err() {
+/// Runs one batch, on a batch thread or inline on a request's: the rows
+/// run (padding included) and the run's time, where a merged batch ran to
+/// learn from. A panic anywhere in it must not end the thread: its
+/// requests' reply channels close (they answer an error) and the thread
+/// goes on serving.
+pub(super) fn run_contained(work: Work) -> Option<(usize, Duration)> {
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process(work)));
+    ran.unwrap_or_else(|_| {
         log::error!("a batch panicked; its requests were answered with an error");
-    }
-    if let Some((context, rows, run_id)) = counted {
-        context.running_rows.fetch_sub(rows, Ordering::Relaxed);
-        // A batch that failed, panicked or had no one left ran nothing to learn from.
-        context.ended(run_id);
-    }
+        None
+    })
 }
 
 /// Runs one batch: drop abandoned requests, assemble, run, split, reply.
-fn process(work: Work) {
+fn process(work: Work) -> Option<(usize, Duration)> {
     let Work {
         batch,
         expired,
         context,
         merge,
-        run_id,
+        ..
     } = work;
     if !expired.is_empty() {
         answer_expired(&context, expired);
     }
-    let Some(mut live) = still_awaited(&context, batch.tasks) else {
-        return;
-    };
+    let mut live = still_awaited(&context, batch?.tasks)?;
     let rows: usize = live.iter().map(|t| t.rows).sum();
     let run_rows = if merge { context.params.padded_size(rows) } else { rows };
     if run_rows > rows {
@@ -104,7 +88,10 @@ fn process(work: Work) {
     }
     let inputs = match assemble_inputs(&mut live, &context.params, run_rows) {
         Ok(inputs) => inputs,
-        Err(message) => return reply_all(live, Err(BatchError::Inputs(message))),
+        Err(message) => {
+            reply_all(live, Err(BatchError::Inputs(message)));
+            return None;
+        }
     };
     let run_started = Instant::now();
     let result = run_guarded(context.runner.as_ref(), inputs);
@@ -114,12 +101,7 @@ fn process(work: Work) {
         rows,
         run_rows,
     };
-    record_run(
-        &context,
-        &ran,
-        merge && result.is_ok(),
-        result.is_ok().then_some(run_id),
-    );
+    record_run(&context, &ran, merge && result.is_ok());
     match result {
         Ok(outputs) => {
             log::debug!(
@@ -129,6 +111,7 @@ fn process(work: Work) {
                 request_ids(&live)
             );
             reply_rows(live, outputs, &ran);
+            Some((ran.run_rows, ran.time))
         }
         Err(error) => {
             log::warn!(
@@ -137,6 +120,7 @@ fn process(work: Work) {
                 request_ids(&live)
             );
             reply_all(live, Err(BatchError::Run(error)));
+            None
         }
     }
 }
@@ -169,17 +153,14 @@ fn still_awaited(context: &super::QueueContext, tasks: Vec<Task<Reply>>) -> Opti
     Some(live)
 }
 
-/// A run's time, where the queue's estimates learn from it: the clock
-/// always, the batch sizes' costs for a merged batch that ran (`sized`), the
-/// controller for a run that succeeded (`learned`, its run id).
-fn record_run(context: &super::QueueContext, ran: &Ran, sized: bool, learned: Option<Option<u64>>) {
+/// A run's time, where the queue's estimates outside its state learn from
+/// it: the clock always, the batch sizes' costs for a merged batch that ran
+/// (`sized`). Its controller learns when the batch is finished.
+fn record_run(context: &super::QueueContext, ran: &Ran, sized: bool) {
     context.metrics.run.observe(ran.time.as_secs_f64());
     context.clock.record(ran.time);
     if let Some(sizes) = context.sizes.as_ref().filter(|_| sized) {
         sizes.record(ran.run_rows, ran.time);
-    }
-    if let Some(run_id) = learned {
-        context.ran(run_id, ran.run_rows, ran.time);
     }
 }
 

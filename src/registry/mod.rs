@@ -158,9 +158,14 @@ impl Registry {
         self.models.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether a queue of this registry's batcher has a latency objective.
+    /// Whether a model of this registry may have a latency objective: told
+    /// at start by its batching settings (the global parameters or a
+    /// model's own), which every model's queues take.
     pub fn any_steered(&self) -> bool {
-        self.options.batcher.any_steered()
+        let batching = &self.options.batching;
+        let own = batching.overrides.values().map(|o| o.apply(&batching.params));
+        let mut all = std::iter::once(batching.params.clone()).chain(own);
+        batching.enabled && all.any(|params| params.objective().is_some())
     }
 
     /// The servable a request addresses.

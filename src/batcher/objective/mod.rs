@@ -1,32 +1,38 @@
-//! A queue's latency objective and the policy that keeps it. Every request
-//! carries one deadline, set once: its arrival (the kernel's receive stamp,
-//! else the time it was submitted) plus the objective. Runs are planned per
-//! power-of-two batch size at the objective's percentile of that size's
-//! recent warm runs, sizes not measured on the line through smaller ones
-//! ([`runs`]). The cap is the largest batch whose plan, from sizes with runs
-//! enough to tell their percentile, fits half the objective (a request may
-//! wait behind one run and then take its own); it changes at most once per
-//! [`CAP_HOLD`], and batches never wait to fill. A request is on time when
-//! the time planned ahead of it (where the running batches hold every
-//! thread, until the last is planned to end; then the rows waiting and its
-//! own in full batches of the cap, as many at once as the queue runs) ends
-//! by its deadline less a margin; it is checked before its body is read and
-//! at enqueue, against the same deadline. One predicted late is refused
-//! (`late_action: reject`) or queued on the late lane (`serve`, where no
-//! on-time work waits or it is planned to end within a grace of the
-//! objective once more past its deadline; and under either action one
-//! whose run alone outlasts the objective on an idle queue), which runs only in capacity no on-time
-//! request needs: when no on-time batch waits, and in the rows an on-time
-//! batch has to spare while its planned run still meets every deadline in
-//! it ([`lanes`]). When a thread takes a batch, requests its planned run
-//! would finish past their deadlines (late ones: whose grace has passed)
-//! are answered late at once. The margin is what the plans miss
-//! outside the runs: answers taken past their deadlines raise it and ones
-//! in time lower it, so that no more than 1 − percentile of them are late
-//! ([`margin`]). Guaranteed, and asserted on a simulated clock (`tests`):
-//! with runs within their plans and nothing outside them, no on-time request
-//! finishes past its deadline; no late request runs while an on-time batch
-//! waits; at a steady load the cap changes at most once per [`CAP_HOLD`].
+//! A queue's latency objective and the policy that keeps it, for an
+//! objective of latency L at percentile p:
+//!
+//! ```text
+//! deadline  d = arrival + L              (the kernel's receive stamp, else submission; set once)
+//! plan(b)   = the p-quantile of the last 128 warm runs of b's power-of-two size; a size not
+//!             measured: on the line through the two nearest smaller ones, else the nearer's
+//! cap       = the largest b up to which no plan from sizes with runs enough for p (their
+//!             own, or on the line through two) passes L/2; changed at most once per CAP_HOLD
+//! ahead     = while the running batches hold every thread, until the last is planned to
+//!             end; then ⌈(waiting + rows) / cap / threads⌉ × plan(cap)
+//! admit     = on time iff now + ahead ≤ d − m
+//! margin m  = +L/64·(1−p) per request admitted on time answered past d or dropped,
+//!             −L/64·p per one answered by d; within 0 and min(L/4, L − plan(1))
+//! late      = reject: refused; serve: on the late lane, due by d + L, where no on-time
+//!             row waits or now + ahead ≤ d + L, else refused; either way, one whose run
+//!             alone outlasts L on an idle queue runs
+//! drop      = on time: when taken, if now + plan(batch) > d;
+//!             late: once d + L has passed, by the batch threads' timer
+//! ```
+//!
+//! Late batches run only where no on-time batch waits, at most the cap in
+//! rows: an on-time request that arrives as one starts waits at most its
+//! plan, half the objective, and has the other half for a batch of its own.
+//! An on-time batch that leaves none waiting takes late rows into the room
+//! it has while its plan still meets every deadline in it less the margin.
+//!
+//! Guaranteed, and asserted on a simulated clock (`tests`), each against a
+//! deliberately broken controller that fails it:
+//! - G1: with runs within their plans and nothing outside them, no request
+//!   admitted on time once every size it runs was measured misses its
+//!   deadline (answered late, or dropped unrun).
+//! - G5: no late request runs while an on-time batch waits.
+//! - G8: at a steady load the cap changes at most once per [`CAP_HOLD`].
+//!
 //! Free of threads and clocks: every input carries its time.
 
 use std::time::{Duration, Instant};
@@ -36,13 +42,28 @@ use runs::RunTimes;
 
 pub mod lanes;
 mod margin;
+mod plan;
 mod runs;
 mod terms;
 
+use lanes::Lanes;
+pub use plan::Running;
 pub use terms::{Admission, Late, LateAction, Objective};
 
 /// The cap changes at most this often: a steady load sees a steady batch size.
 const CAP_HOLD: Duration = Duration::from_secs(1);
+
+/// A controller broken on purpose, to show that a guarantee's test can fail.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fault {
+    /// Every request is on time.
+    AdmitAll,
+    /// The late lane is taken before the on-time one.
+    LateFirst,
+    /// The cap flips between the largest batch and half of it on every run.
+    FlippingCap,
+}
 
 pub struct Controller {
     objective: Objective,
@@ -55,9 +76,8 @@ pub struct Controller {
     /// When the cap last changed.
     cap_changed: Option<Instant>,
     margin: Margin,
-    /// The queue's batches running now: an id, when each started, its rows.
-    running: Vec<(u64, Instant, usize)>,
-    next_run: u64,
+    #[cfg(test)]
+    pub fault: Option<Fault>,
 }
 
 impl Controller {
@@ -73,8 +93,8 @@ impl Controller {
             cap: max_batch.min(super::params::UNLISTED_WARMUP_LIMIT),
             cap_changed: None,
             margin: Margin::default(),
-            running: Vec::new(),
-            next_run: 0,
+            #[cfg(test)]
+            fault: None,
         }
     }
 
@@ -83,29 +103,24 @@ impl Controller {
         self.cap
     }
 
-    /// How far short of its deadline a request is planned to be let in.
-    pub fn margin(&self) -> Duration {
-        Duration::from_secs_f64(self.margin.seconds())
+    /// How far short of its deadline a request is planned to be let in, in
+    /// seconds.
+    pub fn margin(&self) -> f64 {
+        self.margin.seconds()
     }
 
-    /// A batch of `rows` rows starts at `now`: the id it ends with.
-    pub fn started(&mut self, rows: usize, now: Instant) -> u64 {
-        self.next_run += 1;
-        self.running.push((self.next_run, now, rows));
-        self.next_run
-    }
-
-    /// The batch `run_id` ended without a run to learn from (it failed, or
-    /// all its requests had gone); nothing when it was counted already.
-    pub fn ended(&mut self, run_id: u64) {
-        self.running.retain(|&(id, _, _)| id != run_id);
-    }
-
-    /// The batch `run_id` of `rows` rows (padding included) ran in `run`,
-    /// ending at `now`.
-    pub fn ran(&mut self, run_id: u64, rows: usize, run: Duration, now: Instant) {
-        self.ended(run_id);
+    /// A batch of `rows` rows (padding included) ran in `run`, ending at `now`.
+    pub fn ran(&mut self, rows: usize, run: Duration, now: Instant) {
         self.runs.record(rows, run.as_secs_f64());
+        #[cfg(test)]
+        if self.fault == Some(Fault::FlippingCap) {
+            self.cap = if self.cap == self.max_batch {
+                self.max_batch / 2
+            } else {
+                self.max_batch
+            };
+            return;
+        }
         if self.cap_changed.is_some_and(|changed| now < changed + CAP_HOLD) {
             return;
         }
@@ -116,21 +131,57 @@ impl Controller {
         }
     }
 
-    /// `late` on-time requests took their answers past their deadlines, and
-    /// `on_time` did not.
-    pub fn answered(&mut self, late: u32, on_time: u32) {
-        let allowed = (1.0 - self.objective.percentile / 100.0).max(0.0);
-        self.margin
-            .answered(late, on_time, self.objective.latency.as_secs_f64(), allowed);
+    /// A request admitted on time had its answer taken past its deadline
+    /// (`late`) or by it.
+    pub fn answered(&mut self, late: bool) {
+        self.learn(u32::from(late), u32::from(!late));
     }
 
-    /// The verdict on a request of `rows` rows due by `deadline`, behind
-    /// `waiting` on-time rows (queued, or answered and not yet taken), at
-    /// `now`. Before any run is measured only the time already past counts.
-    pub fn admit(&self, rows: usize, waiting: usize, deadline: Instant, now: Instant) -> Admission {
-        let estimate = self.planned_ahead(rows, waiting, now).unwrap_or(Duration::ZERO);
-        let finish = now.checked_add(estimate.saturating_add(self.margin()));
-        if finish.is_some_and(|finish| finish <= deadline) {
+    /// `count` requests admitted on time were dropped unrun.
+    pub fn dropped(&mut self, count: u32) {
+        self.learn(count, 0);
+    }
+
+    fn learn(&mut self, above: u32, within: u32) {
+        let allowed = (1.0 - self.objective.percentile / 100.0).max(0.0);
+        let objective = self.objective.latency.as_secs_f64();
+        // At most what still admits a request that finds the queue idle:
+        // answers keep coming, and with them what brings the margin down.
+        let most = (margin::MOST * objective).min(objective - self.runs.planned(1).unwrap_or(0.0));
+        self.margin.learn(above, within, objective, allowed, most.max(0.0));
+    }
+
+    /// The run planned for a batch of `rows`; `None` before any was measured.
+    pub fn planned_run(&self, rows: usize) -> Option<Duration> {
+        self.runs.planned(rows).map(seconds)
+    }
+
+    /// Whether a request due by `deadline` is on time in a batch planned
+    /// to end at `end`: by its deadline less the margin.
+    pub fn meets(&self, end: Instant, deadline: Instant) -> bool {
+        end.checked_add(seconds(self.margin.seconds()))
+            .is_some_and(|end| end <= deadline)
+    }
+
+    /// The verdict on a request of `rows` rows due by `deadline`, at `now`,
+    /// behind the on-time rows of `lanes` and the batches `running`. Before
+    /// any run is measured only the time already past counts.
+    pub fn admit<R>(
+        &self,
+        rows: usize,
+        deadline: Instant,
+        now: Instant,
+        lanes: &Lanes<R>,
+        running: &[Running],
+    ) -> Admission {
+        #[cfg(test)]
+        if self.fault == Some(Fault::AdmitAll) {
+            return Admission::OnTime;
+        }
+        let waiting = lanes.on_time.rows();
+        let estimate = plan::ahead(self, (rows, waiting), now, running).unwrap_or_default();
+        let end = now + estimate;
+        if self.meets(end, deadline) {
             return Admission::OnTime;
         }
         let arrived = deadline.checked_sub(self.objective.latency).unwrap_or(now);
@@ -139,54 +190,34 @@ impl Controller {
             waited: now.saturating_duration_since(arrived),
             waiting_rows: waiting,
         };
-        // Where the queue is idle and the run alone takes longer than the
-        // objective, refusing would make no one faster: it runs, as late work.
-        let idle = waiting == 0 && self.running.len() < self.parallel;
-        // Late work is served where no on-time work waits, or within its
-        // grace (the objective once more past its deadline).
-        let within_grace = finish.is_some_and(|finish| finish <= deadline + self.objective.latency);
+        let due = deadline + self.objective.latency;
+        let idle = waiting == 0 && running.len() < self.parallel;
         match self.late_action {
-            LateAction::Serve if waiting == 0 || within_grace => Admission::Delay(late),
-            _ if idle && estimate > self.objective.latency => Admission::Delay(late),
+            // Late work is served where no on-time work waits, or within
+            // the objective once more past its deadline, and due by then.
+            LateAction::Serve if waiting == 0 || end <= due => Admission::Delay { late, due },
+            // Where the queue is idle and the run alone takes longer than the
+            // objective, refusing would make no one faster: it runs, as late work.
+            _ if idle && estimate > self.objective.latency => Admission::Delay { late, due: end },
             _ => Admission::Refuse(late),
         }
     }
 
-    /// The run planned for a batch of `rows`; `None` before any was measured.
-    pub fn planned_run(&self, rows: usize) -> Option<Duration> {
-        self.runs.planned(rows).map(seconds)
-    }
-
-    /// The time a request of `rows` rows behind `waiting` rows is planned
-    /// to take from `now`: where the running batches hold every thread the
-    /// queue runs on, until the last is planned to end (from then every
-    /// thread takes the next batch as it frees); then the batches of
-    /// the cap the rows waiting and its own make, as many at once as the
-    /// queue runs, each planned full (its own batch may fill behind it).
-    /// `None` before any run was measured.
-    fn planned_ahead(&self, rows: usize, waiting: usize, now: Instant) -> Option<Duration> {
-        let mut total = Duration::ZERO;
-        if self.running.len() >= self.parallel {
-            let ends = self.running.iter().map(|&(_, started, rows)| {
-                let run = self.planned_run(rows)?;
-                Some(started.checked_add(run).unwrap_or(now).saturating_duration_since(now))
-            });
-            total += ends.collect::<Option<Vec<_>>>()?.into_iter().max()?;
-        }
-        let waves = (waiting + rows).div_ceil(self.cap).div_ceil(self.parallel);
-        Some(total.saturating_add(seconds(self.runs.planned(self.cap)? * waves as f64)))
-    }
-
-    /// The largest batch whose settled plan fits half the objective (at
-    /// least one row); `None` before any size has runs enough.
+    /// The cap: the largest size up to which no settled plan (runs enough
+    /// to tell the percentile, of the size or on the line through two
+    /// sizes) passes half the objective; a size with no settled plan does
+    /// not hold it back, so that sizes the cap would keep out are measured
+    /// before they are judged (admission plans every batch it grows, so an
+    /// unjudged size is never planned past a deadline). `None` before the
+    /// smallest size is settled.
     fn fitting_cap(&self) -> Option<usize> {
         let half = self.objective.latency.as_secs_f64() / 2.0;
         self.runs.settled(1)?;
-        let sizes = std::iter::successors(Some(1), |&size| {
+        let mut sizes = std::iter::successors(Some(1), |&size| {
             (size < self.max_batch).then(|| (size * 2).min(self.max_batch))
         });
-        let fitting = sizes.filter(|&size| self.runs.settled(size).is_some_and(|run| run <= half));
-        Some(fitting.last().unwrap_or(1))
+        let fits = |size: &usize| self.runs.settled(*size).is_none_or(|run| run <= half);
+        Some(sizes.by_ref().take_while(fits).last().unwrap_or(1))
     }
 }
 

@@ -60,23 +60,26 @@ impl RunTimes {
     /// The run planned for a batch of `rows`, in seconds; `None` before any
     /// run was measured.
     pub(super) fn planned(&self, rows: usize) -> Option<f64> {
-        self.plan(rows, 1)
+        self.plan(rows, 1, true)
     }
 
     /// The run planned for a batch of `rows` from the sizes with runs
     /// enough to tell their percentile (a hundred for a p99; a p99 of fewer
-    /// is their slowest): what the cap is chosen by, so that one slow run
-    /// among a few does not move it.
+    /// is their slowest): its own size's, or on the line through two such
+    /// sizes below; `None` where no two are settled to draw it through (one
+    /// size alone tells nothing of how runs grow, and a larger size's run
+    /// only bounds it).
     pub(super) fn settled(&self, rows: usize) -> Option<f64> {
         let enough = (1.0 / (1.0 - self.share).max(1e-9)).ceil() as usize;
-        self.plan(rows, enough.clamp(1, RING))
+        self.plan(rows, enough.clamp(1, RING), false)
     }
 
     /// The plan from sizes with at least `least` runs kept: its own size's;
     /// else on the line through the two nearest smaller sizes (between
-    /// the nearer one's run and that run scaled by rows), or the nearer
-    /// scaled by rows where there is one; else the nearest larger size's.
-    fn plan(&self, rows: usize, least: usize) -> Option<f64> {
+    /// the nearer one's run and that run scaled by rows), or the nearer's
+    /// own run where there is one; else the nearest larger size's (those
+    /// two only where `scaled`).
+    fn plan(&self, rows: usize, least: usize, scaled: bool) -> Option<f64> {
         let target = bucket(rows.min(self.max_batch));
         let known = |b: usize| {
             let ring = &self.sizes[b];
@@ -95,8 +98,11 @@ impl RunTimes {
                 let line = run + slope * (wanted - near);
                 Some(line.clamp(run, run * wanted / near))
             }
-            (Some((near, run)), None) => Some(run * wanted / near),
-            _ => (target + 1..self.sizes.len()).find_map(known),
+            // One size alone tells nothing of how runs grow: planned at its
+            // run until the larger size is measured (first met, it is).
+            (Some((_, run)), None) => scaled.then_some(run),
+            _ if scaled => (target + 1..self.sizes.len()).find_map(known),
+            _ => None,
         }
     }
 }
@@ -141,8 +147,12 @@ mod tests {
         runs.record(16, 0.0);
         runs.record(16, 4.0);
         assert_eq!(runs.planned(4), Some(4.0), "only a larger size measured");
-        assert_eq!(runs.planned(64), Some(16.0), "two doublings above");
-        assert_eq!(runs.planned(1000), Some(16.0), "bounded by max_batch_size");
+        assert_eq!(
+            runs.planned(64),
+            Some(4.0),
+            "one size below: its own run until 64 is measured"
+        );
+        assert_eq!(runs.planned(1000), Some(4.0), "bounded by max_batch_size");
         assert_eq!(runs.planned(12), Some(4.0), "12 rows run in the bucket of 16");
         // Two sizes below: on their line.
         runs.record(4, 0.0);
@@ -154,7 +164,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cap_is_chosen_from_sizes_with_runs_enough_for_their_percentile() {
+    fn a_size_is_settled_once_it_has_runs_enough_for_its_percentile() {
         let mut runs = RunTimes::new(64, 99.0);
         runs.record(8, 0.0);
         for _ in 0..100 {
@@ -165,10 +175,19 @@ mod tests {
         assert_eq!(runs.planned(32), Some(9.0));
         assert_eq!(
             runs.settled(32),
-            Some(4.0),
-            "one run of 32 is not enough: scaled from 8"
+            None,
+            "one run of 32 is not enough, nor one size below"
         );
         assert_eq!(runs.settled(8), Some(1.0));
-        assert_eq!(RunTimes::new(64, 99.0).settled(8), None);
+        assert_eq!(runs.settled(16), None, "never measured");
+        runs.record(2, 0.0);
+        for _ in 0..100 {
+            runs.record(2, 0.5);
+        }
+        assert_eq!(
+            runs.settled(32),
+            Some(3.0),
+            "on the line through 2 and 8: 1 + 24 × 0.5 / 6"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The terms a queue's controller is given and answers in: the objective,
 //! what to do with a request predicted late, and why it was.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -49,7 +49,10 @@ pub struct Late {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Admission {
     OnTime,
-    /// Predicted late, and no on-time work waits: the late lane takes it.
-    Delay(Late),
+    /// Predicted late, and served: on the late lane, due by `due`.
+    Delay {
+        late: Late,
+        due: Instant,
+    },
     Refuse(Late),
 }

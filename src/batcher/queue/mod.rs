@@ -24,6 +24,14 @@ pub struct Task<R> {
     pub reply: R,
 }
 
+/// The earlier of two deadlines, where either is set.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Whether two requests' inputs may share one tensor: per input, the same rank
 /// and (unless variable-length padding is on) the same non-batch dimensions.
 /// Compared in place, element by element: a key built per request would cost
@@ -40,6 +48,8 @@ pub struct Batch<R> {
     pub tasks: Vec<Task<R>>,
     pub rows: usize,
     pub opened: Instant,
+    /// The earliest deadline in it: what a plan that grows it must still meet.
+    due: Option<Instant>,
     /// The most rows it takes: the cap when it opened (a cap chosen later
     /// does not grow it past what the requests in it were planned to run at).
     cap: usize,
@@ -51,6 +61,17 @@ impl<R> Batch<R> {
     /// Whether the batch is one request that must run as it came (no merging, no padding).
     pub fn runs_alone(&self) -> bool {
         self.alone
+    }
+
+    /// The earliest deadline of its requests, under a latency objective.
+    pub fn due(&self) -> Option<Instant> {
+        self.due
+    }
+
+    /// Recounts its rows and earliest deadline after requests were taken out.
+    pub fn recount(&mut self) {
+        self.rows = self.tasks.iter().map(|task| task.rows).sum();
+        self.due = self.tasks.iter().filter_map(|task| task.deadline).min();
     }
 
     /// The inputs later requests must agree with to join, unless the batch runs alone.
@@ -157,6 +178,14 @@ impl<R> Queue<R> {
         }
     }
 
+    /// Rows the open batch can still take from a request that may join it.
+    pub fn open_room(&self) -> usize {
+        match self.batches.back() {
+            Some(open) if !open.alone => open.cap.saturating_sub(open.rows),
+            _ => 0,
+        }
+    }
+
     /// Batches that these tasks, added in order, would open.
     fn new_batches_needed(&self, tasks: &[Task<R>]) -> usize {
         if !self.merge {
@@ -179,27 +208,25 @@ impl<R> Queue<R> {
 
     /// Adds tasks all together or not at all.
     pub fn enqueue(&mut self, tasks: Vec<Task<R>>) -> Result<(), (EnqueueError, Vec<Task<R>>)> {
-        if self.merge {
-            if let Some(big) = tasks.iter().find(|t| !t.alone && t.rows > self.params.max_batch_size) {
-                let error = EnqueueError::TooLarge {
-                    rows: big.rows,
-                    max: self.params.max_batch_size,
-                };
-                return Err((error, tasks));
-            }
+        if let Err(error) = self.refusal(&tasks) {
+            return Err((error, tasks));
         }
-        if self.batches.len() + self.new_batches_needed(&tasks) > self.params.max_enqueued_batches {
-            return Err((
-                EnqueueError::Full {
-                    batches: self.params.max_enqueued_batches,
-                },
-                tasks,
-            ));
-        }
-        for task in tasks {
-            self.push(task);
-        }
+        tasks.into_iter().for_each(|task| self.push(task));
         Ok(())
+    }
+
+    /// Why these tasks may not be added: one is too large, or the batches
+    /// they would open pass `max_enqueued_batches`.
+    fn refusal(&self, tasks: &[Task<R>]) -> Result<(), EnqueueError> {
+        let max = self.params.max_batch_size;
+        if let Some(big) = tasks.iter().find(|t| self.merge && !t.alone && t.rows > max) {
+            return Err(EnqueueError::TooLarge { rows: big.rows, max });
+        }
+        let batches = self.params.max_enqueued_batches;
+        match self.batches.len() + self.new_batches_needed(tasks) > batches {
+            true => Err(EnqueueError::Full { batches }),
+            false => Ok(()),
+        }
     }
 
     /// Whether adding this task would open a batch.
@@ -210,18 +237,7 @@ impl<R> Queue<R> {
     /// Adds one task, or gives it back with the reason: `enqueue` without
     /// the vector.
     pub fn enqueue_one(&mut self, task: Task<R>) -> Result<(), (EnqueueError, Task<R>)> {
-        if self.merge && !task.alone && task.rows > self.params.max_batch_size {
-            let error = EnqueueError::TooLarge {
-                rows: task.rows,
-                max: self.params.max_batch_size,
-            };
-            return Err((error, task));
-        }
-        if self.batches.len() + self.new_batches_needed(std::slice::from_ref(&task)) > self.params.max_enqueued_batches
-        {
-            let error = EnqueueError::Full {
-                batches: self.params.max_enqueued_batches,
-            };
+        if let Err(error) = self.refusal(std::slice::from_ref(&task)) {
             return Err((error, task));
         }
         self.push(task);
@@ -237,11 +253,13 @@ impl<R> Queue<R> {
             .is_some_and(|open| self.joins(open.key(), Self::key(&task)) && open.rows + task.rows <= open.cap);
         if let Some(open) = self.batches.back_mut().filter(|_| joins) {
             open.rows += task.rows;
+            open.due = earliest(open.due, task.deadline);
             open.tasks.push(task);
             return;
         }
         let (opened, alone) = (task.enqueued, task.alone || !self.merge);
         self.batches.push_back(Batch {
+            due: task.deadline,
             rows: task.rows,
             tasks: vec![task],
             opened,
@@ -289,7 +307,7 @@ impl<R> Queue<R> {
         let count = count.count();
         let tasks: Vec<Task<R>> = front.tasks.drain(..count).collect();
         let rows: usize = tasks.iter().map(|task| task.rows).sum();
-        front.rows -= rows;
+        front.recount();
         if front.tasks.is_empty() {
             self.batches.pop_front();
         }
@@ -321,9 +339,10 @@ impl<R> Queue<R> {
         }
         let tasks: Vec<Task<R>> = front.tasks.drain(..count).collect();
         let opened = front.opened;
-        front.rows -= taken;
+        front.recount();
         front.opened = front.tasks.first().map_or(opened, |t| t.enqueued);
         Some(Batch {
+            due: tasks.iter().filter_map(|task| task.deadline).min(),
             tasks,
             rows: taken,
             opened,
@@ -332,50 +351,47 @@ impl<R> Queue<R> {
         })
     }
 
+    /// The batches waiting, front first: each one's rows and earliest deadline.
+    pub fn planned_batches(&self) -> impl Iterator<Item = (usize, Option<Instant>)> + '_ {
+        self.batches.iter().map(|batch| (batch.rows, batch.due))
+    }
+
+    /// Closes the open batch at the rows it has: the next request opens a batch of its own.
+    pub fn close_open(&mut self) {
+        if let Some(open) = self.batches.back_mut() {
+            open.cap = open.rows;
+        }
+    }
+
+    /// Takes out of the front batch the requests `expired` says, with its
+    /// verdict; drops the batch when none is left in it.
+    pub fn take_front_where<W>(&mut self, expired: impl Fn(&Task<R>) -> Option<W>) -> Vec<(Task<R>, W)> {
+        let Some(front) = self.batches.front_mut() else {
+            return Vec::new();
+        };
+        let (out, count) = drain_where(&mut front.tasks, expired);
+        if out.is_empty() {
+            return out;
+        }
+        let rows_before = front.rows;
+        front.recount();
+        let (rows_after, empty) = (front.rows, front.tasks.is_empty());
+        if empty {
+            self.batches.pop_front();
+        }
+        self.tasks -= count;
+        self.rows -= rows_before - rows_after;
+        out
+    }
+
     /// When the front batch times out, if it is waiting on its timeout.
     pub fn deadline(&self) -> Option<Instant> {
         self.batches.front().map(|b| b.opened + self.timeout)
     }
 }
 
-/// Splits a task's inputs into row chunks of the given sizes.
-pub fn split_inputs(inputs: &[Tensor], sizes: &[usize]) -> Vec<Vec<Tensor>> {
-    let mut start = 0;
-    sizes
-        .iter()
-        .map(|&n| {
-            let chunk = inputs
-                .iter()
-                .map(|t| super::assemble::slice_rows(t, start, start + n))
-                .collect();
-            start += n;
-            chunk
-        })
-        .collect()
-}
-
-/// Chunk sizes for a large request: first whatever fits the open batch, then
-/// full batches.
-pub fn chunk_sizes(rows: usize, room: usize, max: usize) -> Vec<usize> {
-    let mut sizes = Vec::new();
-    let mut left = rows;
-    if room > 0 {
-        let first = room.min(left);
-        sizes.push(first);
-        left -= first;
-    }
-    while left > 0 {
-        let n = left.min(max);
-        sizes.push(n);
-        left -= n;
-    }
-    sizes
-}
-
-/// How long until `deadline`, for condition-variable waits.
-pub fn until(deadline: Instant, now: Instant) -> Duration {
-    deadline.saturating_duration_since(now)
-}
+mod split;
+pub use split::{chunk_sizes, drain_where, split_inputs, until};
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 //! Queues with a latency objective or a queue timeout, on real batch
 //! threads: what they refuse, put on the late lane, take out of a batch,
-//! and count as waiting. Every bound here is one a loaded machine only
+//! and count as queued. Every bound here is one a loaded machine only
 //! makes truer: runs held by the test, objectives of seconds, and waits
 //! that only ever pass more time than they assert.
 
@@ -83,32 +83,41 @@ fn late_ms(result: ReplyResult) -> f64 {
     }
 }
 
+/// Reads the queue's state under the batcher's lock.
+fn state<T>(handle: &QueueHandle, read: impl FnOnce(&state::QueueState<reply::Reply>) -> T) -> T {
+    let state = handle.shared.lock();
+    read(&state.queues[&handle.id].state)
+}
+
 #[test]
-fn rows_given_up_on_count_neither_as_pending_nor_as_running() {
+fn waiting_rows_are_the_on_time_lanes_and_a_request_given_up_on_runs_for_no_one() {
     // Made first, dropped last: a failing assertion drops `go` first, which
     // lets a held run go, so that the batcher's threads can end.
     let batcher = Batcher::new(1).unwrap();
     let (gate, runs, go) = Gate::new();
     let handle = steered_queue(&batcher, gate.clone(), Duration::from_secs(10), LateAction::Serve);
-    assert_eq!(handle.context.cap(), 8, "runs of next to nothing lift the cap to all 8");
+    let cap = state(&handle, |queue| queue.controller().map(|c| c.cap()));
+    assert_eq!(cap, Some(8), "runs of next to nothing lift the cap to all 8");
     let first = hold_a_run(&handle, &gate, &runs);
-    // Behind the running one, two requests queue into one batch; one is given up.
+    // Behind the running one, two requests join one batch; one is given up.
     let kept = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
     let given_up = handle.submit(vec![rows(&[3.0])], &["x"], None, None).unwrap();
-    assert_eq!(handle.context.waiting(0), 2);
+    let queued = |handle| {
+        state(handle, |queue| {
+            (
+                queue.lanes.on_time.rows(),
+                queue.lanes.on_time.planned_batches().count(),
+            )
+        })
+    };
+    assert_eq!(queued(&handle), (2, 1));
     drop(given_up);
-    assert_eq!(handle.context.waiting(0), 1);
     go.send(()).unwrap();
     answer(first).unwrap();
-    runs.recv().unwrap();
-    // The kept request runs; one queued behind it is all that waits.
-    let last = handle.submit(vec![rows(&[4.0])], &["x"], None, None).unwrap();
-    assert_eq!(handle.context.waiting(0), 1, "the given-up row hides no waiting one");
+    assert_eq!(runs.recv().unwrap(), vec![2.0], "the given-up row is not run");
     go.send(()).unwrap();
     assert_eq!(floats(&answer(kept)), vec![2.0]);
-    runs.recv().unwrap();
-    go.send(()).unwrap();
-    assert_eq!(floats(&answer(last)), vec![4.0]);
+    assert_eq!(queued(&handle), (0, 0));
 }
 
 #[test]
@@ -118,13 +127,15 @@ fn a_late_request_is_served_after_on_time_work_in_the_rows_it_leaves() {
     let objective = Duration::from_secs(10);
     let handle = steered_queue(&batcher, gate.clone(), objective, LateAction::Serve);
     let held = hold_a_run(&handle, &gate, &runs);
-    // Arrived an objective ago: whatever the plan, it is late; not refused, queued late.
-    let long_ago = Instant::now().checked_sub(objective).unwrap();
+    // Arrived one and a half objectives ago: past its deadline by more than
+    // the margin, within the objective once more; not refused, queued late.
+    let long_ago = Instant::now().checked_sub(objective * 3 / 2).unwrap();
     assert!(handle.late_at_head(long_ago).is_none());
     let late = handle.submit(vec![rows(&[9.0])], &["x"], None, Some(long_ago)).unwrap();
-    assert_eq!(handle.context.late_rows.load(Ordering::Relaxed), 1, "on the late lane");
+    let lanes = |handle| state(handle, |queue| (queue.lanes.on_time.rows(), queue.lanes.late.rows()));
+    assert_eq!(lanes(&handle), (0, 1), "on the late lane");
     let on_time = handle.submit(vec![rows(&[2.0])], &["x"], None, None).unwrap();
-    assert_eq!(handle.context.waiting(0), 1, "the late row waits apart");
+    assert_eq!(lanes(&handle), (1, 1), "the late row waits apart");
     go.send(()).unwrap();
     answer(held).unwrap();
     // The on-time request runs first, and the late one in the rows its batch has to spare.
@@ -132,7 +143,7 @@ fn a_late_request_is_served_after_on_time_work_in_the_rows_it_leaves() {
     go.send(()).unwrap();
     assert_eq!(floats(&answer(on_time)), vec![2.0]);
     assert_eq!(floats(&answer(late)), vec![9.0]);
-    assert_eq!(handle.context.late_rows.load(Ordering::Relaxed), 0);
+    assert_eq!(lanes(&handle), (0, 0));
 }
 
 #[test]

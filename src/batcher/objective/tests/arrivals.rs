@@ -1,7 +1,7 @@
 //! The simulation's seeded randomness: uniform and exponential draws, and
 //! when the next open-loop request arrives.
 
-use super::sim::Arrivals;
+use super::setup::Arrivals;
 
 /// splitmix64: a seeded stream of uniform numbers.
 pub struct Random(pub u64);

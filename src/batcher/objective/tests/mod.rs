@@ -1,13 +1,18 @@
 //! The policy's guarantees on a simulated clock ([`sim`]): seeded traces,
-//! no threads, no sleeps. G1–G8 are the ones `docs/batching.md` states.
+//! no threads, no sleeps, the real `QueueState` deciding. G1, G5 and G8 are
+//! each also run against a controller broken on purpose, and must fail
+//! there. `docs/batching.md` states them with the measured figures.
 
 use std::time::Duration;
 
-use super::LateAction;
-use sim::{run, Arrivals, Outcome, Policy, Setup};
+use super::{Fault, LateAction};
+use setup::{Arrivals, Outcome, Policy, Setup};
+use sim::run;
 
 mod arrivals;
+mod setup;
 mod sim;
+mod sweeps;
 
 const SERVE: Policy = Policy::Objective(LateAction::Serve);
 const REJECT: Policy = Policy::Objective(LateAction::Reject);
@@ -16,6 +21,104 @@ fn poisson(setup: &Setup, load: f64) -> Arrivals {
     Arrivals::Poisson {
         rate: load * setup.capacity(),
     }
+}
+
+fn summary(name: &str, out: &Outcome) {
+    eprintln!(
+        "{name}: offered {} answered {} good/s {:.0} refused {} delayed {} batches {} (late {}) expired {} left {} p99 {:.2} ms missed {} of {} late runs {:.3}%",
+        out.offered,
+        out.answered,
+        out.goodput(),
+        out.refused,
+        out.delayed,
+        out.batches,
+        out.late_batches,
+        out.expired,
+        out.left,
+        out.p99() * 1000.0,
+        out.missed,
+        out.admitted,
+        out.late_run_share() * 100.0
+    );
+}
+
+/// G1's traces: random models, objectives, thread counts, loads and
+/// arrival shapes, runs cut to their plans, both late actions.
+fn g1_traces(fault: Option<Fault>) -> impl Iterator<Item = Setup> {
+    let mut random = arrivals::Random(0x5eed);
+    (0..24).map(move |seed| {
+        let mut setup = Setup::new(seed, Arrivals::Poisson { rate: 1.0 }, SERVE);
+        setup.threads = 1 + (random.unit() * 3.0) as usize;
+        setup.fixed = 0.0002 + random.unit() * 0.003;
+        setup.per_row = 0.000_01 + random.unit() * 0.000_2;
+        setup.spread = random.unit() * 0.5;
+        setup.objective = Duration::from_micros(3_000 + (random.unit() * 30_000.0) as u64);
+        setup.runs_within_plan = true;
+        setup.length = Duration::from_secs(2);
+        setup.fault = fault;
+        let load = 0.2 + random.unit() * 2.8;
+        setup.arrivals = match seed % 3 {
+            0 => poisson(&setup, load),
+            1 => Arrivals::OnOff {
+                rate: 2.0 * load * setup.capacity(),
+                on: Duration::from_millis(50),
+                off: Duration::from_millis(50),
+            },
+            _ => Arrivals::Closed {
+                callers: 1 + (random.unit() * 400.0) as usize,
+                retry: Duration::from_micros(200),
+            },
+        };
+        if seed % 2 == 1 {
+            setup.policy = REJECT;
+        }
+        setup
+    })
+}
+
+/// G1 on one trace: no request admitted on time once every size the queue
+/// runs was measured (after the first half second) misses its deadline.
+fn g1(setup: &Setup) -> Result<(), String> {
+    let out = run(setup);
+    match out.missed_warm == 0 {
+        true => Ok(()),
+        false => Err(format!(
+            "{} missed once warm, {} of {} admitted in all: {setup:?}",
+            out.missed_warm, out.missed, out.admitted
+        )),
+    }
+}
+
+#[test]
+fn g1_with_runs_within_their_plans_no_request_admitted_on_time_misses_its_deadline() {
+    let failures: Vec<String> = g1_traces(None).filter_map(|setup| g1(&setup).err()).collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn g1_fails_for_a_controller_that_admits_everything() {
+    let failed = g1_traces(Some(Fault::AdmitAll))
+        .filter(|setup| g1(setup).is_err())
+        .count();
+    assert!(failed >= 5, "only {failed} of 24 traces failed");
+}
+
+fn open_load(load: f64, policy: Policy) -> Setup {
+    let setup = Setup::new(7, Arrivals::Poisson { rate: 1.0 }, policy);
+    Setup {
+        arrivals: poisson(&setup, load),
+        ..setup
+    }
+}
+
+#[test]
+fn g2_at_low_load_nothing_is_refused_and_nothing_waits_longer_than_without_an_objective() {
+    let setup = open_load(0.1, SERVE);
+    let out = run(&setup);
+    let plain = without_objective(&setup);
+    summary("objective", &out);
+    assert_eq!((out.refused, out.expired), (0, 0));
+    assert!(out.p99() <= plain.p99() * 1.01, "{} against {}", out.p99(), plain.p99());
 }
 
 /// The best goodput of the static (cap, timeout) grid on the same trace.
@@ -37,86 +140,6 @@ fn best_static(setup: &Setup) -> (f64, usize, Duration) {
         cap *= 2;
     }
     best
-}
-
-fn summary(name: &str, out: &Outcome) {
-    eprintln!(
-        "{name}: offered {} answered {} good/s {:.0} refused {} delayed {} batches {} (late {}) expired {} p99 {:.2} ms on-time late {} late runs {:.3}%",
-        out.offered,
-        out.answered,
-        out.goodput(),
-        out.refused,
-        out.delayed,
-        out.batches,
-        out.late_batches,
-        out.expired,
-        out.p99() * 1000.0,
-        out.on_time_late,
-        out.late_run_share() * 100.0
-    );
-}
-
-#[test]
-fn g1_with_runs_within_their_plans_no_on_time_request_misses_its_deadline() {
-    let mut random = 0x5eed_u64;
-    let mut next = move || {
-        random = random
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (random >> 33) as f64 / (1u64 << 31) as f64
-    };
-    for seed in 0..40 {
-        let mut setup = Setup::new(seed, Arrivals::Poisson { rate: 1.0 }, SERVE);
-        setup.threads = 1 + (next() * 3.0) as usize;
-        setup.fixed = 0.0002 + next() * 0.003;
-        setup.per_row = 0.000_01 + next() * 0.000_2;
-        setup.spread = next() * 0.5;
-        setup.objective = Duration::from_micros(3_000 + (next() * 30_000.0) as u64);
-        setup.runs_within_plan = true;
-        setup.length = Duration::from_secs(3);
-        let load = 0.2 + next() * 2.8;
-        setup.arrivals = match seed % 3 {
-            0 => poisson(&setup, load),
-            1 => Arrivals::OnOff {
-                rate: 2.0 * load * setup.capacity(),
-                on: Duration::from_millis(50),
-                off: Duration::from_millis(50),
-            },
-            _ => Arrivals::Closed {
-                callers: 1 + (next() * 400.0) as usize,
-                retry: Duration::from_micros(200),
-            },
-        };
-        if seed % 2 == 1 {
-            setup.policy = REJECT;
-        }
-        let out = run(&setup);
-        assert!(out.answered > 0, "seed {seed}: {setup:?}");
-        assert_eq!(
-            out.planned_late,
-            0,
-            "seed {seed}: {setup:?}\n{:?}",
-            (out.on_time_late, out.answered)
-        );
-    }
-}
-
-fn open_load(load: f64, policy: Policy) -> Setup {
-    let setup = Setup::new(7, Arrivals::Poisson { rate: 1.0 }, policy);
-    Setup {
-        arrivals: poisson(&setup, load),
-        ..setup
-    }
-}
-
-#[test]
-fn g2_at_low_load_nothing_is_refused_and_nothing_waits_longer_than_without_an_objective() {
-    let setup = open_load(0.1, SERVE);
-    let out = run(&setup);
-    let plain = without_objective(&setup);
-    summary("objective", &out);
-    assert_eq!((out.refused, out.expired), (0, 0));
-    assert!(out.p99() <= plain.p99() * 1.01, "{} against {}", out.p99(), plain.p99());
 }
 
 #[test]
@@ -154,57 +177,96 @@ fn g4_g5_past_capacity_goodput_holds_answers_stay_within_the_objective_and_no_ru
     }
 }
 
-#[test]
-fn g6_closed_loop_callers_too_many_for_the_objective_are_served_not_refused() {
-    let setup = Setup::new(
-        3,
-        Arrivals::Closed {
-            callers: 300,
-            retry: Duration::from_micros(200),
-        },
-        SERVE,
-    );
-    let out = run(&setup);
-    let plain = without_objective(&setup);
-    summary("300 callers", &out);
-    summary("300 callers, no objective", &plain);
-    // Refused at once or answered 503 from a batch: either way not served.
-    assert!(
-        (out.refused + out.expired) as f64 <= 0.01 * out.offered as f64,
-        "{out:?}"
-    );
-    assert!(
-        out.throughput() >= 0.95 * plain.throughput(),
-        "{} against {}",
-        out.throughput(),
-        plain.throughput()
-    );
+/// G5's trace: past capacity, where both lanes hold work.
+fn g5(fault: Option<Fault>) -> Outcome {
+    let mut setup = open_load(1.5, SERVE);
+    setup.length = Duration::from_secs(2);
+    setup.fault = fault;
+    run(&setup)
 }
 
 #[test]
-fn g7_with_a_delay_outside_the_runs_the_margin_brings_the_late_share_to_the_percentiles() {
-    for outside in [3, 4] {
-        let mut setup = open_load(0.9, SERVE);
-        setup.outside = Duration::from_millis(outside);
-        setup.length = Duration::from_secs(10);
+fn g5_no_late_request_runs_while_an_on_time_batch_waits() {
+    let out = g5(None);
+    summary("g5", &out);
+    assert!(out.delayed > 0, "late work queued");
+    assert_eq!(out.late_before_on_time, 0);
+}
+
+#[test]
+fn g5_fails_for_a_controller_that_takes_late_work_first() {
+    assert!(g5(Some(Fault::LateFirst)).late_before_on_time > 0);
+}
+
+#[test]
+fn g6_closed_loop_callers_too_many_for_the_objective_are_served_not_refused() {
+    // At 1,000 callers each request would spend six objectives in the
+    // queue, past the late lane's bound of one more: their callers are
+    // refused and retry, and only the throughput is asserted.
+    for callers in [100, 300, 1000] {
+        let arrivals = Arrivals::Closed {
+            callers,
+            retry: Duration::from_micros(200),
+        };
+        let mut setup = Setup::new(3, arrivals, SERVE);
+        setup.length = Duration::from_secs(3);
         let out = run(&setup);
-        summary(&format!("outside {outside} ms"), &out);
-        let share = out.late_second_half as f64 / out.answered_second_half.max(1) as f64;
-        // At 3 ms the plans' own slack absorbs most of it; at 4 ms the
-        // margin holds the late share near the 1% a p99 allows.
-        let settled = if outside == 4 { 0.002..=0.02 } else { 0.0..=0.02 };
-        assert!(settled.contains(&share), "late share {share}");
+        let plain = without_objective(&setup);
+        summary(&format!("{callers} callers"), &out);
+        // Refused at once or answered 503 unrun: either way not served.
+        let unserved = (out.refused + out.expired) as f64 / out.offered as f64;
+        eprintln!(
+            "{callers} callers: {unserved:.3} unserved, {:.0} against {:.0} a second",
+            out.throughput(),
+            plain.throughput()
+        );
+        assert!(callers > 300 || unserved <= 0.01, "{callers}: {unserved}");
+        assert!(
+            out.throughput() >= 0.95 * plain.throughput(),
+            "{callers}: {} against {}",
+            out.throughput(),
+            plain.throughput()
+        );
     }
 }
 
 #[test]
-fn g8_at_a_steady_load_the_cap_changes_at_most_once_a_second() {
+fn g7_with_a_delay_outside_the_runs_the_margin_brings_the_late_share_to_the_percentiles() {
+    // Asserted up to 3 ms (the margin's bound, a quarter of the objective,
+    // and the plans' own slack); past it measured and printed.
+    for outside in [0, 1, 2, 3, 4, 5, 8, 10] {
+        let mut setup = open_load(0.9, SERVE);
+        setup.outside = Duration::from_millis(outside);
+        setup.length = Duration::from_secs(6);
+        let out = run(&setup);
+        summary(&format!("outside {outside} ms"), &out);
+        let share = out.late_second_half as f64 / out.answered_second_half.max(1) as f64;
+        assert!(outside > 3 || share <= 0.02, "outside {outside} ms: late share {share}");
+    }
+}
+
+/// G8's trace: a steady load whose runs are noisy enough that the plans of
+/// the sizes it runs cross half the objective back and forth.
+fn g8(fault: Option<Fault>) -> Vec<f64> {
     let mut setup = open_load(0.7, SERVE);
-    setup.spread = 0.3;
+    setup.spread = 0.5;
+    setup.objective = Duration::from_millis(8);
     setup.length = Duration::from_secs(10);
+    setup.fault = fault;
     let out = run(&setup);
-    let gaps: Vec<f64> = out.cap_changes.windows(2).map(|w| w[1] - w[0]).collect();
-    assert!(gaps.iter().all(|&gap| gap >= 1.0), "{:?}", out.cap_changes);
+    out.cap_changes.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+#[test]
+fn g8_at_a_steady_load_the_cap_changes_at_most_once_a_second() {
+    let gaps = g8(None);
+    assert!(gaps.iter().all(|&gap| gap >= 1.0), "{gaps:?}");
+}
+
+#[test]
+fn g8_fails_for_a_controller_whose_cap_flips() {
+    let gaps = g8(Some(Fault::FlippingCap));
+    assert!(gaps.iter().any(|&gap| gap < 1.0), "{gaps:?}");
 }
 
 #[test]
