@@ -123,48 +123,50 @@ impl QueueHandle {
             .objective()
             .map(|objective| arrived.unwrap_or(now) + objective.latency);
         let params = &self.context.params;
-        let splitting = !alone && rows > params.max_batch_size && params.enable_large_batch_splitting;
-        let mut tasks = match splitting {
-            true => self.split_tasks(inputs, rows, request_id, (sender, held), deadline),
-            false => vec![Task {
-                inputs,
-                rows,
-                alone,
-                request_id,
-                enqueued: now,
-                deadline,
-                reply: Reply::Whole { sender, held },
-            }],
-        };
         let pending = Pending::new(receiver);
-        let on_shard = match inline && !splitting {
-            true => tasks.pop(),
-            false => None,
-        };
-        if let Some(task) = on_shard {
-            match self.on_shard(task)? {
-                Ok(drive) => {
-                    return Ok(Submitted {
-                        pending,
-                        drive: Some(drive),
-                    })
-                }
-                Err(task) => tasks.push(task),
-            }
-        }
         // Pieces of a split request may land in batches its caller never
-        // sees, and late ones wait for idle batch threads: the batch threads run them.
-        let admission = self.enqueue(tasks, inline && !splitting, rows, deadline, now)?;
-        let pending = match (admission, deadline) {
-            (Admission::OnTime, Some(deadline)) => pending.reported(&self.shared, self.id, deadline),
-            _ => pending,
+        // sees: the batch threads run them.
+        if !alone && rows > params.max_batch_size && params.enable_large_batch_splitting {
+            let tasks = self.split_tasks(inputs, rows, request_id, (sender, held), deadline);
+            let admission = self.enqueue(tasks, false, rows, deadline, now)?;
+            let pending = self.reported(pending, admission, deadline);
+            return Ok(Submitted { pending, drive: None });
+        }
+        let task = Task {
+            inputs,
+            rows,
+            alone,
+            request_id,
+            enqueued: now,
+            deadline,
+            reply: Reply::Whole { sender, held },
         };
+        let task = match inline {
+            true => match self.on_shard(task)? {
+                Ok(drive) => {
+                    let drive = Some(drive);
+                    return Ok(Submitted { pending, drive });
+                }
+                Err(task) => task,
+            },
+            false => task,
+        };
+        let admission = self.enqueue(vec![task], inline, rows, deadline, now)?;
+        // Late ones wait for idle batch threads: the batch threads run them.
         let drive = match admission {
-            _ if !inline || splitting => None,
-            Admission::OnTime => Some(Drive::Shared),
+            Admission::OnTime if inline => Some(Drive::Shared),
             _ => None,
         };
+        let pending = self.reported(pending, admission, deadline);
         Ok(Submitted { pending, drive })
+    }
+
+    /// An on-time request's answer, reported to the queue when it is taken.
+    fn reported(&self, pending: Pending, admission: Admission, deadline: Option<Instant>) -> Pending {
+        match (admission, deadline) {
+            (Admission::OnTime, Some(deadline)) => pending.reported(&self.shared, self.id, deadline),
+            _ => pending,
+        }
     }
 
     /// Queues one request's task on the caller's shard, where the queue has

@@ -1,10 +1,10 @@
 //! A queue's two lanes and what leaves them. On-time requests queue in
 //! arrival order, which under one objective is deadline order; requests
-//! predicted late queue on the late lane, due by the end planned for them
-//! there, which runs only while no on-time batch waits. When a batch thread
-//! takes a batch, the on-time requests in it that its planned run would
-//! finish past the bound each was admitted against, and those
-//! that waited past a queue timeout (Triton's), are taken out and answered
+//! predicted late queue on the late lane, due one objective past their
+//! deadlines, which runs only while no on-time batch waits. When a batch
+//! thread takes a batch, the on-time requests in it that its planned run
+//! would finish past their deadlines, and those that waited past a queue
+//! timeout (Triton's), are taken out and answered
 //! at once: a wasted run would delay everyone behind them. The batch is not
 //! shrunk for them; it runs with the rest. Late requests whose due has
 //! passed are taken out by the batch threads' timer, whatever the on-time
@@ -91,7 +91,7 @@ impl<R> Lanes<R> {
     ) -> Option<Taken<R>> {
         let run = controller.and_then(|c| c.planned_run(batch.rows));
         let why = |task: &Task<R>| match (task.deadline, run) {
-            (Some(bound), Some(run)) if now + run > bound => Some(Expired::Deadline { run }),
+            (Some(deadline), Some(run)) if now + run > deadline => Some(Expired::Deadline { run }),
             _ => waited_past(task, now, queue_timeout),
         };
         let (mut expired, on_time_expired) = drain_where(&mut batch.tasks, why);

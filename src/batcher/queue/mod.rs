@@ -178,14 +178,6 @@ impl<R> Queue<R> {
         }
     }
 
-    /// Rows the open batch can still take from a request that may join it.
-    pub fn open_room(&self) -> usize {
-        match self.batches.back() {
-            Some(open) if !open.alone => open.cap.saturating_sub(open.rows),
-            _ => 0,
-        }
-    }
-
     /// Batches that these tasks, added in order, would open.
     fn new_batches_needed(&self, tasks: &[Task<R>]) -> usize {
         if !self.merge {
@@ -354,13 +346,6 @@ impl<R> Queue<R> {
     /// The batches waiting, front first: each one's rows and earliest deadline.
     pub fn planned_batches(&self) -> impl Iterator<Item = (usize, Option<Instant>)> + '_ {
         self.batches.iter().map(|batch| (batch.rows, batch.due))
-    }
-
-    /// Closes the open batch at the rows it has: the next request opens a batch of its own.
-    pub fn close_open(&mut self) {
-        if let Some(open) = self.batches.back_mut() {
-            open.cap = open.rows;
-        }
     }
 
     /// Takes out of the front batch the requests `expired` says, with its
