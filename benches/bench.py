@@ -170,6 +170,39 @@ def wait_ready(proc, port, name, timeout=600):
     raise RuntimeError(f"server for {name} not ready after {timeout} s")
 
 
+def mode_decided(proc, port, name, timeout=3600):
+    """The dashboard's `mode` of `name`'s newest version once its
+    `mixed_precision: auto` trial (run in the background) has decided."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server for {name} exited with {proc.returncode}")
+        try:
+            state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard/state", timeout=5))
+            model = next(m for m in state["models"] if m["name"] == name)
+            mode = model["versions"][0]["mode"]
+            if mode and mode["state"] == "decided":
+                return mode
+        except (OSError, StopIteration, KeyError, IndexError):
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"the mode trial of {name} did not decide within {timeout} s")
+
+
+def captured_records(prefix):
+    """How many TFRecords the capture files `PREFIX-*.tfrecord` hold."""
+    prefix = pathlib.Path(prefix)
+    count = 0
+    for path in prefix.parent.glob(prefix.name + "-*.tfrecord"):
+        data = path.read_bytes()
+        offset = 0
+        while offset + 12 <= len(data):
+            length = int.from_bytes(data[offset:offset + 8], "little")
+            offset += 12 + length + 4
+            count += offset <= len(data)
+    return count
+
+
 def stop(proc):
     proc.terminate()
     try:

@@ -17,6 +17,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -73,20 +74,45 @@ def train(out):
 
 
 def served_probabilities(binary, model_dir, flags, images):
+    """The served class scores of `images`; with `--mixed_precision auto`,
+    once its background trial has decided on them (the first server captures
+    the request, the second tries modes on it), and the mode chosen."""
+    import bench
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RUST_LOG="warn")
-    proc = subprocess.Popen([str(binary), "--host", "127.0.0.1", "--rest_api_port", str(PORT), "--port", str(PORT + 1),
-                             "--model_name", "digits", "--model_base_path", str(model_dir), *flags],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        import bench
+    auto = "auto" in flags
+    if auto:
+        captured = pathlib.Path(flags[flags.index("--model_cache_dir") + 1]) / "captured" / "log"
+        flags = [*flags, "--capture_tfrecord_prefix", str(captured), "--capture_flush_seconds", "1"]
+
+    def start():
+        proc = subprocess.Popen([str(binary), "--host", "127.0.0.1", "--rest_api_port", str(PORT), "--port",
+                                 str(PORT + 1), "--model_name", "digits", "--model_base_path", str(model_dir), *flags],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         bench.wait_ready(proc, PORT, "digits")
+        return proc
+
+    def predict():
         body = json.dumps({"instances": images}).encode()
         request = urllib.request.Request(f"http://127.0.0.1:{PORT}/v1/models/digits:predict", data=body,
                                          headers={"Content-Type": "application/json"})
         return json.load(urllib.request.urlopen(request, timeout=120))["predictions"]
+
+    proc = start()
+    try:
+        chosen = None
+        if auto:
+            chosen = bench.mode_decided(proc, PORT, "digits")
+            if not chosen["tried"]:
+                predict()
+                while bench.captured_records(captured) < 1:
+                    time.sleep(0.5)
+                bench.stop(proc)
+                proc = start()
+                chosen = bench.mode_decided(proc, PORT, "digits")
+            print(f"auto: runs {chosen['chosen']}: {chosen['reason']}")
+        return predict(), chosen
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        bench.stop(proc)
 
 
 def main():
@@ -100,8 +126,11 @@ def main():
     bench.build()
     model_dir, test = train(tfvenv.cache_root() / "bench-models")
     labels = test["y"]
-    served = {mode: served_probabilities(bench.RELEASE / "tfserve", model_dir, flags, test["x"])
-              for mode, flags in MODES}
+    served = {}
+    for mode, flags in MODES:
+        served[mode], chosen = served_probabilities(bench.RELEASE / "tfserve", model_dir, flags, test["x"])
+        if chosen:
+            served[f"{mode} ({chosen['chosen']})"] = served.pop(mode)
     top1 = {mode: [max(range(10), key=row.__getitem__) for row in rows] for mode, rows in served.items()}
     print(f"{len(labels)} test images; model {model_dir}")
     print("| mode | accuracy | top-1 agreement with FP32 | largest probability difference |\n|---|---:|---:|---:|")

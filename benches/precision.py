@@ -6,9 +6,12 @@ over gRPC at 32 concurrent callers (`--concurrency 1,32` for more rows;
 one instance per request, under `wrk`), batching on (32 rows, 2 ms),
 FP32, `--mixed_precision bfloat16` (also with oneDNN's
 TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1) and `--mixed_precision auto` alternated on
-fresh servers, each measured after a 3 s warm-up. `auto` keeps its decision
-in a fresh cache folder: the first round's start runs the trial (its time to
-ready and its choice are printed), later rounds reuse it. Needs a CPU with
+fresh servers, each measured after a 3 s warm-up. `auto` serves FP32 at once
+and decides in the background on real requests: the first round's server
+captures 320 requests (`--capture_tfrecord_prefix`, the model ships no warm-up
+requests), the next start runs the trial on them (its time to decide and its
+choice are printed) and is measured once it has switched; the decision is kept
+in a fresh cache folder, so later rounds start in the chosen mode. Needs a CPU with
 AVX512_BF16, AMX or ARM's BF16 (elsewhere the bfloat16 server refuses the
 model, saying what the host lacks). Beside each round, the raw C API
 ceiling per mode (`tfserve-bench raw`, session runs in a loop at batch 1 and 32).
@@ -35,7 +38,10 @@ CACHE = tempfile.mkdtemp(prefix="tfserve-precision-bench-")
 FROZEN = {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}
 MODES = [("fp32", [], {}), ("bfloat16", ["--mixed_precision", "bfloat16"], {}),
          ("bfloat16, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1", ["--mixed_precision", "bfloat16"], FROZEN),
-         ("auto", ["--mixed_precision", "auto", "--model_cache_dir", CACHE], {})]
+         ("auto", ["--mixed_precision", "auto", "--model_cache_dir", CACHE,
+                   "--capture_tfrecord_prefix", f"{CACHE}/captured/log", "--capture_flush_seconds", "1"], {})]
+# Rows of class scores `auto` needs to judge their top class (299 at 99%), and some.
+CAPTURED = 320
 
 
 def serve(model, model_dir, flags, extra_env):
@@ -104,10 +110,17 @@ def main():
             ready = time.time() - started
             try:
                 if mode == "auto":
-                    state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{PORT}/dashboard/state"))
-                    chosen = state["models"][0]["versions"][0]["mode"]
-                    bench.log(f"round {round_} auto: ready after {ready:.0f} s, runs {chosen['chosen']} "
-                              f"({chosen['speedup']:.2f}x fp32 in its trial; reused: {chosen['reused']})")
+                    chosen = bench.mode_decided(proc, PORT, model)
+                    if not chosen["tried"]:
+                        # No real requests yet: capture some, then start again to try modes on them.
+                        while bench.captured_records(f"{CACHE}/captured/log") < CAPTURED:
+                            load(protocols[0], concurrencies[-1], 3)
+                        bench.stop(proc)
+                        proc = serve(model, model_dir, flags, extra_env)
+                        chosen = bench.mode_decided(proc, PORT, model)
+                    bench.log(f"round {round_} auto: ready after {ready:.0f} s, decided after "
+                              f"{time.time() - started:.0f} s: runs {chosen['chosen']} ({chosen['reason']}; "
+                              f"reused: {chosen['reused']})")
                     mode = f"auto ({chosen['chosen']})"
                 load(protocols[0], concurrencies[-1], 3)
                 for protocol in protocols:

@@ -279,6 +279,11 @@ impl Batcher {
         }))
     }
 
+    /// How many batch threads run the queues.
+    pub fn thread_count(&self) -> usize {
+        self.thread_count
+    }
+
     /// Stops taking requests, lets queued batches run, and joins the threads.
     pub fn shutdown(&self) {
         self.shared.lock().shutdown = true;

@@ -29,6 +29,7 @@ use crate::tensor::Tensor;
 
 pub use cloudevents::{canonical_header, redacted as redacted_url};
 pub use policy::{CaptureMode, CaptureSettings, ModelCapture, Policies, Policy};
+pub use tfrecord::{record as tfrecord_record, Exchange};
 
 /// A sampled request's record as the core leaves it on the request's trace;
 /// the transport adds the bodies it saw and hands it back ([`Capture::submit`]).

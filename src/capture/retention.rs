@@ -107,30 +107,14 @@ fn walk(dir: &Path, found: &mut Vec<Found>) {
 }
 
 fn tfrecords(prefix: &str) -> Vec<Found> {
-    let prefix = Path::new(prefix);
-    let dir = match prefix.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let Some(stem) = prefix.file_name().and_then(|n| n.to_str()) else {
-        return Vec::new();
-    };
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.strip_prefix(stem).is_some_and(|rest| rest.starts_with('-')) && name.ends_with(".tfrecord")
-        })
-        .filter_map(|e| {
-            let meta = e.metadata().ok().filter(|m| m.is_file())?;
+    crate::warmup::records::capture_files(prefix)
+        .into_iter()
+        .filter_map(|path| {
+            let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
             Some(Found {
-                path: dir.join(e.file_name()),
                 bytes: meta.len(),
                 modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                path,
             })
         })
         .collect()

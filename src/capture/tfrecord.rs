@@ -19,7 +19,7 @@ use crate::proto::tensorflow::serving::{
 };
 use crate::proto::tensorflow::Example;
 use crate::tensor::{Tensor, TensorData};
-use crate::warmup::records::masked_crc;
+use crate::warmup::records::frame;
 
 /// What one record says about its exchange.
 pub struct Exchange<'a> {
@@ -51,14 +51,7 @@ pub fn record(exchange: &Exchange<'_>) -> Vec<u8> {
         }),
         log_type: Some(log_type(exchange, spec)),
     };
-    let payload = log.encode_to_vec();
-    let mut framed = Vec::with_capacity(payload.len() + 16);
-    let length = (payload.len() as u64).to_le_bytes();
-    framed.extend_from_slice(&length);
-    framed.extend_from_slice(&masked_crc(&length).to_le_bytes());
-    framed.extend_from_slice(&payload);
-    framed.extend_from_slice(&masked_crc(&payload).to_le_bytes());
-    framed
+    frame(&log.encode_to_vec())
 }
 
 fn log_type(exchange: &Exchange<'_>, spec: ModelSpec) -> LogType {

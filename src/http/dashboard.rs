@@ -47,6 +47,23 @@ pub async fn page() -> HttpResponse {
         .body(PAGE)
 }
 
+/// A version's mode: its trial's progress while it serves FP32, then the decision.
+fn mode_state(status: &crate::modes::ModeStatus) -> Value {
+    use crate::modes::ModeStatus;
+    let decision = match status {
+        ModeStatus::Waiting => {
+            return json!({"state": "waiting", "chosen": "float32", "progress": "waiting for the trial thread"})
+        }
+        ModeStatus::Trial(progress) => return json!({"state": "trial", "chosen": "float32", "progress": progress}),
+        ModeStatus::Decided(decision) => decision,
+    };
+    json!({"state": "decided", "chosen": decision.chosen.name(), "speedup": decision.speedup,
+           "reason": decision.reason, "reused": decision.reused.is_some(), "probes": decision.probes,
+           "tried": decision.tried.iter().map(|t| json!({"mode": t.mode.name(), "speedup": t.speedup,
+               "lower": t.judged.map(|j| j.lower), "upper": t.judged.map(|j| j.upper),
+               "rounds": t.judged.map(|j| j.rounds), "verdict": t.verdict})).collect::<Vec<_>>()})
+}
+
 /// `GET /dashboard/state`: every model with its versions' states, the
 /// signatures of the loaded ones, the mode a trial chose for them and whether invocations go through its
 /// `inference.py`, and the metric totals.
@@ -62,12 +79,11 @@ pub fn state(state: &ServerState) -> HttpResponse {
                 .rev()
                 .map(|status| {
                     let servable = service.servable(&model.name, &VersionSelector::Specific(status.version));
-                    let mode = servable.as_ref().ok().and_then(|s| s.mode.as_ref()).map(|decision| {
-                        json!({"chosen": decision.chosen.name(), "speedup": decision.speedup,
-                               "reason": decision.reason, "reused": decision.reused.is_some(),
-                               "tried": decision.tried.iter().map(|t| json!({"mode": t.mode.name(),
-                                   "speedup": t.speedup, "verdict": t.verdict})).collect::<Vec<_>>()})
-                    });
+                    let mode = servable
+                        .as_ref()
+                        .ok()
+                        .and_then(|s| s.mode.as_ref())
+                        .map(|m| mode_state(&m.status()));
                     let signatures: Vec<Value> = servable
                         .map(|servable| {
                             servable

@@ -29,6 +29,7 @@ impl Metrics {
         remove_matching(&self.dropped, &matches);
         remove_matching(&self.replica_runs, &matches);
         remove_matching(&self.model_mode, &matches);
+        remove_matching(&self.model_mode_switches, &matches);
     }
 }
 

@@ -59,6 +59,8 @@ pub struct Metrics {
     gpu_utilization: GaugeVec,
     /// A loaded version's mode (`mixed_precision: auto`) and its measured speedup over FP32.
     pub model_mode: GaugeVec,
+    /// Versions switched to the mode their background trial chose.
+    pub model_mode_switches: IntCounterVec,
 }
 
 /// Registers a metric once, returning the handle the code counts on.
@@ -94,7 +96,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     // Counters of rare events are written at 0 from the start: an alert on
     // their `rate()` needs a series before the first event.
     let rare: [(&IntCounterVec, &[&str]); 3] = [
-        (&metrics.panics, &["request", "batch", "load"]),
+        (&metrics.panics, &["request", "batch", "load", "mode_trial"]),
         (&metrics.config_reloads, &["ok", "failed"]),
         (
             &metrics.python_worker_restarts,
@@ -269,8 +271,14 @@ fn metrics() -> Metrics {
         model_mode: gauge(
             &registry,
             "tfserve_model_mode_speedup",
-            "The mode (precision, +xla) a version chose by its trial at load (mixed_precision auto), \
-             valued at its measured speed over FP32's.",
+            "The mode (precision, +xla) a version serves in under mixed_precision auto (float32 while its \
+             trial runs), valued at its measured speed over FP32's.",
+            &["model", "version", "mode"],
+        ),
+        model_mode_switches: counter(
+            &registry,
+            "tfserve_model_mode_switches_total",
+            "Versions switched from float32 to the mode their background trial chose (mixed_precision auto).",
             &["model", "version", "mode"],
         ),
         registry,

@@ -72,7 +72,7 @@ fn list(root: &Path, dir: &Path, found: &mut Vec<String>) -> std::io::Result<()>
     Ok(())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

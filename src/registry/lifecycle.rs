@@ -198,7 +198,9 @@ impl Registry {
                         .as_deref()
                         .unwrap_or("not audited: no saved_model.pb for its tags")
                 );
-                self.set_slot(model, version, VersionState::Available, None, Some(Arc::new(servable)));
+                let servable = Arc::new(servable);
+                self.set_slot(model, version, VersionState::Available, None, Some(servable.clone()));
+                self.queue_trial(&servable);
             }
             Err(err) => {
                 log::error!("model {model} version {version}: {err}");
@@ -241,9 +243,8 @@ impl Registry {
                 let built = servable::audited(&dir, &allowed, &options).and_then(|audit| {
                     let loader = options.loader.as_ref();
                     let session = servable::session_for_modules((&name, version), audit.as_deref(), &session, loader)?;
-                    let built = servable::build(&name, version, &dir, &session, images, &options);
+                    let built = servable::build(&name, version, &dir, &session, images, logging, &options);
                     built.map_err(|e| e.to_string()).map(|mut servable| {
-                        servable.logging = logging;
                         servable.audit = audit;
                         servable
                     })

@@ -4,11 +4,12 @@
 //! versions while traffic flows.
 
 mod discover;
+mod modes;
 mod servable;
 
 use crate::status::{Code, HasCode};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 pub use discover::{discover_models, discover_versions};
@@ -127,6 +128,10 @@ pub struct Registry {
     /// The last statuses of models no longer served (all END), for the status
     /// API as TF Serving keeps them; at most [`RETIRED_MODELS`] names.
     retired: RwLock<BTreeMap<String, Vec<VersionStatus>>>,
+    /// The thread `mixed_precision: auto`'s trials run on, one at a time.
+    trials: crate::modes::background::Trials,
+    /// This registry, for the trials that switch its versions' modes later.
+    me: Weak<Registry>,
 }
 
 /// How many unloaded models' statuses are remembered.
@@ -135,14 +140,17 @@ const RETIRED_MODELS: usize = 1024;
 type SyncListener = Box<dyn Fn(&[ModelSource]) + Send + Sync>;
 
 impl Registry {
-    pub fn new(options: LoadOptions) -> Registry {
-        Registry {
+    pub fn new(options: LoadOptions) -> std::io::Result<Arc<Registry>> {
+        let trials = crate::modes::background::Trials::start()?;
+        Ok(Arc::new_cyclic(|me| Registry {
             models: RwLock::new(BTreeMap::new()),
             options: Arc::new(options),
             changes: Mutex::new(()),
             sync_listener: std::sync::OnceLock::new(),
             retired: RwLock::new(BTreeMap::new()),
-        }
+            trials,
+            me: me.clone(),
+        }))
     }
 
     /// Calls `listener` with the sources of every later [`Registry::sync`], first.

@@ -9,8 +9,8 @@ use std::time::Instant;
 use crate::batcher::{BatchError, BatchParams, Batcher, ParamsOverride, QueueHandle, Runner};
 use crate::imaging::ImagePolicy;
 use crate::metrics::{QueueMetrics, METRICS};
-use crate::modes::{self, Decision};
-use crate::runtime::precision;
+use crate::modes::background::Activity;
+use crate::modes::ModeState;
 use crate::runtime::{replicas, Loader, Model, RuntimeError, SessionConfig};
 use crate::signature::SignatureSpec;
 use crate::tensor::Tensor;
@@ -26,8 +26,8 @@ pub struct Servable {
     pub images: ImagePolicy,
     /// TF Serving's `logging_config` for the model, as its config file gave it.
     pub logging: Option<Arc<crate::model_config::LoggingConfig>>,
-    /// The mode its trial chose (`mixed_precision: auto`), and why.
-    pub mode: Option<Arc<Decision>>,
+    /// Its mode under `mixed_precision: auto`: the trial's progress, or its decision and why.
+    pub mode: Option<Arc<ModeState>>,
     /// What its signatures reach outside the request (`None`: nothing the
     /// audit could read, as for a mock runtime's model).
     pub audit: Option<Arc<crate::audit::ModelAudit>>,
@@ -127,6 +127,8 @@ impl Drop for Hold {
 
 /// Runs a batch on one signature of a loaded model.
 struct SignatureRunner {
+    /// What tells a mode trial the server is busy.
+    activity: Arc<Activity>,
     runtime: Arc<dyn Model>,
     signature: String,
     _hold: Hold,
@@ -134,7 +136,7 @@ struct SignatureRunner {
 
 impl Runner for SignatureRunner {
     fn run(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, RuntimeError> {
-        self.runtime.run(&self.signature, inputs)
+        self.activity.count(|| self.runtime.run(&self.signature, inputs))
     }
 }
 
@@ -196,7 +198,15 @@ pub struct LoadOptions {
     /// What every model's signatures may reach outside the request
     /// (`--allow_model_access`); a model's own `allow_access` adds to it.
     pub allow_access: std::collections::BTreeSet<crate::audit::Access>,
+    /// Every model run, as the mode trials see it.
+    pub activity: Arc<Activity>,
+    /// Where a model's requests are captured as TFRecords, if anywhere: a
+    /// mode trial's probes when a version has no warm-up requests.
+    pub capture_prefix: Option<CapturePrefix>,
 }
+
+/// The capture prefix of a model, by its name.
+pub type CapturePrefix = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// The audit of the version in `dir`, or why it may not load under `allowed`.
 pub fn audited(
@@ -255,45 +265,6 @@ pub fn session_for_modules(
     Ok(session)
 }
 
-/// The trial of `mixed_precision: auto` (`None` without it): every mode this
-/// host runs fast, on the batch sizes the model's queues will emit.
-fn choose_mode(
-    model: &str,
-    version: i64,
-    path: &Path,
-    session: &SessionConfig,
-    params: &BatchParams,
-    merge: bool,
-    options: &LoadOptions,
-) -> Option<Arc<Decision>> {
-    if !session.choose_mode {
-        return None;
-    }
-    let gpu = options.loader.sees_gpu() && !session.cpu_only;
-    let sizes = match (merge, gpu && params.allowed_batch_sizes.is_empty()) {
-        (false, _) => vec![1],
-        (true, true) => params.clone().for_gpu().warmup_sizes(),
-        (true, false) => params.warmup_sizes(),
-    };
-    let setup = modes::Setup {
-        loader: options.loader.as_ref(),
-        dir: path,
-        tags: &options.tags,
-        session,
-        sizes: &sizes,
-        candidates: modes::candidates(&precision::fast_here(gpu)),
-        cache_dir: Some(options.storage.cache_root().to_path_buf()),
-        tensorflow: options.loader.build(),
-        device: precision::device_description(),
-    };
-    Some(Arc::new(modes::choose(
-        model,
-        version,
-        &setup,
-        &modes::trial::WallClock::new(),
-    )))
-}
-
 /// Loads, warms up (the shipped warm-up requests, else every batch size on
 /// synthetic inputs) and queues a version. Only returns once it can serve.
 pub fn build(
@@ -302,13 +273,13 @@ pub fn build(
     path: &Path,
     session: &SessionConfig,
     images: ImagePolicy,
+    logging: Option<Arc<crate::model_config::LoggingConfig>>,
     options: &LoadOptions,
 ) -> Result<Servable, RuntimeError> {
     let (params, merge) = options.batching.for_model(model);
-    let mode = choose_mode(model, version, path, session, &params, merge, options);
-    let session = &mode
-        .as_ref()
-        .map_or_else(|| session.clone(), |d| d.chosen.session(session));
+    let captured = logging.as_ref().map(|l| l.filename_prefix.clone());
+    let start = super::modes::start((model, version), path, session, (&params, merge, captured), options);
+    let (session, mode) = (&start.session, start.state);
     let replicas = replicas::load(options.loader.as_ref(), path, &options.tags, session)?;
     let on_gpu = replicas[0].model.on_gpu();
     let params = padded_on_gpu(model, version, params, merge && on_gpu);
@@ -327,6 +298,7 @@ pub fn build(
         .map(|signature| {
             let name = signature.name.clone();
             let runner = Arc::new(SignatureRunner {
+                activity: options.activity.clone(),
                 runtime: runtime.clone(),
                 signature: name.clone(),
                 _hold: holds.hold(),
@@ -339,16 +311,14 @@ pub fn build(
             (name, queue)
         })
         .collect();
-    if let Some(decision) = &mode {
-        decision.count(model, version);
-    }
+    mode.iter().for_each(|mode| mode.count(model, version));
     Ok(Servable {
         model: model.to_string(),
         shared_name: model.into(),
         version,
         runtime,
         images,
-        logging: None,
+        logging,
         mode,
         audit: None,
         queues,

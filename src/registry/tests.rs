@@ -15,7 +15,7 @@ use crate::tensor::{Tensor, TensorData};
 struct Fixture {
     root: PathBuf,
     loader: Arc<MockLoader>,
-    registry: Registry,
+    registry: Arc<Registry>,
 }
 
 impl Fixture {
@@ -45,11 +45,13 @@ impl Fixture {
             load_timeout: Some(std::time::Duration::from_millis(500)),
             storage: Default::default(),
             allow_access: Default::default(),
+            activity: Default::default(),
+            capture_prefix: None,
         };
         Fixture {
             root,
             loader,
-            registry: Registry::new(options),
+            registry: Registry::new(options).unwrap(),
         }
     }
 

@@ -119,8 +119,8 @@ pub fn invalid(message: &str) -> RuntimeError {
 
 /// Loads version directories as `MockModel::add(version)` (what `models/adder`
 /// computes). A `fail` file in the directory fails the load with its text; a
-/// `load_ms` file holds the milliseconds a load takes, `run_ms` those of a run;
-/// a `gpu` file makes the model report a GPU, and an `oom_rows` file holds the
+/// `load_ms` file holds the milliseconds a load takes, `run_ms` those of a run
+/// (`run_ms.MODE` those of a session in that mode, `float32+xla` say); a `gpu` file makes the model report a GPU, and an `oom_rows` file holds the
 /// most rows a run takes before it fails as out of memory.
 #[derive(Default)]
 pub struct MockLoader {
@@ -133,8 +133,24 @@ impl MockLoader {
     }
 }
 
+/// A run's milliseconds: `run_ms.MODE` (MODE as `mixed_precision: auto`
+/// names it) for a session in that mode, else `run_ms`, else none.
+fn run_ms(dir: &Path, session: &SessionConfig) -> Result<u64, String> {
+    let mode = format!(
+        "{}{}",
+        session.mixed_precision.map_or("float32", |p| p.name()),
+        if session.xla_jit { "+xla" } else { "" }
+    );
+    let in_mode = dir.join(format!("run_ms.{mode}"));
+    let file = if in_mode.exists() { in_mode } else { dir.join("run_ms") };
+    match std::fs::read_to_string(file) {
+        Ok(ms) => ms.trim().parse().map_err(|_| format!("run_ms: {ms:?}")),
+        Err(_) => Ok(0),
+    }
+}
+
 impl Loader for MockLoader {
-    fn load(&self, dir: &Path, _tags: &[String], _session: &SessionConfig) -> Result<Arc<dyn Model>, RuntimeError> {
+    fn load(&self, dir: &Path, _tags: &[String], session: &SessionConfig) -> Result<Arc<dyn Model>, RuntimeError> {
         self.loads.fetch_add(1, Ordering::SeqCst);
         let error = |message: String| RuntimeError::Load {
             path: dir.display().to_string(),
@@ -155,10 +171,7 @@ impl Loader for MockLoader {
             .and_then(|n| n.to_str())
             .and_then(|n| n.parse().ok())
             .ok_or_else(|| error("not a numeric version directory".into()))?;
-        let run_ms = match std::fs::read_to_string(dir.join("run_ms")) {
-            Ok(ms) => ms.trim().parse().map_err(|_| error(format!("run_ms: {ms:?}")))?,
-            Err(_) => 0,
-        };
+        let run_ms = run_ms(dir, session).map_err(error)?;
         let oom_rows: Option<usize> = match std::fs::read_to_string(dir.join("oom_rows")) {
             Ok(rows) => Some(rows.trim().parse().map_err(|_| error(format!("oom_rows: {rows:?}")))?),
             Err(_) => None,

@@ -4,8 +4,8 @@
 //! fast. A rewrite the hardware only emulates is slower than FP32 and less
 //! exact, so a model asking for one on such a host is refused at load with
 //! what the host lacks, rather than served slower than it would be without.
-//! `auto` leaves the mode to a trial at load (`crate::modes`), within a
-//! tolerance of FP32's answers.
+//! `auto` leaves the mode to a trial in the background (`crate::modes`),
+//! within a tolerance of FP32's answers.
 
 use serde::{Deserialize, Serialize};
 

@@ -148,7 +148,7 @@ pub fn load_custom_ops(paths: &str) -> Result<Vec<String>, StartError> {
 pub fn build_service(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(Service, Arc<Batcher>), StartError> {
     let (options, batcher) = load_options(settings, loader)?;
     let storage = options.storage.clone();
-    let registry = Arc::new(Registry::new(options));
+    let registry = Registry::new(options).map_err(StartError::Threads)?;
     let sources = model_sources(settings)?;
     // A base path in object storage that cannot be read stops the start, naming it.
     for source in &sources {
@@ -226,6 +226,14 @@ fn load_options(settings: &Settings, loader: Arc<dyn Loader>) -> Result<(LoadOpt
         },
         storage: Arc::new(Storage::new(private_cache_root(settings)?)),
         allow_access: settings.security.allowed_access(),
+        activity: Default::default(),
+        capture_prefix: Some({
+            let policies = settings.capture.policies();
+            Arc::new(move |model: &str| {
+                let policy = policies.policy(model)?;
+                policy.tfrecord_prefix.clone().filter(|_| policy.enabled())
+            })
+        }),
     };
     Ok((options, batcher))
 }

@@ -54,8 +54,10 @@ fn service_with(name: &str, batching: bool, timeout: Duration, files: &[(&str, &
         load_timeout: None,
         storage: Default::default(),
         allow_access: Default::default(),
+        activity: Default::default(),
+        capture_prefix: None,
     };
-    let registry = Arc::new(Registry::new(options));
+    let registry = Registry::new(options).unwrap();
     registry.sync(&[ModelSource::with_policy(
         "model",
         root.join("model"),

@@ -3,6 +3,7 @@
 //! queues can emit on synthetic inputs, before it takes traffic.
 
 pub mod records;
+use records::WarmupRequest;
 
 use std::path::Path;
 use std::time::Instant;
@@ -102,12 +103,18 @@ pub fn recorded_runs(file: &Path, runtime: &dyn Model) -> Result<Vec<(String, Ve
     };
     let data = std::fs::read(file).map_err(|e| fail(e.to_string()))?;
     let requests = records::parse(&data).map_err(fail)?;
+    runs_of(requests, runtime).map_err(fail)
+}
+
+/// Recorded requests as runs of `runtime`: each one's signature and its
+/// inputs in the signature's order; an error names the record.
+pub fn runs_of(requests: Vec<WarmupRequest>, runtime: &dyn Model) -> Result<Vec<(String, Vec<Tensor>)>, String> {
     let mut runs = Vec::with_capacity(requests.len());
     for (i, request) in requests.into_iter().enumerate() {
         let name = request.signature.as_deref().unwrap_or(DEFAULT_SIGNATURE);
         let signature = runtime
             .signature(name)
-            .ok_or_else(|| fail(format!("record {i}: no signature '{name}'")))?;
+            .ok_or_else(|| format!("record {i}: no signature '{name}'"))?;
         let inputs = signature
             .inputs
             .iter()
@@ -121,7 +128,7 @@ pub fn recorded_runs(file: &Path, runtime: &dyn Model) -> Result<Vec<(String, Ve
                             .flatten()
                     })
                     .cloned()
-                    .ok_or_else(|| fail(format!("record {i}: no input '{}'", spec.key)))
+                    .ok_or_else(|| format!("record {i}: no input '{}'", spec.key))
             })
             .collect::<Result<Vec<Tensor>, _>>()?;
         runs.push((signature.name.clone(), inputs));

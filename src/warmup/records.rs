@@ -19,6 +19,8 @@ pub const MAX_RECORDS: usize = 1000;
 /// One request to replay: a signature and its inputs by key.
 #[derive(Debug, PartialEq)]
 pub struct WarmupRequest {
+    /// The model the record names (empty in most warm-up files).
+    pub model: String,
     pub signature: Option<String>,
     pub inputs: BTreeMap<String, Tensor>,
 }
@@ -45,6 +47,48 @@ pub fn tfrecords(mut data: &[u8]) -> Result<Vec<&[u8]>, String> {
     Ok(records)
 }
 
+/// One record framed as TFRecord writes it: its length, the length's masked
+/// CRC32-C, the payload, the payload's.
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut framed = Vec::with_capacity(payload.len() + 16);
+    let length = (payload.len() as u64).to_le_bytes();
+    framed.extend_from_slice(&length);
+    framed.extend_from_slice(&masked_crc(&length).to_le_bytes());
+    framed.extend_from_slice(payload);
+    framed.extend_from_slice(&masked_crc(payload).to_le_bytes());
+    framed
+}
+
+/// The files a capture prefix names, `PREFIX-*.tfrecord`, newest first: a
+/// model's captured requests, which read as warm-up requests do.
+pub fn capture_files(prefix: &str) -> Vec<std::path::PathBuf> {
+    let prefix = std::path::Path::new(prefix);
+    let dir = match prefix.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => std::path::Path::new("."),
+    };
+    let (Some(stem), Ok(entries)) = (prefix.file_name().and_then(|n| n.to_str()), std::fs::read_dir(dir)) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(std::time::SystemTime, std::path::PathBuf)> = entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.strip_prefix(stem).is_some_and(|rest| rest.starts_with('-')) && name.ends_with(".tfrecord")
+        })
+        .map(|e| {
+            let modified = e.metadata().and_then(|m| m.modified());
+            (
+                modified.unwrap_or(std::time::SystemTime::UNIX_EPOCH),
+                dir.join(e.file_name()),
+            )
+        })
+        .collect();
+    found.sort_by(|a, b| b.cmp(a));
+    found.into_iter().map(|(_, path)| path).collect()
+}
+
 /// TFRecord's checksum: CRC32-C, rotated and offset so a CRC of CRCs differs.
 pub fn masked_crc(data: &[u8]) -> u32 {
     let crc = crc32c::crc32c(data);
@@ -63,6 +107,10 @@ pub fn parse(data: &[u8]) -> Result<Vec<WarmupRequest>, String> {
         })
         .collect::<Result<Vec<_>, _>>()
         .map(|requests| requests.into_iter().flatten().collect())
+}
+
+fn model_of(spec: Option<&ModelSpec>) -> String {
+    spec.map(|s| s.name.clone()).unwrap_or_default()
 }
 
 fn signature_of(spec: Option<&ModelSpec>) -> Option<String> {
@@ -85,6 +133,7 @@ fn requests_of(log: PredictionLog) -> Result<Vec<WarmupRequest>, String> {
                 })
                 .collect::<Result<_, String>>()?;
             return Ok(vec![WarmupRequest {
+                model: model_of(predict.model_spec.as_ref()),
                 signature: signature_of(predict.model_spec.as_ref()),
                 inputs,
             }]);
@@ -96,6 +145,7 @@ fn requests_of(log: PredictionLog) -> Result<Vec<WarmupRequest>, String> {
                 .tasks
                 .iter()
                 .map(|task| WarmupRequest {
+                    model: model_of(task.model_spec.as_ref()),
                     signature: signature_of(task.model_spec.as_ref()),
                     inputs: BTreeMap::from([("inputs".to_string(), examples.clone())]),
                 })
@@ -112,6 +162,7 @@ fn requests_of(log: PredictionLog) -> Result<Vec<WarmupRequest>, String> {
         _ => return Err("only predict, classify, regress and multi-inference logs can be replayed".into()),
     };
     Ok(vec![WarmupRequest {
+        model: model_of(spec.as_ref()),
         signature: signature_of(spec.as_ref()),
         inputs: BTreeMap::from([("inputs".to_string(), examples_tensor(input)?)]),
     }])

@@ -5,21 +5,29 @@
 
 use crate::common;
 
-use common::precision::{mode_of, start_auto, status};
+use common::precision::{decided, start_auto, status, write_warmup};
 use common::{repo_path, spawn_server, temp_dir};
 use serde_json::{json, Value};
 
 #[test]
 fn auto_refuses_bfloat16_where_it_breaks_the_answers() {
     let dir = temp_dir("precision-auto-lossy");
+    // Each with warm-up requests: 320 rows, enough to judge mnist's top class.
+    for (name, key, shape) in [
+        ("lossy_in_bfloat16", "x", vec![32, 2]),
+        ("mnist_cnn", "image", vec![32, 28, 28, 1]),
+    ] {
+        common::copy_dir(&repo_path(&format!("models/{name}")), &dir.join(name));
+        write_warmup(&dir.join(name).join("1"), name, key, &shape, 10);
+    }
     let config = json!({"model_config_list": [
-        {"name": "lossy", "base_path": repo_path("models/lossy_in_bfloat16")},
-        {"name": "mnist", "base_path": repo_path("models/mnist_cnn")},
+        {"name": "lossy", "base_path": dir.join("lossy_in_bfloat16")},
+        {"name": "mnist", "base_path": dir.join("mnist_cnn")},
     ]});
     let url = start_auto(&config, &dir);
     assert_eq!(status(&url, "lossy").0, "AVAILABLE");
     assert_eq!(status(&url, "mnist").0, "AVAILABLE");
-    let lossy = mode_of(&url, "lossy");
+    let lossy = decided(&url, "lossy");
     assert!(!lossy["chosen"].as_str().unwrap().starts_with("bfloat16"), "{lossy}");
     let tried = lossy["tried"].as_array().unwrap();
     let bf16 = tried
@@ -32,7 +40,7 @@ fn auto_refuses_bfloat16_where_it_breaks_the_answers() {
         assert!(verdict.starts_with("refused: output 'y' strays"), "{verdict}");
     }
     // Whatever mnist_cnn runs with, its answers stay a classifier's.
-    let mnist = mode_of(&url, "mnist");
+    let mnist = decided(&url, "mnist");
     assert!(mnist["chosen"].is_string(), "{mnist}");
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_path("tests/data/expected.json")).unwrap()).unwrap();
