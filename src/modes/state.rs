@@ -57,6 +57,15 @@ impl ModeState {
         }
     }
 
+    /// One line: the mode it serves in, and its trial's progress or its reason.
+    pub fn summary(&self) -> String {
+        match self.status() {
+            ModeStatus::Waiting => "float32; its mode trial waits its turn".into(),
+            ModeStatus::Trial(progress) => format!("float32; mode trial: {progress}"),
+            ModeStatus::Decided(decision) => format!("{}: {}", decision.chosen.name(), decision.reason),
+        }
+    }
+
     /// The mode this version serves in now, and its speed over FP32's.
     fn serving(&self) -> (String, f64) {
         self.decision()

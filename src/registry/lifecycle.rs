@@ -174,6 +174,7 @@ impl Registry {
                         state,
                         error,
                         access,
+                        mode: None,
                     },
                     servable,
                     failed_files: None,

@@ -55,6 +55,8 @@ pub struct VersionStatus {
     pub error: Option<String>,
     /// What its signatures reach outside the request, once loaded (the audit's summary).
     pub access: Option<String>,
+    /// Under `mixed_precision: auto`, the mode it serves in and its trial's progress (filled when listed).
+    pub mode: Option<String>,
 }
 
 struct VersionSlot {
@@ -63,6 +65,21 @@ struct VersionSlot {
     /// What the version's directory held when its load failed: a failed
     /// version is retried once its files change (a copy that was still in progress).
     failed_files: Option<discover::DirectoryStamp>,
+}
+
+impl VersionSlot {
+    /// Its status as the management API lists it: with its mode.
+    fn listed(&self) -> VersionStatus {
+        let mode = self
+            .servable
+            .as_ref()
+            .and_then(|s| s.mode.as_ref())
+            .map(|m| m.summary());
+        VersionStatus {
+            mode,
+            ..self.status.clone()
+        }
+    }
 }
 
 struct ModelEntry {
@@ -247,6 +264,7 @@ impl Registry {
                 state: VersionState::End,
                 error: None,
                 access: None,
+                mode: None,
             })
             .collect();
         retired.insert(model.to_string(), statuses);
@@ -272,7 +290,7 @@ impl Registry {
             .map(|(name, entry)| ModelInfo {
                 name: name.clone(),
                 base_path: entry.source.base_path.display().to_string(),
-                versions: entry.versions.values().map(|s| s.status.clone()).collect(),
+                versions: entry.versions.values().map(VersionSlot::listed).collect(),
             })
             .collect()
     }

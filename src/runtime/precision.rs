@@ -121,7 +121,7 @@ pub fn fast_here(sees_gpu: bool) -> Vec<MixedPrecision> {
 }
 
 /// The processor a measurement was made on: the CPU's model name and core
-/// count, and each NVIDIA GPU's name.
+/// count, and each NVIDIA GPU's name, driver and MIG mode.
 pub fn device_description() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
@@ -131,7 +131,10 @@ pub fn device_description() -> String {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut description = format!("{cpu} ({cores} cores)");
     if let Ok(output) = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=name", "--format=csv,noheader"])
+        .args([
+            "--query-gpu=name,driver_version,mig.mode.current",
+            "--format=csv,noheader",
+        ])
         .output()
     {
         for gpu in String::from_utf8_lossy(&output.stdout)

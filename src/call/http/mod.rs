@@ -266,6 +266,9 @@ pub fn versions_json(info: &ModelInfo) -> Value {
             if let Some(access) = &v.access {
                 entry["access"] = json!(access);
             }
+            if let Some(mode) = &v.mode {
+                entry["mode"] = json!(mode);
+            }
             entry
         })
         .collect()

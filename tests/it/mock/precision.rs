@@ -107,6 +107,15 @@ fn auto_serves_at_once_and_switches_each_model_in_the_background() {
         (&json!("waiting"), &json!("float32")),
         "{last}"
     );
+    let (_, listed) = common::call(Method::GET, &format!("{url}/tfserve/models"), None);
+    let listed_c = listed["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "c")
+        .unwrap();
+    let summary = listed_c["versions"][0]["mode"].as_str().unwrap();
+    assert!(summary.starts_with("float32; "), "{listed}");
     let ready = reqwest::blocking::get(format!("{url}/v2/health/ready")).unwrap();
     assert_eq!(ready.status().as_u16(), 200);
     // A model added over the management API loads without waiting for them;
