@@ -11,6 +11,7 @@ mod bench_grpc;
 mod bench_open;
 mod clock;
 mod grpc_ceiling;
+mod warmup_file;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -92,6 +93,20 @@ enum Command {
     /// POSTs one body at a fixed rate, whatever the answers take; prints a JSON
     /// line of counts and latencies (from when each request was due) by status.
     Open(bench_open::OpenLoop),
+    /// Writes a warm-up file of seeded requests for the default signature.
+    Warmup {
+        #[arg(long)]
+        model_dir: PathBuf,
+        /// The model name the records carry.
+        #[arg(long)]
+        model: String,
+        #[arg(long, default_value_t = 32)]
+        rows: usize,
+        #[arg(long, default_value_t = 10)]
+        records: usize,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Answers every request with a fixed JSON body after reading it.
     Ceiling {
         #[arg(long, default_value_t = 8600)]
@@ -180,6 +195,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } => {
             let (_, signature) = load_model(&model_dir, &signature_only())?;
             grpc_ceiling::serve(stack, port, threads, grpc_ceiling::answer(&model, &signature)?)
+        }
+        Command::Warmup {
+            model_dir,
+            model,
+            rows,
+            records,
+            out,
+        } => {
+            let (_, signature) = load_model(&model_dir, &signature_only())?;
+            Ok(warmup_file::write(&model, &signature, rows, records, &out)?)
         }
         Command::Ceiling { port, workers } => {
             actix_web::rt::System::new().block_on(async move {
