@@ -129,6 +129,10 @@ impl Registry {
             .trials
             .queue(format!("model {model} version {version}"), move |stopping| {
                 let alive = || registry.upgrade().is_some_and(|r| r.serves(&plan, &serving));
+                // Unloaded while it waited its turn: nothing to load or measure.
+                if !alive() {
+                    return;
+                }
                 let report = |what: String| job_state.set(ModeStatus::Trial(what));
                 let watch = Watch {
                     activity: &activity,
